@@ -1,0 +1,20 @@
+"""lowprec: bit-exact emulation of low-precision floating point in pure NumPy.
+
+The public names are re-exported here; the modules are listed in DESIGN.md.
+"""
+
+from .formats import (BF16, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E4M3FNUZ,
+                      FP8_E5M2, FP8_E5M2FNUZ, FP16, FP32, FP64, NAMED_FORMATS, TF32,
+                      Format, finfo, format)
+from .flags import Flags, flags
+from .rounding import MODES, round, round_exact
+from .bits import decode, encode, fields
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Format", "format", "finfo", "NAMED_FORMATS",
+    "FP64", "FP32", "TF32", "FP16", "BF16", "FP8_E4M3", "FP8_E5M2", "FP8_E4M3FNUZ",
+    "FP8_E5M2FNUZ", "FP6_E2M3", "FP6_E3M2", "FP4_E2M1",
+    "Flags", "flags", "MODES", "round", "round_exact", "encode", "decode", "fields",
+]

@@ -1,0 +1,160 @@
+"""Values <-> bit patterns: `encode`, `decode` and `fields` for any `Format`.
+
+Patterns live in the smallest unsigned dtype that holds ``fmt.bits`` (uint8,
+uint16, uint32, uint64), sign at bit ``bits - 1``, then the exponent field, then the
+mantissa. `encode` rounds through the rounding kernel first; it never rounds on its
+own. `decode` of formats of 16 bits or fewer reads a table built once per format.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from .formats import format as _format
+from .rounding import round as _round
+
+__all__ = ["encode", "decode", "fields", "uint_dtype"]
+
+
+def uint_dtype(fmt):
+    """The smallest unsigned integer dtype that holds a pattern of ``fmt``."""
+    fmt = _format(fmt)
+    for dt in (np.uint8, np.uint16, np.uint32, np.uint64):
+        if fmt.bits <= 8 * np.dtype(dt).itemsize:
+            return np.dtype(dt)
+    raise ValueError(f"{fmt.bits}-bit formats do not fit in uint64")
+
+
+def _canonical_nan(fmt, negative):
+    m, E, sign = fmt.mantissa_bits, fmt.exponent_bits, 1 << (fmt.bits - 1)
+    if fmt.kind == "fnuz":
+        return sign                      # 1000...0 is the one NaN, whatever the sign
+    if fmt.kind == "fn":
+        code = (1 << (fmt.bits - 1)) - 1  # S.1..1.1..1
+    else:
+        code = ((1 << E) - 1) << m | (1 << (m - 1) if m else 0)  # quiet NaN
+    return code | (sign if negative else 0)
+
+
+def encode(x, fmt, mode="rne", **kwargs):
+    """Round ``x`` to ``fmt`` and return the bit patterns.
+
+    Keyword arguments (``rng``, ``sr_bits``, ``subnormals``, ``saturate``) go to
+    `lowprec.round`, which also records the flags. NaN becomes the format's
+    canonical quiet NaN with the input's sign (for ``fnuz`` formats, the one NaN);
+    a NaN for a format without NaN raises `ValueError`.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> hex(lp.encode(1.0, "fp16")), hex(lp.encode(-2.0, "bf16"))
+    ('0x3c00', '0xc000')
+    >>> lp.encode([448.0, float("nan")], "e4m3")
+    array([126, 127], dtype=uint8)
+    """
+    fmt = _format(fmt)
+    r = np.asarray(_round(x, fmt, mode, **kwargs))
+    a = np.abs(r)
+    neg = np.signbit(r)
+    m, emin = fmt.mantissa_bits, fmt.emin
+    dt = uint_dtype(fmt)
+    nan = np.isnan(r)
+    if nan.any() and not fmt.has_nan:
+        raise ValueError(f"{fmt.name or fmt.dtype_name} has no NaN to encode")
+    finite = np.isfinite(r)
+    with np.errstate(invalid="ignore", over="ignore"):
+        af = np.where(finite, a, 0.0)
+        mant, exp = np.frexp(af)                   # af = mant * 2**exp, mant in [0.5, 1)
+        normal = af >= fmt.smallest_normal
+        # Normal: the significand has m fraction bits, so mant * 2**(m+1) is an integer.
+        e_field = np.where(normal, exp - 1 + fmt.bias, 0).astype(np.uint64)
+        frac = np.where(normal, np.ldexp(mant, m + 1) - 2.0 ** m,
+                        np.ldexp(af, m - emin))      # subnormal: a multiple of 2**(emin - m)
+    code = (e_field << np.uint64(m)) | frac.astype(np.uint64)
+    if fmt.has_inf:
+        code = np.where(np.isinf(r), np.uint64(((1 << fmt.exponent_bits) - 1) << m), code)
+    code = code | (neg.astype(np.uint64) << np.uint64(fmt.bits - 1))
+    if nan.any():
+        code = np.where(nan, np.where(neg, np.uint64(_canonical_nan(fmt, True)),
+                                      np.uint64(_canonical_nan(fmt, False))), code)
+    out = code.astype(dt)
+    return out[()] if out.ndim == 0 else out
+
+
+def _check_patterns(bits, fmt):
+    b = np.asarray(bits)
+    if b.dtype.kind not in "ui":
+        raise TypeError(f"bit patterns must be integers, got dtype {b.dtype}")
+    if b.size and (b.min() < 0 or int(b.max()) >> fmt.bits):
+        raise ValueError(f"bit patterns must be in [0, 2**{fmt.bits}) for "
+                         f"{fmt.name or fmt.dtype_name}")
+    return b.astype(np.uint64)
+
+
+def fields(bits, fmt):
+    """Split patterns into integer (sign, exponent, mantissa) arrays.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> lp.fields(0x3DCD, "bf16")
+    (np.uint64(0), np.uint64(123), np.uint64(77))
+    """
+    fmt = _format(fmt)
+    b = _check_patterns(bits, fmt)
+    m = np.uint64(fmt.mantissa_bits)
+    sign = b >> np.uint64(fmt.bits - 1)
+    exponent = (b >> m) & np.uint64((1 << fmt.exponent_bits) - 1)
+    mantissa = b & np.uint64((1 << fmt.mantissa_bits) - 1)
+    if b.ndim == 0:
+        return sign[()], exponent[()], mantissa[()]
+    return sign, exponent, mantissa
+
+
+def _decode_formula(b, fmt):
+    m = fmt.mantissa_bits
+    sign = (b >> np.uint64(fmt.bits - 1)).astype(bool)
+    top = (1 << fmt.exponent_bits) - 1
+    exponent = ((b >> np.uint64(m)) & np.uint64(top)).astype(np.int64)
+    mantissa = (b & np.uint64((1 << m) - 1)).astype(np.float64)
+    subnormal = exponent == 0
+    # Exact: an integer of at most m + 1 <= 53 bits times a power of two.
+    significand = np.where(subnormal, mantissa, mantissa + 2.0 ** m)
+    scale = np.where(subnormal, fmt.emin, exponent - fmt.bias) - m
+    value = np.ldexp(significand, scale)
+    if not fmt.subnormals:
+        value = np.where(subnormal, 0.0, value)
+    if fmt.kind == "ieee":
+        value = np.where(exponent == top, np.where(mantissa == 0, np.inf, np.nan), value)
+    elif fmt.kind == "fn":
+        value = np.where((exponent == top) & (mantissa == 2 ** m - 1), np.nan, value)
+    elif fmt.kind == "fnuz":
+        value = np.where(b == np.uint64(1 << (fmt.bits - 1)), np.nan, value)
+        sign = sign & (b != np.uint64(1 << (fmt.bits - 1)))
+    return np.where(sign, -value, value)
+
+
+@lru_cache(maxsize=None)
+def _table(fmt):
+    table = _decode_formula(np.arange(2 ** fmt.bits, dtype=np.uint64), fmt)
+    table.flags.writeable = False
+    return table
+
+
+def decode(bits, fmt):
+    """Map bit patterns to their float64 values (every NaN pattern to NaN).
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> lp.decode([0x3C00, 0x0001, 0x7C00], "fp16")
+    array([1.00000000e+00, 5.96046448e-08,            inf])
+    >>> lp.decode(0x7E, "e4m3"), lp.decode(0x80, "e4m3fnuz")
+    (np.float64(448.0), np.float64(nan))
+    """
+    fmt = _format(fmt)
+    b = _check_patterns(bits, fmt)
+    out = _table(fmt)[b] if fmt.bits <= 16 else _decode_formula(b, fmt)
+    return out[()] if out.ndim == 0 else out

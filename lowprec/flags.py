@@ -1,0 +1,97 @@
+"""Exception flags: per-element counts of IEEE 754's exceptions, in a context.
+
+``with lp.flags() as f:`` makes ``f`` the innermost active flag record (a
+``contextvars.ContextVar``, so threads and asyncio tasks never see each other's);
+kernels call :func:`recording` to learn whether anyone listens (outside a context
+nothing is computed) and :func:`record` to add counts. On exit an inner record's
+counts are added to the enclosing one, so an outer context sees everything that
+happened inside it. This module never inspects arrays itself.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+
+__all__ = ["Flags", "flags", "recording", "record", "FLAG_NAMES"]
+
+#: The counted conditions: IEEE 754's five exceptions plus two of lowprec's own.
+FLAG_NAMES = ("inexact", "underflow", "overflow", "invalid", "divide_by_zero",
+              "saturated", "flushed")
+
+_active: ContextVar[Flags | None] = ContextVar("lowprec_flags", default=None)
+
+
+class Flags:
+    """Counts of elements that raised each exception.
+
+    Attributes are ``inexact``, ``underflow`` (tiny and inexact, tininess detected
+    after rounding), ``overflow``, ``invalid``, ``divide_by_zero``, ``saturated``
+    (an overflow or infinity clamped to ±max) and ``flushed`` (a nonzero subnormal
+    result replaced because ``subnormals=False``).
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> with lp.flags() as f:
+    ...     _ = lp.round([1e-8, 0.1, 1.0, 1e6], "fp16")
+    >>> f.inexact, f.underflow, f.overflow
+    (3, 1, 1)
+    >>> bool(f), f.as_dict()["invalid"]
+    (True, 0)
+    """
+
+    __slots__ = (*FLAG_NAMES, "_token")
+
+    def __init__(self):
+        for name in FLAG_NAMES:
+            setattr(self, name, 0)
+        self._token = None
+
+    def __enter__(self):
+        if self._token is not None:
+            raise RuntimeError("this flags() context is already active")
+        self._token = _active.set(self)
+        return self
+
+    def __exit__(self, *exc):
+        _active.reset(self._token)
+        self._token = None
+        outer = _active.get()
+        if outer is not None:
+            outer.add(self.as_dict())
+        return False
+
+    def add(self, counts):
+        for name, n in counts.items():
+            setattr(self, name, getattr(self, name) + int(n))
+
+    def as_dict(self):
+        return {name: getattr(self, name) for name in FLAG_NAMES}
+
+    def reset(self):
+        for name in FLAG_NAMES:
+            setattr(self, name, 0)
+
+    def __bool__(self):
+        return any(getattr(self, name) for name in FLAG_NAMES)
+
+    def __repr__(self):
+        inner = ", ".join(f"{k}={v}" for k, v in self.as_dict().items())
+        return f"Flags({inner})"
+
+
+def flags():
+    """A new, empty `Flags` record; use it as a context manager."""
+    return Flags()
+
+
+def recording():
+    """The innermost active `Flags`, or None when no context listens."""
+    return _active.get()
+
+
+def record(**counts):
+    """Add counts to the innermost active context (no-op outside one)."""
+    target = _active.get()
+    if target is not None:
+        target.add(counts)

@@ -1,0 +1,350 @@
+"""Binary floating-point formats: parameters, derived constants and lookup.
+
+A :class:`Format` stores only the parameters that define a format (exponent and
+mantissa widths, bias, subnormal support and how the top codes are used); every
+constant (``max``, ``eps``, ``smallest_subnormal``, ...) is derived from them with
+``numpy.finfo``'s names and meanings. This module knows nothing about rounding or
+arrays beyond dtype lookup, and it must never hold mutable state.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+__all__ = [
+    "Format", "format", "finfo", "KINDS", "NAMED_FORMATS",
+    "FP64", "FP32", "TF32", "FP16", "BF16", "FP8_E4M3", "FP8_E5M2",
+    "FP8_E4M3FNUZ", "FP8_E5M2FNUZ", "FP6_E2M3", "FP6_E3M2", "FP4_E2M1",
+]
+
+#: How a format uses its top exponent code, and whether it has inf, NaN and -0.
+KINDS = {
+    "ieee": "top exponent code is inf (mantissa 0) or NaN",
+    "fn": "no inf; only S.1..1.1..1 is NaN (OCP FP8 E4M3)",
+    "fnuz": "no inf, no -0; the pattern 1000...0 is the one NaN",
+    "finite": "no inf, no NaN; every pattern is a finite number (OCP FP6/FP4)",
+}
+
+
+@dataclass(frozen=True)
+class Format:
+    """A binary floating-point format, described by its parameters only.
+
+    Parameters
+    ----------
+    exponent_bits, mantissa_bits : int
+        Widths of the exponent field and of the stored fraction (hidden bit excluded).
+    bias : int, optional
+        Exponent bias; ``2**(exponent_bits - 1) - 1`` when omitted.
+    subnormals : bool
+        Whether the format has subnormal numbers (exponent code 0).
+    kind : {"ieee", "fn", "fnuz", "finite"}
+        How the top exponent code is used; see ``KINDS``.
+    name : str, optional
+        Display name. It does not take part in equality or hashing: two formats
+        with the same parameters are the same format.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> lp.FP16.max, lp.FP16.eps, lp.FP16.smallest_subnormal
+    (65504.0, 0.0009765625, 5.960464477539063e-08)
+    >>> lp.Format.custom(precision=11, emax=15) == lp.FP16
+    True
+    >>> lp.FP8_E4M3.max, lp.FP8_E4M3.has_inf
+    (448.0, False)
+    """
+
+    exponent_bits: int
+    mantissa_bits: int
+    bias: int | None = None
+    subnormals: bool = True
+    kind: str = "ieee"
+    name: str | None = field(default=None, compare=False)
+
+    def __post_init__(self):
+        for attr in ("exponent_bits", "mantissa_bits"):
+            value = getattr(self, attr)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+                raise TypeError(f"{attr} must be an int, got {value!r}")
+        if self.bias is None:
+            object.__setattr__(self, "bias", 2 ** (self.exponent_bits - 1) - 1)
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {sorted(KINDS)}, got {self.kind!r}")
+        if self.exponent_bits < 1 or self.mantissa_bits < 0:
+            raise ValueError("exponent_bits must be >= 1 and mantissa_bits >= 0, "
+                             f"got {self.exponent_bits} and {self.mantissa_bits}")
+        if self.kind == "ieee" and self.exponent_bits < 2:
+            raise ValueError("an 'ieee' format needs exponent_bits >= 2 "
+                             "(one code for subnormals, one for inf/NaN)")
+        if self.kind == "fn" and self.mantissa_bits < 1:
+            raise ValueError("an 'fn' format needs mantissa_bits >= 1 "
+                             "(its NaN takes the top mantissa code)")
+        if self.p > 53:
+            raise ValueError(f"precision {self.p} exceeds float64's 53 bits")
+        if self.emax < self.emin:
+            raise ValueError(f"bias {self.bias} leaves no normal numbers "
+                             f"(emax {self.emax} < emin {self.emin})")
+        # Values must be float64 values, and 2**(e - m) must be a normal float64
+        # for every exponent the rounding kernel scales by (FP64 itself excepted).
+        if self.emax > 1023 or (self.emin - self.mantissa_bits < -1022 and not self._is_fp64):
+            raise ValueError(f"exponent range [{self.emin}, {self.emax}] with "
+                             f"{self.mantissa_bits} mantissa bits does not fit in float64")
+        if self.bits > 64:
+            raise ValueError(f"{self.bits} bits is more than 64")
+
+    @classmethod
+    def custom(cls, precision, emax, *, subnormals=True, name=None):
+        """An IEEE-layout format from its precision ``p`` and ``emax`` (chop-style).
+
+        ``emin = 1 - emax``, so ``emax`` must be ``2**k - 1`` for some ``k >= 1``.
+
+        Examples
+        --------
+        >>> import lowprec as lp
+        >>> lp.Format.custom(precision=8, emax=127) == lp.BF16
+        True
+        >>> lp.Format.custom(precision=4, emax=10)
+        Traceback (most recent call last):
+        ...
+        ValueError: emax must be 2**k - 1 for an IEEE layout, got 10
+        """
+        if not isinstance(precision, (int, np.integer)) or precision < 1:
+            raise ValueError(f"precision must be an int >= 1, got {precision!r}")
+        if not isinstance(emax, (int, np.integer)) or emax < 1 or (emax + 1) & emax:
+            raise ValueError(f"emax must be 2**k - 1 for an IEEE layout, got {emax!r}")
+        return cls(int(emax + 1).bit_length(), int(precision) - 1, int(emax),
+                   subnormals=subnormals, kind="ieee", name=name)
+
+    # -- parameters in IEEE 754's terms --------------------------------------
+    @property
+    def _is_fp64(self):
+        return (self.exponent_bits, self.mantissa_bits, self.bias) == (11, 52, 1023)
+
+    @property
+    def p(self):
+        """Significand precision in bits, hidden bit included."""
+        return self.mantissa_bits + 1
+
+    @property
+    def emax(self):
+        top = 2 ** self.exponent_bits - 1
+        return top - 1 - self.bias if self.kind == "ieee" else top - self.bias
+
+    @property
+    def emin(self):
+        return 1 - self.bias
+
+    @property
+    def bits(self):
+        return 1 + self.exponent_bits + self.mantissa_bits
+
+    @property
+    def has_inf(self):
+        return self.kind == "ieee"
+
+    @property
+    def has_nan(self):
+        return self.kind != "finite"
+
+    @property
+    def has_negative_zero(self):
+        return self.kind != "fnuz"
+
+    @property
+    def unit_roundoff(self):
+        return 2.0 ** -self.p
+
+    # -- numpy.finfo names ---------------------------------------------------
+    @property
+    def nmant(self):
+        return self.mantissa_bits
+
+    @property
+    def nexp(self):
+        return self.exponent_bits
+
+    @property
+    def iexp(self):
+        return self.exponent_bits
+
+    @property
+    def machep(self):
+        return -self.mantissa_bits
+
+    @property
+    def negep(self):
+        return -self.p
+
+    @property
+    def eps(self):
+        return 2.0 ** -self.mantissa_bits
+
+    @property
+    def epsneg(self):
+        return 2.0 ** -self.p
+
+    @cached_property
+    def max(self):
+        # fn formats lose their top mantissa code to NaN.
+        lost = 2 if self.kind == "fn" else 1
+        return math.ldexp(2 ** self.p - lost, self.emax - self.mantissa_bits)
+
+    @property
+    def min(self):
+        return -self.max
+
+    @property
+    def smallest_normal(self):
+        return math.ldexp(1.0, self.emin)
+
+    tiny = smallest_normal
+
+    @property
+    def smallest_subnormal(self):
+        """Smallest positive value (``smallest_normal`` when subnormals are off)."""
+        if not self.subnormals:
+            return self.smallest_normal
+        return math.ldexp(1.0, self.emin - self.mantissa_bits)
+
+    @property
+    def maxexp(self):
+        return self.emax + 1
+
+    @property
+    def minexp(self):
+        return self.emin
+
+    @property
+    def precision(self):
+        return int(-math.log10(self.eps))
+
+    @property
+    def resolution(self):
+        return 10.0 ** -self.precision
+
+    @property
+    def dtype_name(self):
+        """The ml_dtypes-style spelling of the format (``float8_e4m3fn``...)."""
+        known = _NUMPY_NAMES.get(self)
+        if known:
+            return known
+        suffix = {"ieee": "", "fn": "fn", "fnuz": "fnuz", "finite": "fn"}[self.kind]
+        return f"float{self.bits}_e{self.exponent_bits}m{self.mantissa_bits}{suffix}"
+
+    def __str__(self):
+        rows = [
+            ("name", self.name or self.dtype_name),
+            ("bits", self.bits), ("exponent bits", self.exponent_bits),
+            ("mantissa bits", self.mantissa_bits), ("precision p", self.p),
+            ("bias", self.bias), ("kind", self.kind), ("subnormals", self.subnormals),
+            ("emin, emax", f"{self.emin}, {self.emax}"),
+            ("eps", repr(self.eps)), ("unit roundoff", repr(self.unit_roundoff)),
+            ("max", repr(self.max)), ("smallest normal", repr(self.smallest_normal)),
+            ("smallest subnormal", repr(self.smallest_subnormal)),
+            ("decimal digits", self.precision),
+            ("inf / NaN", f"{'yes' if self.has_inf else 'no'} / "
+                          f"{'yes' if self.has_nan else 'no'}"),
+        ]
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+    def __repr__(self):
+        if self.name is not None:
+            return f"lp.{self.name}"
+        return (f"Format(exponent_bits={self.exponent_bits}, mantissa_bits="
+                f"{self.mantissa_bits}, bias={self.bias}, subnormals={self.subnormals}, "
+                f"kind={self.kind!r})")
+
+
+FP64 = Format(11, 52, name="FP64")
+FP32 = Format(8, 23, name="FP32")
+TF32 = Format(8, 10, name="TF32")
+FP16 = Format(5, 10, name="FP16")
+BF16 = Format(8, 7, name="BF16")
+FP8_E4M3 = Format(4, 3, kind="fn", name="FP8_E4M3")
+FP8_E5M2 = Format(5, 2, name="FP8_E5M2")
+FP8_E4M3FNUZ = Format(4, 3, bias=8, kind="fnuz", name="FP8_E4M3FNUZ")
+FP8_E5M2FNUZ = Format(5, 2, bias=16, kind="fnuz", name="FP8_E5M2FNUZ")
+FP6_E2M3 = Format(2, 3, kind="finite", name="FP6_E2M3")
+FP6_E3M2 = Format(3, 2, kind="finite", name="FP6_E3M2")
+FP4_E2M1 = Format(2, 1, kind="finite", name="FP4_E2M1")
+
+_NUMPY_NAMES = {FP64: "float64", FP32: "float32", FP16: "float16", BF16: "bfloat16"}
+
+NAMED_FORMATS = {f.name: f for f in (
+    FP64, FP32, TF32, FP16, BF16, FP8_E4M3, FP8_E5M2, FP8_E4M3FNUZ, FP8_E5M2FNUZ,
+    FP6_E2M3, FP6_E3M2, FP4_E2M1)}
+
+_ALIASES = {
+    FP64: ("fp64", "float64", "double", "binary64"),
+    FP32: ("fp32", "float32", "single", "binary32"),
+    TF32: ("tf32", "tensorfloat32"),
+    FP16: ("fp16", "half", "float16", "binary16"),
+    BF16: ("bf16", "bfloat16"),
+    FP8_E4M3: ("e4m3", "fp8", "float8_e4m3fn", "fp8_e4m3fn", "e4m3fn"),
+    FP8_E5M2: ("e5m2", "float8_e5m2"),
+    FP8_E4M3FNUZ: ("e4m3fnuz", "float8_e4m3fnuz"),
+    FP8_E5M2FNUZ: ("e5m2fnuz", "float8_e5m2fnuz"),
+    FP6_E2M3: ("e2m3", "fp6", "float6_e2m3fn"),
+    FP6_E3M2: ("e3m2", "float6_e3m2fn"),
+    FP4_E2M1: ("e2m1", "fp4", "float4_e2m1fn"),
+}
+_BY_NAME = {}
+for _fmt, _names in _ALIASES.items():
+    for _n in (_fmt.name, *_names):
+        _BY_NAME[_n.lower()] = _fmt
+
+
+def format(spec):  # noqa: A001 - the contract's name
+    """Look up a format by `Format`, name, alias, NumPy dtype or ml_dtypes dtype.
+
+    Examples
+    --------
+    >>> import numpy as np, lowprec as lp
+    >>> lp.format("half") is lp.FP16, lp.format(np.float32) is lp.FP32
+    (True, True)
+    >>> lp.format("bfloat16").max
+    3.3895313892515355e+38
+    >>> lp.format("fp12")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown format 'fp12'; valid names: BF16, FP16, FP32, FP4_E2M1, FP64, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E4M3FNUZ, FP8_E5M2, FP8_E5M2FNUZ, TF32 (and aliases such as 'fp16', 'bfloat16', 'e4m3', ml_dtypes names)
+    """
+    if isinstance(spec, Format):
+        return spec
+    if isinstance(spec, str):
+        found = _BY_NAME.get(spec.strip().lower().replace("-", "_"))
+        if found is None:
+            raise ValueError(
+                f"unknown format {spec!r}; valid names: {', '.join(sorted(NAMED_FORMATS))}"
+                " (and aliases such as 'fp16', 'bfloat16', 'e4m3', ml_dtypes names)")
+        return found
+    try:
+        dtype = np.dtype(spec)
+    except TypeError:
+        raise TypeError(f"cannot interpret {spec!r} as a format: give a Format, "
+                        "a name such as 'bf16', or a float dtype") from None
+    found = _BY_NAME.get(dtype.name.lower())
+    if found is None:
+        raise ValueError(f"dtype {dtype} is not a floating-point format lowprec knows; "
+                         f"valid names: {', '.join(sorted(NAMED_FORMATS))}")
+    return found
+
+
+def finfo(spec):
+    """``numpy.finfo`` for any format: returns the `Format`, whose attributes
+    carry finfo's names.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> fi = lp.finfo("bf16")
+    >>> fi.bits, fi.nmant, fi.nexp, fi.eps, fi.precision
+    (16, 7, 8, 0.0078125, 2)
+    """
+    return format(spec)

@@ -1,0 +1,438 @@
+"""The one rounding kernel: exact real values -> values of a `Format`, any mode.
+
+Every other module rounds through :func:`round` (one float64 value per element)
+or :func:`round_exact` (an unevaluated sum ``hi + lo`` of two float64 values, for
+results of error-free transformations). The method: scale each element by a power
+of two so that the format's quantum at that element becomes 1, round to an integer
+with a NumPy ufunc (``rint``, ``trunc``, ``floor``, ``ceil``), and scale back. Both
+scalings are exact, so each element is rounded once. Work is done in cache-sized
+chunks so that extra memory stays bounded. This module must never read a global
+default (modes and rngs are explicit arguments) and never modifies its input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .flags import FLAG_NAMES, recording
+from .formats import format as _format
+
+__all__ = ["round", "round_exact", "MODES", "as_real_array"]
+
+#: The rounding modes, in the order the docs list them.
+MODES = ("rne", "rna", "rz", "ru", "rd", "ro", "sr")
+DETERMINISTIC_MODES = MODES[:-1]
+
+CHUNK = 1 << 14  # elements per chunk: four working buffers stay in L2 cache
+
+_EXP = np.uint64(0x7FF0_0000_0000_0000)
+_ABS = np.uint64(0x7FFF_FFFF_FFFF_FFFF)
+_ONE_BITS = 1023 << 52
+
+
+def _check_mode(mode):
+    if mode not in MODES:
+        raise ValueError(f"unknown rounding mode {mode!r}; valid modes: {', '.join(MODES)}")
+
+
+def _rng(rng):
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if rng is None or isinstance(rng, (int, np.integer)):
+        return np.random.default_rng(rng)
+    raise TypeError(f"rng must be a numpy.random.Generator, an int seed or None, got {rng!r}")
+
+
+def as_real_array(x):
+    """``x`` as a float64 array ``hi`` plus an exact correction ``lo`` (or None).
+
+    Integer and long double inputs that float64 cannot hold exactly come back as an
+    unevaluated sum ``hi + lo``, so that they too are rounded only once.
+    Complex, object, string and other non-real input raises `TypeError`.
+    """
+    a = np.asarray(x)
+    kind = a.dtype.kind
+    if kind == "f":
+        if a.dtype.itemsize <= 8:
+            return a.astype(np.float64, copy=False), None
+        hi = a.astype(np.float64)
+        # hi = RN(a), so a - hi is exact in long double and has few enough bits for float64.
+        lo = (a - hi).astype(np.float64)
+        return hi, (lo if np.any(lo) else None)
+    if kind == "b":
+        return a.astype(np.float64), None
+    if kind in "iu":
+        if a.dtype.itemsize <= 4:
+            return a.astype(np.float64), None  # 32-bit integers are exact in float64
+        low = (a & 2047).astype(np.float64)
+        # Clearing the low 11 bits leaves at most 53 significant bits: exact in float64.
+        high = (a - (a & 2047)).astype(np.float64)
+        return _two_sum(high, low) if np.any(low) else (high, None)
+    if kind == "V" and getattr(a.dtype.type, "__module__", "").startswith("ml_dtypes"):
+        return a.astype(np.float64), None  # every ml_dtypes value is a float64 value
+    if kind == "c":
+        raise TypeError("complex input cannot be rounded to a real format; "
+                        "round the real and imaginary parts separately")
+    raise TypeError(f"expected real numbers, got an array of dtype {a.dtype} "
+                    f"({'object' if kind == 'O' else 'non-numeric'} input)")
+
+
+def _two_sum(a, b):
+    # TwoSum (Knuth): s + t == a + b exactly, s == fl(a + b).
+    s = a + b
+    bb = s - a
+    t = (a - (s - bb)) + (b - bb)
+    t = np.where(np.isfinite(s), t, 0.0)
+    return s, (t if np.any(t) else None)
+
+
+class _Plan:
+    """Constants of one (format, mode, options) rounding, computed once per call."""
+
+    def __init__(self, fmt, mode, subnormals, saturate, sr_bits, rng):
+        self.fmt, self.mode, self.saturate = fmt, mode, bool(saturate)
+        self.subnormals = fmt.subnormals if subnormals is None else bool(subnormals)
+        m = fmt.mantissa_bits
+        self.identity = fmt.p == 53
+        self.m_bits = np.uint64(m << 52)
+        self.lo_f = 2.0 ** fmt.emin
+        # Without a top clamp the scale 2**-q of inf/NaN stays normal when m >= 2;
+        # finite values need none (rounding has an unbounded exponent range).
+        self.clamp_top = m < 2
+        self.hi_f = 2.0 ** min(fmt.emax + 1, 1023)
+        self.two_one = np.uint64(2 * _ONE_BITS)
+        # Below this biased exponent no element can round beyond max.
+        self.safe_top = np.uint64((fmt.emax + 1023) << 52)
+        self.tiny_bits = np.uint64((fmt.emin + 1023) << 52)
+        self.max = fmt.max
+        self.rng = _rng(rng) if mode == "sr" else None
+        if sr_bits is not None:
+            if mode != "sr":
+                raise ValueError("sr_bits applies only to mode='sr'")
+            if not isinstance(sr_bits, (int, np.integer)) or not 1 <= sr_bits <= 53:
+                raise ValueError(f"sr_bits must be an int in [1, 53], got {sr_bits!r}")
+        self.sr_bits = sr_bits
+        self.spare = None  # a work buffer, sized by the first chunk
+        # Where the mode sends an overflow under IEEE 754 (unbounded exponent first).
+        self.inf_for = {"rne": "both", "rna": "both", "sr": "both", "rz": "none",
+                        "ro": "none", "ru": "pos", "rd": "neg"}[mode]
+
+
+def _to_integer(t, mode, buf, rand):
+    """Round the scaled values ``t`` to integers in place, by ``mode``."""
+    if mode == "rne":
+        np.rint(t, out=t)
+    elif mode == "rz":
+        np.trunc(t, out=t)
+    elif mode == "ru":
+        np.ceil(t, out=t)
+    elif mode == "rd":
+        np.floor(t, out=t)
+    elif mode == "rna":
+        np.trunc(t, out=buf)
+        np.subtract(t, buf, out=t)       # the fraction f, exact
+        np.add(t, t, out=t)
+        np.trunc(t, out=t)               # ±1 exactly when |f| >= 1/2, else 0
+        np.add(t, buf, out=t)
+    elif mode == "ro":
+        np.multiply(t, 0.5, out=buf)
+        np.trunc(buf, out=buf)
+        np.add(buf, buf, out=buf)        # e = the even integer 2*trunc(t/2)
+        np.subtract(t, buf, out=t)       # d = t - e in (-2, 2), exact
+        np.sign(t, out=t)                # odd neighbour of t is e ± 1, or t itself
+        np.add(t, buf, out=t)
+    else:  # "sr": up with probability (t - floor(t)), quantised by the draw
+        np.floor(t, out=buf)
+        np.subtract(t, buf, out=t)       # fraction in [0, 1), exact
+        np.less_equal(rand, t, out=t)    # rand in (0, 1]: P(up) = floor(f*2**r)/2**r
+        np.add(t, buf, out=t)
+
+
+def _draw(plan, buf):
+    """Fill ``buf`` with uniform draws from {1, 2, ..., 2**r} / 2**r, exactly."""
+    plan.rng.random(buf.size, out=buf)     # multiples of 2**-53 in [0, 1)
+    r = 53 if plan.sr_bits is None else plan.sr_bits
+    if r < 53:
+        buf *= 2.0 ** r
+        np.floor(buf, out=buf)
+        buf *= 2.0 ** -r
+    buf += 2.0 ** -r
+    return buf
+
+
+def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None):
+    """Round the float64 chunk ``x`` into ``out`` with an unbounded top exponent.
+
+    Returns the largest biased exponent seen (as uint64 bits) so the caller can
+    skip the overflow rules when no element comes near ``max``."""
+    if plan.identity and lo_e is None:
+        out[...] = x
+        top = np.max(x.view(np.uint64) & _ABS, initial=np.uint64(0))
+        if not plan.subnormals:
+            # FP64 without subnormals: only float64's own subnormals move.
+            small = np.less(x.view(np.uint64) & _ABS, plan.tiny_bits) & (x != 0)
+            if small.any():
+                t = x[small] * 2.0 ** 1022
+                r = _draw(plan, np.empty_like(t)) if plan.mode == "sr" else None
+                _to_integer(t, plan.mode, np.empty_like(t), r)
+                out[small] = t * 2.0 ** -1022
+    else:
+        e = ubuf
+        np.bitwise_and(x.view(np.uint64), _EXP, out=e)   # bits of 2**floor(log2|x|)
+        top = np.max(e, initial=np.uint64(0))
+        ef = e.view(np.float64)
+        np.maximum(ef, plan.lo_f if lo_e is None else lo_e, out=ef)
+        if plan.clamp_top:
+            np.minimum(ef, plan.hi_f, out=ef)
+        np.subtract(e, plan.m_bits, out=e)            # bits of 2**q, q = e - m
+        if not plan.subnormals and lo_e is None:
+            # Without subnormals the quantum below 2**emin is 2**emin itself.
+            small = np.less(x.view(np.uint64) & _ABS, plan.tiny_bits)
+            e += small.astype(np.uint64) * plan.m_bits
+        inv = fbuf.view(np.uint64)
+        np.subtract(plan.two_one, e, out=inv)          # bits of 2**-q
+        np.multiply(x, fbuf, out=out)                  # exact: scaling by a power of two
+        rand = _draw(plan, fbuf) if plan.mode == "sr" else None
+        spare = plan.spare
+        if spare is None or spare.size < out.size:
+            spare = plan.spare = np.empty(out.size, np.float64)
+        _to_integer(out, plan.mode, spare[:out.size], rand)
+        np.multiply(out, ef, out=out)   # exact: an integer <= 2**(m+1) times 2**q
+    if not plan.fmt.has_negative_zero:
+        out += 0.0                                    # -0 + +0 is +0 under RNE
+    return top
+
+
+def _overflow(plan, x, out):
+    """Apply the format's overflow rules; returns the masks the flags need.
+
+    Returns None, cheaply, when no element of the chunk is beyond ±max."""
+    fin = np.isfinite(x)
+    big = np.abs(out) > plan.max
+    big &= fin
+    infs = ~fin & ~np.isnan(x)
+    result = {"overflow": big, "inf_in": infs}
+    if not big.any() and not (infs.any() and not plan.fmt.has_inf):
+        return result
+    fmt, neg = plan.fmt, np.signbit(out)
+    if plan.inf_for == "both":
+        to_inf = big
+    elif plan.inf_for == "pos":
+        to_inf = big & ~neg
+    elif plan.inf_for == "neg":
+        to_inf = big & neg
+    else:
+        to_inf = np.zeros_like(big)
+    saturating = plan.saturate or fmt.kind == "finite"
+    if saturating:
+        to_inf = np.zeros_like(big)
+    to_max = big & ~to_inf
+    special = np.inf if fmt.has_inf else np.nan
+    out[to_inf] = np.where(neg[to_inf], -special, special) if fmt.has_inf else np.nan
+    out[to_max] = np.where(neg[to_max], -plan.max, plan.max)
+    result["to_max"] = to_max
+    if not fmt.has_inf and infs.any():
+        if saturating:
+            out[infs] = np.where(np.signbit(x[infs]), -plan.max, plan.max)
+        else:
+            out[infs] = np.nan
+    return result
+
+
+def _classify(plan, x, out, masks, counts):
+    """Count each element's exceptions (only when a flags() context listens)."""
+    fmt = plan.fmt
+    fin = np.isfinite(x)
+    inexact = fin & (out != x)
+    inexact |= fin & np.isnan(out)
+    ax = np.abs(x)
+    tiny_in = fin & (ax < fmt.smallest_normal) & inexact
+    underflow = 0
+    if plan.identity:
+        underflow = int(np.count_nonzero(tiny_in))
+    elif plan.mode == "sr":
+        # No unbounded-exponent rounding without new random draws: use the result.
+        underflow = int(np.count_nonzero(tiny_in & (np.abs(out) < fmt.smallest_normal)))
+    elif tiny_in.any():
+        # Tininess after rounding: round with an unbounded exponent range.
+        xs = np.ascontiguousarray(x[tiny_in])
+        r = np.empty_like(xs)
+        lo = 2.0 ** (fmt.mantissa_bits + 1 - 1022)
+        _round_chunk(plan, xs, r, np.empty(xs.size, np.uint64), np.empty_like(xs), lo_e=lo)
+        underflow = int(np.count_nonzero(np.abs(r) < fmt.smallest_normal))
+    flushed = 0
+    if not plan.subnormals:
+        small = fin & (ax < fmt.smallest_normal) & (x != 0)
+        if small.any():
+            xs = np.ascontiguousarray(x[small])
+            r = np.empty_like(xs)
+            sub_plan = _Plan(fmt, plan.mode if plan.mode != "sr" else "rne", True,
+                             plan.saturate, None, None)
+            _round_chunk(sub_plan, xs, r, np.empty(xs.size, np.uint64), np.empty_like(xs))
+            flushed = int(np.count_nonzero((r != 0) & (np.abs(r) < fmt.smallest_normal)))
+    counts["inexact"] += int(np.count_nonzero(inexact))
+    counts["underflow"] += underflow
+    counts["flushed"] += flushed
+    if masks is None:
+        return
+    saturating = plan.saturate or fmt.kind == "finite"
+    n_over = int(np.count_nonzero(masks["overflow"]))
+    counts["overflow"] += n_over
+    if saturating:
+        counts["saturated"] += n_over
+    if not fmt.has_inf:
+        n_inf = int(np.count_nonzero(masks["inf_in"]))
+        counts["saturated" if saturating else "invalid"] += n_inf
+
+
+def _run(plan, hi, lo=None):
+    """Round ``hi`` (+ ``lo``) chunk by chunk into a new float64 array."""
+    shape = hi.shape
+    x = np.ascontiguousarray(hi).reshape(-1)
+    lo = None if lo is None else np.ascontiguousarray(lo).reshape(-1)
+    out = np.empty(x.size, np.float64)
+    n = min(CHUNK, x.size)
+    ubuf, fbuf = np.empty(n, np.uint64), np.empty(n, np.float64)
+    plan.spare = np.empty(n, np.float64)
+    listener = recording()
+    counts = dict.fromkeys(FLAG_NAMES, 0)
+    tmp = np.empty(n, np.float64) if lo is not None else None
+    for start in range(0, x.size, CHUNK):
+        stop = min(start + CHUNK, x.size)
+        xs, os = x[start:stop], out[start:stop]
+        k = stop - start
+        if lo is not None:
+            xs = _odd_collapse(xs, lo[start:stop], tmp[:k])
+        top = _round_chunk(plan, xs, os, ubuf[:k], fbuf[:k])
+        masks = _overflow(plan, xs, os) if top >= plan.safe_top else None
+        if listener is not None:
+            _classify(plan, xs, os, masks, counts)
+    if listener is not None:
+        listener.add(counts)
+    return out.reshape(shape)
+
+
+def _odd_collapse(hi, lo, out):
+    """Round-to-odd of ``hi + lo`` at float64's 53 bits (``hi == fl(hi + lo)``).
+
+    Rounding that to a format of at most 51 bits in any mode equals rounding
+    ``hi + lo`` directly (round-to-odd with two extra bits is innocuous)."""
+    out[...] = hi
+    move = (lo != 0) & ((hi.view(np.uint64) & np.uint64(1)) == 0) & np.isfinite(hi)
+    if move.any():
+        out[move] = np.nextafter(hi[move], np.copysign(np.inf, lo[move]))
+    return out
+
+
+def _fp64_exact(plan, hi, lo):
+    """Round ``hi + lo`` to FP64 itself, where round-to-odd has no spare bits."""
+    hi = np.array(hi, dtype=np.float64)
+    nz = (lo != 0) & np.isfinite(hi)
+    if plan.mode == "rne" or not nz.any():
+        return hi
+    h, l_ = hi[nz], lo[nz]
+    n = np.nextafter(h, np.copysign(np.inf, l_))
+    mode = plan.mode
+    if mode == "rz":
+        take = np.signbit(l_) != np.signbit(h)
+    elif mode == "ru":
+        take = l_ > 0
+    elif mode == "rd":
+        take = l_ < 0
+    elif mode == "ro":
+        take = (h.view(np.uint64) & np.uint64(1)) == 0
+    elif mode == "rna":
+        take = (2 * np.abs(l_) == np.abs(n - h)) & (np.abs(n) > np.abs(h))
+    else:
+        take = plan.rng.random(h.size) * np.abs(n - h) < np.abs(l_)
+    hi[nz] = np.where(take, n, h)
+    return hi
+
+
+def round(x, fmt, mode="rne", *, rng=None, sr_bits=None, subnormals=None,  # noqa: A001
+          saturate=False):
+    """Round real values to a format: one rounding of each exact input value.
+
+    Parameters
+    ----------
+    x : array_like
+        Real input: float16/32/64 (and long double), integers, bools, ml_dtypes
+        arrays, lists or scalars. It is never modified.
+    fmt : Format or str
+        Target format (anything `lowprec.format` accepts).
+    mode : {"rne", "rna", "rz", "ru", "rd", "ro", "sr"}
+        Nearest-even, nearest-away, toward zero, up, down, round-to-odd, stochastic.
+    rng : numpy.random.Generator or int, optional
+        Randomness for ``"sr"``; an int is a seed (same seed, same result).
+    sr_bits : int, optional
+        For ``"sr"``: draw only this many random bits, so an element rounds away
+        from zero with probability ``floor(f * 2**sr_bits) / 2**sr_bits``, where ``f``
+        is its distance to the lower neighbour in units of the gap (hardware-style
+        stochastic rounding). By default 53 bits are drawn.
+    subnormals : bool, optional
+        Override the format's subnormal support. With ``False`` a value below the
+        smallest normal rounds to 0 or ±smallest_normal by the mode's rule.
+    saturate : bool
+        Send every finite overflow, and ±inf for formats without inf, to ±max.
+
+    Returns
+    -------
+    numpy.ndarray or numpy.float64
+        float64 values, each a value of ``fmt`` (or NaN/±inf), with the shape of
+        ``np.asarray(x)``.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> lp.round([0.1, 1 + 2**-11, 70000.0], "fp16")
+    array([0.09997559, 1.        ,        inf])
+    >>> lp.round(1 + 2**-11, "fp16", mode="ru")
+    np.float64(1.0009765625)
+    >>> lp.round(500.0, "e4m3"), lp.round(500.0, "e4m3", saturate=True)
+    (np.float64(nan), np.float64(448.0))
+    >>> lp.round(0.3, "fp4", mode="sr", rng=0) in (0.0, 0.5)
+    True
+    """
+    fmt = _format(fmt)
+    _check_mode(mode)
+    if not isinstance(saturate, (bool, np.bool_)):
+        raise TypeError(f"saturate must be a bool, got {saturate!r}")
+    plan = _Plan(fmt, mode, subnormals, saturate, sr_bits, rng)
+    hi, lo = as_real_array(x)
+    return _finish(plan, hi, lo)
+
+
+def round_exact(hi, lo, fmt, mode="rne", *, rng=None, sr_bits=None, subnormals=None,
+                saturate=False):
+    """Round the exact sum ``hi + lo`` of two float64 arrays, where ``hi == fl(hi + lo)``.
+
+    This is the entry point for error-free transformations (TwoSum, Dekker's
+    product): the kernel sees the exact result's direction, so directed and
+    nearest modes are correct without double rounding, for formats of up to 51
+    bits of precision and for FP64 itself.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> lp.round_exact(1.0, 2.0**-60, "bf16", mode="ru")
+    np.float64(1.0078125)
+    >>> lp.round_exact(1.0, -2.0**-60, "bf16", mode="rz")
+    np.float64(0.99609375)
+    """
+    fmt = _format(fmt)
+    _check_mode(mode)
+    plan = _Plan(fmt, mode, subnormals, saturate, sr_bits, rng)
+    hi = np.asarray(hi, dtype=np.float64)
+    lo = np.broadcast_to(np.asarray(lo, dtype=np.float64), hi.shape)
+    return _finish(plan, hi, lo)
+
+
+def _finish(plan, hi, lo):
+    scalar = hi.ndim == 0
+    if lo is not None and plan.identity:
+        hi, lo = _fp64_exact(plan, hi, np.asarray(lo)), None
+    if lo is not None and plan.fmt.p > 51:
+        raise ValueError(f"exact two-term rounding needs precision <= 51 bits or FP64, "
+                         f"got {plan.fmt.p}")
+    out = _run(plan, hi, lo)
+    return out[()] if scalar else out

@@ -1,0 +1,225 @@
+"""Exact references and Hypothesis strategies, for lowprec's tests and for yours.
+
+`reference_round` rounds one value at a time on `fractions.Fraction`, written for
+obviousness rather than speed and sharing no code with the vectorised kernel: it is
+the oracle the kernel is tested against (and is itself checked against MPFR). The
+strategies generate the inputs that break rounding code: exact ties, values next to
+the subnormal boundary and to the overflow threshold. Hypothesis is imported only
+when a strategy is asked for, so this module loads without it.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from .formats import format as _format
+
+__all__ = ["reference_round", "representable_values", "values", "bit_patterns",
+           "midpoints", "near_overflow", "subnormals"]
+
+_NEAREST = {"rne", "rna"}
+
+
+def _exponent(q):
+    """floor(log2(q)) for a positive Fraction, exactly."""
+    e = q.numerator.bit_length() - q.denominator.bit_length()
+    return e if Fraction(2) ** e <= q else e - 1
+
+
+def reference_round(x, fmt, mode="rne", *, subnormals=None, saturate=False, u=None):
+    """Round one real number to ``fmt`` exactly; returns a float (or inf/NaN).
+
+    ``x`` may be a float, int or `Fraction`. ``mode`` is any of lowprec's modes;
+    for ``"sr"`` pass ``u``, the uniform draw in [0, 1): the result rounds up
+    (toward +inf) when ``u < (x - down) / (up - down)``.
+
+    Examples
+    --------
+    >>> from fractions import Fraction
+    >>> from lowprec.testing import reference_round
+    >>> reference_round(Fraction(1, 10), "bf16")
+    0.10009765625
+    >>> reference_round(1 + 2**-8, "bf16"), reference_round(1 + 2**-8, "bf16", "rna")
+    (1.0, 1.0078125)
+    >>> reference_round(1000, "e4m3"), reference_round(1000, "e4m3", saturate=True)
+    (nan, 448.0)
+    """
+    fmt = _format(fmt)
+    subnormals = fmt.subnormals if subnormals is None else subnormals
+    if isinstance(x, float):
+        if math.isnan(x):
+            return math.nan
+        if math.isinf(x):
+            if fmt.has_inf:
+                return x
+            if saturate or fmt.kind == "finite":
+                return math.copysign(fmt.max, x)
+            return math.nan
+    negative = (x < 0) or (isinstance(x, float) and math.copysign(1.0, x) < 0)
+    q = abs(Fraction(x))
+    if q == 0:
+        zero = -0.0 if negative and fmt.has_negative_zero else 0.0
+        return zero
+    # Magnitude rounding: toward-zero and away-from-zero candidates on the grid.
+    mode_mag = mode
+    if mode == "ru":
+        mode_mag = "rz" if negative else "ra"
+    elif mode == "rd":
+        mode_mag = "ra" if negative else "rz"
+    e = _exponent(q)
+    if e >= fmt.emin:
+        quantum = Fraction(2) ** (e - fmt.mantissa_bits)
+    elif subnormals:
+        quantum = Fraction(2) ** (fmt.emin - fmt.mantissa_bits)
+    else:
+        quantum = Fraction(2) ** fmt.emin
+    k, rem = divmod(q, quantum)        # q = k * quantum + rem, 0 <= rem < quantum
+    down, up = k * quantum, (k + 1) * quantum
+    if rem == 0:
+        mag = down
+    elif mode_mag == "rz":
+        mag = down
+    elif mode_mag == "ra":
+        mag = up
+    elif mode_mag == "ro":
+        mag = down if k % 2 == 1 else up
+    elif mode_mag in _NEAREST:
+        half = quantum / 2
+        if rem < half:
+            mag = down
+        elif rem > half:
+            mag = up
+        elif mode_mag == "rna":
+            mag = up
+        else:
+            mag = down if k % 2 == 0 else up
+    elif mode_mag == "sr":
+        if u is None:
+            raise ValueError("reference_round with mode 'sr' needs the draw u")
+        # P(toward +inf) = (x - lower) / (upper - lower), in signed terms.
+        frac = rem / quantum
+        go_up = Fraction(u) < (frac if not negative else 1 - frac)
+        mag = (up if go_up else down) if not negative else (down if go_up else up)
+    else:
+        raise ValueError(f"unknown mode {mode!r}")
+    if mag > Fraction(fmt.max):
+        mag = _overflow(fmt, mode, negative, saturate)
+    else:
+        mag = float(mag)
+    if mag == 0 and not fmt.has_negative_zero:
+        return 0.0
+    return -mag if negative else mag
+
+
+def _overflow(fmt, mode, negative, saturate):
+    """|result| beyond max: inf, NaN or max by the mode and the format's kind."""
+    to_inf = (mode in ("rne", "rna", "sr") or (mode == "ru" and not negative)
+              or (mode == "rd" and negative))
+    if saturate or fmt.kind == "finite" or not to_inf:
+        return fmt.max
+    return math.inf if fmt.has_inf else math.nan
+
+
+def representable_values(fmt):
+    """All finite non-negative values of a format of 16 bits or fewer, ascending,
+    enumerated from the definition (not from `decode`)."""
+    fmt = _format(fmt)
+    if fmt.bits > 16:
+        raise ValueError("only formats of 16 bits or fewer are enumerated")
+    out = {0.0}
+    for k in range(1, 2 ** fmt.mantissa_bits):
+        if fmt.subnormals:
+            out.add(math.ldexp(k, fmt.emin - fmt.mantissa_bits))
+    for e in range(fmt.emin, fmt.emax + 1):
+        for k in range(2 ** fmt.mantissa_bits):
+            v = math.ldexp(2 ** fmt.mantissa_bits + k, e - fmt.mantissa_bits)
+            if v <= fmt.max:
+                out.add(v)
+    return sorted(out)
+
+
+# -- Hypothesis strategies ----------------------------------------------------
+
+def _st():
+    from hypothesis import strategies as st
+    return st
+
+
+def values(fmt, *, allow_nan=True, allow_infinity=True):
+    """Any float64, with extra weight around the format's range."""
+    fmt = _format(fmt)
+    st = _st()
+    scaled = st.tuples(st.floats(1.0, 2.0, exclude_max=True),
+                       st.integers(fmt.emin - fmt.mantissa_bits - 3, fmt.emax + 2),
+                       st.booleans()).map(
+        lambda t: (-1) ** t[2] * math.ldexp(t[0], t[1]))
+    return st.one_of(scaled, st.floats(allow_nan=allow_nan, allow_infinity=allow_infinity),
+                     midpoints(fmt), near_overflow(fmt), subnormals(fmt))
+
+
+def bit_patterns(fmt):
+    """Integers in [0, 2**bits): every pattern of the format."""
+    fmt = _format(fmt)
+    return _st().integers(0, 2 ** fmt.bits - 1)
+
+
+def _grid_value(fmt, st):
+    """A finite positive value of the format, as (value, quantum)."""
+    m = fmt.mantissa_bits
+
+    def build(t):
+        e, k = t
+        if e < fmt.emin:   # subnormal
+            return math.ldexp(k % (2 ** m) or 1, fmt.emin - m), math.ldexp(1, fmt.emin - m)
+        return math.ldexp(2 ** m + k % (2 ** m), e - m), math.ldexp(1, e - m)
+    return st.tuples(st.integers(fmt.emin - 1, fmt.emax),
+                     st.integers(0, 2 ** max(m, 1))).map(build)
+
+
+def midpoints(fmt):
+    """Exact ties between neighbours of the format, and ties nudged by one float64 ulp."""
+    fmt = _format(fmt)
+    st = _st()
+
+    def tie(t):
+        (v, quantum), sign, nudge = t
+        mid = v + quantum / 2
+        if nudge:
+            mid = math.nextafter(mid, math.inf if nudge > 0 else 0.0)
+        return sign * mid
+    return st.tuples(_grid_value(fmt, st), st.sampled_from([1.0, -1.0]),
+                     st.sampled_from([0, 1, -1])).map(tie)
+
+
+def near_overflow(fmt):
+    """Values around max, max + ulp/2 and 2**(emax+1), either sign."""
+    fmt = _format(fmt)
+    st = _st()
+    ulp = math.ldexp(1.0, fmt.emax - fmt.mantissa_bits)
+    anchors = [fmt.max, fmt.max + ulp / 2, fmt.max + ulp, math.ldexp(1.0, fmt.emax + 1)]
+
+    def near(t):
+        a, steps, sign = t
+        v = a
+        for _ in range(abs(steps)):
+            v = math.nextafter(v, math.inf if steps > 0 else 0.0)
+        return sign * v
+    return st.tuples(st.sampled_from(anchors), st.integers(-3, 3),
+                     st.sampled_from([1.0, -1.0])).map(near)
+
+
+def subnormals(fmt):
+    """Values in the subnormal range and around the smallest normal and half the
+    smallest subnormal."""
+    fmt = _format(fmt)
+    st = _st()
+    tiny = fmt.smallest_normal
+    sub = math.ldexp(1.0, fmt.emin - fmt.mantissa_bits)
+    inside = st.floats(0.0, tiny, allow_subnormal=True)
+    edges = st.tuples(st.sampled_from([tiny, sub, sub / 2, tiny - sub / 2, tiny / 2]),
+                      st.integers(-2, 2)).map(
+        lambda t: math.nextafter(t[0], math.inf) if t[1] > 0 else (
+            math.nextafter(t[0], 0.0) if t[1] < 0 else t[0]))
+    return st.tuples(st.one_of(inside, edges), st.sampled_from([1.0, -1.0])).map(
+        lambda t: t[0] * t[1])
