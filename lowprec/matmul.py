@@ -1,0 +1,828 @@
+"""Matrix products as low-precision hardware computes them, bit for bit.
+
+`matmul` computes ``D = A @ B (+ C)`` under a *model* of how the products are summed:
+``"exact"`` (one rounding of the exact dot product), ``"fp32"`` and ``"fp16"``
+(left-to-right accumulation, every addition rounded) and the NVIDIA Tensor Core
+block-FMA models of ``TENSORCORE.md`` (`TensorCoreModel`: unnormalised exact
+products, terms truncated to ``F`` fraction bits below the block's largest exponent,
+one rounding per block). Every model is vectorised over the outputs (Python loops
+run only over K-blocks and over chunks of outputs) and works on float64 and int16
+arrays whose exactness is argued where it is used. This module is a kernel: it takes
+ndarrays and `Format`\\ s, returns float64 ndarrays, and must never import `Tensor`,
+read a context default or keep state between calls.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .flags import record, recording
+from .formats import BF16, FP8_E4M3, FP8_E5M2, FP16, FP32, TF32, Format
+from .formats import format as _format
+from .rounding import round as _round
+from .rounding import round_exact as _round_exact
+
+__all__ = ["matmul", "TensorCoreModel", "MODELS", "MEMORY_BOUND"]
+
+#: Bytes of work buffers one `matmul` call allocates at most, beyond the rounded
+#: operands, the output and per-element masks of operand size.
+MEMORY_BOUND = 256 * 2**20
+
+_ZERO_EXP = -16000          # exponent of a zero operand: no sum of two reaches any real one
+_FLOOR_EXP = -600           # below every exponent a product or an addend can have
+_E8M13 = Format(8, 13, name="e8m13")
+
+
+def _quiet(fn, *args, **kwargs):
+    """Call a rounding helper with no `lp.flags()` listening (internal roundings
+    are not the user's operations)."""
+    return contextvars.Context().run(fn, *args, **kwargs)
+
+
+# -- models ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TensorCoreModel:
+    """A parameterised Tensor Core block-FMA model (TENSORCORE.md §2).
+
+    Each output is computed by ``ceil(K / block)`` block FMAs in increasing K order;
+    the result of each, rounded to the output format, is the addend of the next. In
+    one block FMA the products are exact and unnormalised (exponent ``e_a + e_b``),
+    the reference exponent ``E`` is the largest exponent of the nonzero products and
+    of the addend (at least ``elim``), every term's magnitude is truncated to
+    ``fraction_bits`` bits below ``2**E``, the truncated terms are summed exactly and
+    the sum is rounded once. Results beyond the output range are ±inf, even when
+    rounding toward zero. NaN inputs, ``inf * 0`` and ``inf - inf`` give NaN.
+
+    Parameters
+    ----------
+    block : int
+        Products per block FMA (k).
+    fraction_bits : int
+        F, the bits kept below the reference exponent.
+    out_rounding : {"rz", "rne"}
+        Rounding of each block's FP32 result.
+    out_bits : int
+        Fraction bits kept in an FP32 result (13 for the "e8m13" FP8 paths).
+    elim, elim_fp16 : int or None
+        Floor on the reference exponent for FP32 and for FP16 output (None: none).
+    fp16_output : bool
+        Whether FP16 output is available (then rounded to nearest even).
+    mma_split : bool
+        FP8 through ``mma.sync`` on Hopper and Blackwell (§4): every 32 products split
+        by ``k mod 4`` into two block FMAs of 16, then one correctly rounded addition
+        of the addend.
+    inputs : tuple of Format or str
+        Input formats the model takes.
+    variants : tuple of (Format, TensorCoreModel)
+        Other parameters for some input formats (a GPU runs TF32 or FP8 with other
+        block sizes than FP16).
+    name : str, optional
+        The model's name in `MODELS`.
+    doc : str
+        Where the parameters come from; becomes the instance's ``__doc__``.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> m = lp.TensorCoreModel(block=4, fraction_bits=23, inputs=("fp16",))
+    >>> a = [[1.0, 1.0, 1.0, 1.0]]
+    >>> b = [[2.0**-24]] * 4
+    >>> m.for_format("fp16").block
+    4
+    >>> float(lp.matmul(a, b, model=m, c=[[1 - 2**-24]], in_fmt="fp16")[0, 0]) == 1 + 2**-23
+    True
+    """
+
+    block: int = 8
+    fraction_bits: int = 24
+    out_rounding: str = "rz"
+    out_bits: int = 23
+    elim: int | None = None
+    elim_fp16: int | None = None
+    fp16_output: bool = True
+    mma_split: bool = False
+    inputs: tuple = (FP16, BF16, TF32, FP8_E4M3, FP8_E5M2)
+    variants: tuple = ()
+    name: str | None = field(default=None, compare=False)
+    doc: str = field(default="", compare=False, repr=False)
+
+    def __post_init__(self):
+        for attr in ("block", "fraction_bits", "out_bits"):
+            value = getattr(self, attr)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{attr} must be a positive int, got {value!r}")
+        # Truncated terms are below 2**(F + 2); block + 1 of them must sum exactly
+        # in float64 (53 bits).
+        if self.fraction_bits + 2 + math.ceil(math.log2(self.block + 1)) > 53:
+            raise ValueError(f"fraction_bits={self.fraction_bits} with block={self.block} "
+                             "does not fit the exact 53-bit sum")
+        if self.out_bits > 23:
+            raise ValueError(f"out_bits must be at most 23 (FP32), got {self.out_bits}")
+        if self.out_rounding not in ("rz", "rne"):
+            raise ValueError(f"out_rounding must be 'rz' or 'rne', got {self.out_rounding!r}")
+        for attr in ("elim", "elim_fp16"):
+            value = getattr(self, attr)
+            if value is not None and not (isinstance(value, (int, np.integer))
+                                          and -300 <= value <= 300):
+                raise ValueError(f"{attr} must be None or an int in [-300, 300], got {value!r}")
+        inputs = tuple(_format(f) for f in self.inputs)
+        for f in inputs:
+            if f.p > 12:
+                raise ValueError(f"block-FMA inputs need at most 12 bits of precision, "
+                                 f"got {f!r}")
+        object.__setattr__(self, "inputs", inputs)
+        variants = tuple((_format(f), m) for f, m in self.variants)
+        object.__setattr__(self, "variants", variants)
+        if self.doc:
+            object.__setattr__(self, "__doc__", self.doc)
+
+    def for_format(self, fmt):
+        """The parameters this model uses for input format ``fmt``.
+
+        Raises `ValueError` when the model does not take ``fmt``.
+        """
+        fmt = _format(fmt)
+        for f, model in self.variants:
+            if f == fmt:
+                return model
+        if fmt in self.inputs:
+            return self
+        takes = sorted({f.name or repr(f) for f in
+                        (*self.inputs, *(f for f, _ in self.variants))})
+        raise ValueError(f"model {self.name or 'TensorCoreModel'!r} does not take "
+                         f"{fmt.name or repr(fmt)} inputs; it takes {', '.join(takes)}")
+
+    def out_formats(self, fmt):
+        p = self.for_format(fmt)
+        return (FP32, FP16) if p.fp16_output else (FP32,)
+
+
+@dataclass(frozen=True)
+class _Accumulating:
+    """Exact products summed left to right in ``accumulator`` (None: exactly)."""
+
+    accumulator: Format | None
+    name: str
+    doc: str = field(default="", compare=False, repr=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "__doc__", self.doc)
+
+    def for_format(self, fmt):
+        fmt = _format(fmt)
+        # Products of two significands of at most 26 bits are exact in float64.
+        if fmt.p > 26:
+            raise ValueError(f"model {self.name!r} takes formats of at most 26 bits of "
+                             f"precision (exact float64 products), got {fmt.name or fmt!r}")
+        return self
+
+    def out_formats(self, fmt):
+        return None   # any format
+
+
+_FASI = ("Fasi, Higham, Mikaitis, Pranesh, 'Numerical behavior of NVIDIA tensor cores', "
+         "PeerJ CS 7:e330 (2021)")
+_KM = ("Khattak & Mikaitis, 'Accurate models of NVIDIA tensor cores', arXiv 2512.07004, "
+       "and their measurements in north-numerical-computing/MATLAB-tensor-core")
+_MMASIM = "microsoft/MMA-Sim, arXiv 2511.10909"
+_DSV3 = "DeepSeek-V3 technical report §3.5.2 (FP8 GEMM accumulation keeps about 14 bits)"
+_PTX = "PTX ISA, mma / wgmma / tcgen05 instruction shapes"
+
+
+def _tc(name, doc, **params):
+    return TensorCoreModel(name=name, doc=doc, **params)
+
+
+V100 = _tc(
+    "v100", f"""Volta (V100) Tensor Cores, FP16 inputs.
+
+    block 4 (a 16x16x16 product is 4 chained blocks of 4: {_FASI});
+    F = 23, FP32 result rounded toward zero, no exponent floor for FP32 output,
+    FP16 output rounded to nearest even with Elim = -19 ({_KM}).
+    Reproduces v100_fp16 of the published data, and V100's non-monotonic sum.
+    """, block=4, fraction_bits=23, elim=None, elim_fp16=-19, inputs=(FP16,))
+
+T4 = _tc(
+    "t4", f"""Turing (T4) Tensor Cores, FP16 inputs (unverified: no published data).
+
+    block 8, F = 24, RZ to FP32, RNE to FP16, Elim -132 / -20: the A100 parameters,
+    which {_FASI} found T4 to share on their tests; {_KM}.
+    """, block=8, fraction_bits=24, elim=-132, elim_fp16=-20, inputs=(FP16,))
+
+_AMPERE_TF32 = TensorCoreModel(block=4, fraction_bits=24, elim=-132, fp16_output=False,
+                               inputs=(TF32,), name="a100/tf32")
+A100 = _tc(
+    "a100", f"""Ampere (A100, A30, A2) Tensor Cores.
+
+    FP16 and BF16: block 8 (m16n8k16 = blocks [0:8] then [8:16], {_PTX}), F = 24,
+    RZ to FP32, RNE to FP16, Elim -132 (FP32 out) / -20 (FP16 out) ({_KM}; the
+    extra alignment bit over V100 and the block of 8: {_FASI}).
+    TF32: block 4, F = 24, FP32 output only, Elim -132 ({_KM}).
+    Reproduces a100_fp16, a100_bf16, a100_tf32 of the published data. The Elim floor
+    follows K&M; {_MMASIM} instead always aligns against c (a zero c counting as
+    exponent -126); the two differ only when every term is below about 2**-126.
+    """, block=8, fraction_bits=24, elim=-132, elim_fp16=-20, inputs=(FP16, BF16),
+    variants=((TF32, _AMPERE_TF32),))
+
+_ADA_FP8 = TensorCoreModel(block=16, fraction_bits=13, out_bits=13, elim=-132,
+                           elim_fp16=None, inputs=(FP8_E4M3, FP8_E5M2), name="ada/fp8")
+ADA = _tc(
+    "ada", f"""Ada Lovelace (L40S, RTX 40) Tensor Cores.
+
+    FP16, BF16: as A100 (block 8, F = 24, RZ / RNE, Elim -132 / -20); TF32: block 4.
+    FP8 (E4M3, E5M2): an mma k32 is 2 blocks of 16 with F = 13; FP32 results keep
+    13 fraction bits, rounded toward zero ("e8m13", the ~14 bits of {_DSV3});
+    FP16 output is rounded to nearest even after each block, with no floor.
+    Parameters and data: {_KM}. Reproduces every ada_* file of the published data.
+    """, block=8, fraction_bits=24, elim=-132, elim_fp16=-20, inputs=(FP16, BF16),
+    variants=((TF32, replace(_AMPERE_TF32, name="ada/tf32")),
+              (FP8_E4M3, _ADA_FP8), (FP8_E5M2, _ADA_FP8)))
+
+_HOPPER_TF32 = TensorCoreModel(block=8, fraction_bits=25, elim=-133, fp16_output=False,
+                               inputs=(TF32,), name="h100/tf32")
+_HOPPER_FP8 = TensorCoreModel(block=32, fraction_bits=13, out_bits=13, elim=-133,
+                              elim_fp16=-133, inputs=(FP8_E4M3, FP8_E5M2), name="h100/fp8")
+H100 = _tc(
+    "h100", f"""Hopper (H100, H200) Tensor Cores, as cuBLAS drives them (wgmma).
+
+    FP16, BF16: block 16, F = 25, RZ to FP32, RNE to FP16, Elim -133 / -21.
+    TF32: block 8, F = 25, FP32 output only, Elim -133.
+    FP8 (E4M3, E5M2) through wgmma: block 32, F = 13, FP32 results keep 13 fraction
+    bits rounded toward zero ("e8m13", {_DSV3}), Elim -133; FP16 output of this
+    path is rounded to nearest even (unverified).
+    Parameters and data: {_KM}. Reproduces h100_fp16, h100_bf16, h100_tf32 and the
+    FP32 (c = 0) results of h100_e4m3 / h100_e5m2.
+    """, block=16, fraction_bits=25, elim=-133, elim_fp16=-21, inputs=(FP16, BF16),
+    variants=((TF32, _HOPPER_TF32), (FP8_E4M3, _HOPPER_FP8), (FP8_E5M2, _HOPPER_FP8)))
+
+_MMA_SPLIT = dict(block=16, fraction_bits=25, elim=-133, elim_fp16=-21, mma_split=True,
+                  inputs=(FP8_E4M3, FP8_E5M2))
+H100_MMA = _tc(
+    "h100-mma", f"""Hopper FP8 (E4M3, E5M2) through mma.sync.
+
+    Every 32 products are split by k mod 4 into {{0, 1}} and {{2, 3}}; the first
+    half is a block FMA with c = 0, the second a block FMA with the first's result
+    as c (each 16 products, F = 25, rounded to the output format: RZ for FP32, RNE
+    for FP16, Elim -133 / -21), and the addend is added last with one correctly
+    rounded addition. Grouping: {_MMASIM}; F and Elim: {_KM}. Reproduces the FP16
+    results of h100_e4m3 / h100_e5m2 (sequential halves match only about 70%).
+    """, **_MMA_SPLIT)
+
+B200 = _tc(
+    "b200", f"""Blackwell (B200) Tensor Cores, as cuBLAS drives them (tcgen05).
+
+    FP16, BF16: block 16, F = 25, RZ to FP32, RNE to FP16, Elim -133 / -21.
+    TF32: block 8, F = 25, FP32 output only. FP8 (E4M3, E5M2): block 32, F = 25,
+    RZ / RNE, Elim -133 / -21 (unverified: no published data).
+    Parameters and data: {_KM}. Reproduces b200_fp16, b200_bf16, b200_tf32.
+    """, block=16, fraction_bits=25, elim=-133, elim_fp16=-21, inputs=(FP16, BF16),
+    variants=((TF32, replace(_HOPPER_TF32, name="b200/tf32")),
+              (FP8_E4M3, TensorCoreModel(block=32, fraction_bits=25, elim=-133,
+                                         elim_fp16=-21, inputs=(FP8_E4M3, FP8_E5M2),
+                                         name="b200/fp8")),
+              (FP8_E5M2, TensorCoreModel(block=32, fraction_bits=25, elim=-133,
+                                         elim_fp16=-21, inputs=(FP8_E4M3, FP8_E5M2),
+                                         name="b200/fp8"))))
+
+B200_MMA = _tc(
+    "b200-mma", f"""Blackwell FP8 (E4M3, E5M2) through mma.sync.
+
+    The same k mod 4 split as ``h100-mma`` ({_MMASIM}), F = 25, Elim -133 / -21
+    ({_KM}). Reproduces every row of b200_e4m3 and b200_e5m2 (FP32 and FP16 output).
+    """, **_MMA_SPLIT)
+
+EXACT = _Accumulating(None, "exact", "Each output is the exact dot product plus c, "
+                      "rounded once (to nearest even) to out_fmt.")
+SEQ_FP32 = _Accumulating(FP32, "fp32", "Exact products added left to right to c, every "
+                         "addition rounded to nearest even in FP32 (a CPU's float32 loop).")
+SEQ_FP16 = _Accumulating(FP16, "fp16", "Exact products added left to right to c, every "
+                         "addition rounded to nearest even in FP16.")
+
+#: Every named model, by the name `matmul` accepts.
+MODELS = {m.name: m for m in (EXACT, SEQ_FP32, SEQ_FP16, V100, T4, A100, ADA, H100,
+                              H100_MMA, B200, B200_MMA)}
+
+
+# -- operands and shapes -----------------------------------------------------------
+
+def _operand(x, name):
+    """(values, format or None) of a duck-typed Tensor or of a plain array."""
+    if hasattr(x, "fmt") and hasattr(x, "values"):
+        return np.asarray(x.values, dtype=np.float64), _format(x.fmt)
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "fiub" and not (arr.dtype.kind == "V" and getattr(
+            arr.dtype.type, "__module__", "").startswith("ml_dtypes")):
+        raise TypeError(f"matmul: operand {name} must be real numbers, got dtype {arr.dtype}")
+    return arr, None
+
+
+def _numpy_shape_error(a_shape, b_shape):
+    """Raise NumPy's own error for operands np.matmul would refuse."""
+    dummy = np.zeros((), dtype=bool)
+    np.matmul(np.broadcast_to(dummy, a_shape), np.broadcast_to(dummy, b_shape))
+
+
+def _result_shape(a_shape, b_shape):
+    if len(a_shape) == 0 or len(b_shape) == 0:
+        _numpy_shape_error(a_shape, b_shape)
+    a2 = a_shape if len(a_shape) > 1 else (1,) + a_shape
+    b2 = b_shape if len(b_shape) > 1 else b_shape + (1,)
+    if a2[-1] != b2[-2]:
+        _numpy_shape_error(a_shape, b_shape)
+    try:
+        batch = np.broadcast_shapes(a2[:-2], b2[:-2])
+    except ValueError:
+        _numpy_shape_error(a_shape, b_shape)
+        raise
+    shape = batch + (a2[-2], b2[-1])
+    squeeze = [i for i, keep in ((-2, len(a_shape) > 1), (-1, len(b_shape) > 1)) if not keep]
+    return a2, b2, batch, shape, squeeze
+
+
+# -- the driver ------------------------------------------------------------------
+
+def matmul(a, b, *, model="fp32", c=None, in_fmt=None, out_fmt=None):
+    """Matrix product ``a @ b (+ c)`` as the model computes it, bit for bit.
+
+    Parameters
+    ----------
+    a, b : array_like or Tensor-like
+        Operands with NumPy ``matmul`` shapes: 2-D matrices, stacks of them
+        (broadcast batch dimensions) or 1-D vectors. Objects with ``.fmt`` and
+        ``.values`` (a `Tensor`) supply their format.
+    model : str or TensorCoreModel
+        ``"exact"``, ``"fp32"``, ``"fp16"``, a Tensor Core model (``"v100"``,
+        ``"t4"``, ``"a100"``, ``"ada"``, ``"h100"``, ``"h100-mma"``, ``"b200"``,
+        ``"b200-mma"``; see `MODELS`) or a custom `TensorCoreModel`.
+    c : array_like, optional
+        Addend, broadcast to the result's shape and rounded (RNE) to ``out_fmt``.
+    in_fmt : Format or str, optional
+        The operands' format. Required unless both operands are Tensors of one
+        format; plain arrays are rounded into it (RNE, recorded in `lp.flags()`).
+    out_fmt : Format or str, optional
+        Result format. Default FP32 (FP16 for the ``"fp16"`` model). Tensor Core
+        models give FP32 or, where the hardware has it, FP16; ``"exact"``,
+        ``"fp32"`` and ``"fp16"`` round their result to any format of at most 51
+        bits of precision (a final RNE conversion after FP32/FP16 accumulation).
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 values of ``out_fmt`` with NumPy's ``matmul`` result shape.
+
+    Notes
+    -----
+    Every model is vectorised over the outputs and works on chunks of outputs, so
+    that the work buffers of one call stay below ``MEMORY_BOUND`` (256 MiB) whatever
+    the size (the rounded operands, the output and boolean masks of their size come
+    on top). Exception flags: ``overflow`` counts outputs that are infinite from
+    finite inputs, ``invalid`` outputs that are NaN from NaN-free inputs (inf * 0,
+    inf - inf). The Tensor Core models floor the reference exponent at Elim as
+    Khattak & Mikaitis do (MMA-Sim aligns against c instead; they differ only when
+    every term is below about 2**-126, or 2**-19 for FP16 output).
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> a = [[1.0, 1.0, 1.0, 1.0]]
+    >>> b = [[2.0**-24]] * 4
+    >>> for model in ("exact", "fp32", "v100", "a100"):
+    ...     print(model, lp.matmul(a, b, model=model, c=[[1.0]], in_fmt="fp16")[0, 0] - 1)
+    exact 2.384185791015625e-07
+    fp32 0.0
+    v100 0.0
+    a100 2.384185791015625e-07
+    >>> lp.matmul([[1.0, 2.0]], [[3.0], [4.0]], model="h100", in_fmt="bf16", out_fmt="fp16")
+    array([[11.]])
+    >>> lp.matmul([[1.0, 2.0]], [[3.0, 4.0]], in_fmt="fp16")
+    Traceback (most recent call last):
+    ...
+    ValueError: matmul: Input operand 1 has a mismatch in its core dimension 0, with gufunc signature (n?,k),(k,m?)->(n?,m?) (size 1 is different from 2)
+    """
+    spec = MODELS.get(model.lower()) if isinstance(model, str) else model
+    if not isinstance(spec, (TensorCoreModel, _Accumulating)):
+        raise ValueError(f"unknown matmul model {model!r}; valid models: "
+                         f"{', '.join(MODELS)} or a lp.TensorCoreModel")
+    (av, af), (bv, bf) = _operand(a, 0), _operand(b, 1)
+    a2, b2, batch, shape, squeeze = _result_shape(av.shape, bv.shape)
+    if af is not None and bf is not None and af == bf and in_fmt is None:
+        fmt = af
+    elif in_fmt is None:
+        if af is not None and bf is not None:
+            raise ValueError(f"matmul: operands have different formats ({af!r}, {bf!r}); "
+                             "convert one, or give in_fmt")
+        raise ValueError("matmul needs in_fmt for plain arrays (or two Tensors of one "
+                         "format): say which format the operands are in, e.g. in_fmt='fp16'")
+    else:
+        fmt = _format(in_fmt)
+    params = spec.for_format(fmt)
+    if out_fmt is None:
+        out = FP16 if spec is SEQ_FP16 else FP32
+    else:
+        out = _format(out_fmt)
+    allowed = spec.out_formats(fmt)
+    if allowed is not None and out not in allowed:
+        raise ValueError(f"model {spec.name or 'TensorCoreModel'!r} with "
+                         f"{fmt.name or fmt!r} inputs gives "
+                         f"{' or '.join(f.name for f in allowed)} output, not "
+                         f"{out.name or out!r}")
+    if allowed is None and out.p > 51 and out != FP32:
+        raise ValueError(f"out_fmt must have at most 51 bits of precision, got {out!r}")
+
+    av = _round(av, fmt) if af is None or af != fmt else av
+    bv = _round(bv, fmt) if bf is None or bf != fmt else bv
+    av, bv = av.reshape(a2), bv.reshape(b2)
+    if c is None:
+        cv = np.zeros((), dtype=np.float64)
+    else:
+        cv = _round(c.values if hasattr(c, "values") else c, out)
+        try:
+            np.broadcast_shapes(cv.shape, tuple(s for i, s in enumerate(shape)
+                                                if i - len(shape) not in squeeze))
+        except ValueError:
+            raise ValueError(f"matmul: c of shape {cv.shape} does not broadcast to the "
+                             f"result shape {_squeezed(shape, squeeze)}") from None
+        if squeeze:
+            cv = np.expand_dims(cv, tuple(squeeze)) if cv.ndim else cv
+    cv = np.broadcast_to(cv, shape)
+
+    if isinstance(params, TensorCoreModel):
+        kernel = _BlockFMA(params, fmt, out)
+    elif params.accumulator is None:
+        kernel = _Exact(fmt, out)
+    else:
+        kernel = _Sequential(fmt, params.accumulator, out)
+    result = _run_chunks(kernel, av, bv, cv, batch, shape)
+    if recording() is not None:
+        _record_flags(result, av, bv, cv)
+    result = result.reshape(_squeezed(shape, squeeze))
+    return result[()] if result.ndim == 0 else result
+
+
+def _squeezed(shape, squeeze):
+    return tuple(s for i, s in enumerate(shape) if i - len(shape) not in squeeze)
+
+
+def _run_chunks(kernel, a, b, c, batch, shape):
+    """Apply ``kernel`` to chunks of outputs; each chunk's work stays under the bound."""
+    M, K = a.shape[-2:]
+    N = b.shape[-1]
+    out = np.empty(shape, dtype=np.float64)
+    nb = math.prod(batch)
+    if out.size == 0:
+        return out
+    if K == 0:
+        out[...] = kernel.empty(c)
+        return out
+    per_output = kernel.bytes_per_output(K)
+    target = max(1, min(kernel.target_outputs(K), MEMORY_BOUND // per_output))
+    if M * N >= target:
+        nc = N if N <= target else target
+        mc = max(1, target // nc)
+        bc = 1
+    else:
+        mc, nc = M, N
+        # Gathered operand copies of several matrices count towards the bound too.
+        bc = max(1, min(nb, target // (M * N), MEMORY_BOUND // (8 * (M + N) * K + 1)))
+    a_full = np.broadcast_to(a, batch + (M, K))
+    b_full = np.broadcast_to(b, batch + (K, N))
+    c_full = np.broadcast_to(c, batch + (M, N))
+    out_flat = out.reshape((nb, M, N))
+    with np.errstate(all="ignore"):
+        for b0 in range(0, nb, bc):
+            b1 = min(nb, b0 + bc)
+            if bc == 1:
+                idx = np.unravel_index(b0, batch) if batch else ()
+                ab, bb, cb = a_full[idx][None], b_full[idx][None], c_full[idx][None]
+            else:   # gathered copies of at most bc matrices
+                idx = np.unravel_index(np.arange(b0, b1), batch)
+                ab, bb, cb = a_full[idx], b_full[idx], c_full[idx]
+            for m0 in range(0, M, mc):
+                for n0 in range(0, N, nc):
+                    rows, cols = slice(m0, m0 + mc), slice(n0, n0 + nc)
+                    out_flat[b0:b1, rows, cols] = kernel(
+                        ab[:, rows, :], bb[:, :, cols], cb[:, rows, cols])
+    return out
+
+
+def _record_flags(result, a, b, c):
+    """overflow: infinite outputs of finite inputs; invalid: NaN outputs of NaN-free ones."""
+    row_fin = np.isfinite(a).all(axis=-1)[..., :, None]
+    col_fin = np.isfinite(b).all(axis=-2)[..., None, :]
+    row_nan = np.isnan(a).any(axis=-1)[..., :, None]
+    col_nan = np.isnan(b).any(axis=-2)[..., None, :]
+    finite_in = row_fin & col_fin & np.isfinite(c)
+    nan_in = row_nan | col_nan | np.isnan(c)
+    record(overflow=int(np.count_nonzero(np.isinf(result) & finite_in)),
+           invalid=int(np.count_nonzero(np.isnan(result) & ~nan_in)))
+
+
+# -- exponents and output rounding -------------------------------------------------
+
+_EXP_MASK = np.uint64(0x7FF0_0000_0000_0000)
+
+
+def _exponents(x, emin):
+    """int16 ``max(floor(log2|x|), emin)`` of float64 values; `_ZERO_EXP` for zeros,
+    0 for inf and NaN (their terms are inf or NaN whatever the alignment)."""
+    # Values of formats of at most 12 bits are normal float64s: the exponent field is exact.
+    e = ((x.view(np.uint64) & _EXP_MASK) >> np.uint64(52)).astype(np.int16)
+    e -= 1023
+    np.maximum(e, emin, out=e)
+    e[x == 0] = _ZERO_EXP
+    e[e > 1000] = 0
+    return e
+
+
+def _pow2(e):
+    """2.0**e for an integer array with -1022 <= e <= 1023, built from its bits."""
+    return ((e.astype(np.int64) + 1023).astype(np.uint64) << np.uint64(52)).view(np.float64)
+
+
+def _to_output(d, fmt, mode, bits):
+    """Round exact float64 values ``d`` to ``fmt`` (FP32 keeping ``bits`` fraction bits,
+    or FP16) by ``mode``; results beyond the range are ±inf even under RZ (§2.8)."""
+    if fmt == FP32 and mode == "rz":
+        # Clearing low bits of a float64 is truncation toward zero (normal FP32 range).
+        mask = np.uint64(~((1 << (52 - bits)) - 1) & 0xFFFF_FFFF_FFFF_FFFF)
+        out = (d.view(np.uint64) & mask).view(np.float64)
+        small = np.abs(d) < 2.0**-126
+        if small.any():
+            q = 126 + bits      # the subnormal quantum 2**-(126 + bits)
+            out[small] = np.trunc(d[small] * 2.0**q) * 2.0**-q
+        big = np.abs(d) >= 2.0**128
+        if big.any():
+            out[big & np.isfinite(d)] = np.copysign(np.inf, d[big & np.isfinite(d)])
+        return out
+    if fmt == FP32 and mode == "rne" and bits == 23:
+        return d.astype(np.float32).astype(np.float64)   # one IEEE rounding of a float64
+    if fmt == FP16 and mode == "rne":
+        return d.astype(np.float16).astype(np.float64)   # NumPy's correctly rounded cast
+    target = Format(8, bits) if fmt == FP32 else fmt
+    out = _quiet(_round, d, target, mode)
+    if mode == "rz":
+        big = (np.abs(d) >= 2.0 ** (fmt.emax + 1)) & np.isfinite(d)
+        out[big] = np.copysign(np.inf, d[big])
+    return out
+
+
+# -- Tensor Core block FMAs --------------------------------------------------------
+
+class _BlockFMA:
+    """Chained block FMAs of one `TensorCoreModel` for one input and output format."""
+
+    def __init__(self, params, fmt, out):
+        self.p, self.fmt, self.out = params, fmt, out
+        self.fp16 = out == FP16
+        self.elim = params.elim_fp16 if self.fp16 else params.elim
+        self.mode = "rne" if self.fp16 else params.out_rounding
+        self.bits = 10 if self.fp16 else params.out_bits
+        self.k = 32 if params.mma_split else params.block
+
+    def target_outputs(self, K):
+        return max(1, (1 << 18) // min(self.k, K))   # a 2 MiB float64 work array
+
+    def bytes_per_output(self, K):
+        return 10 * min(self.k, K) + 96
+
+    def empty(self, c):
+        return c + 0.0
+
+    def __call__(self, a, b, c):
+        ea = _exponents(a, self.fmt.emin)
+        eb = _exponents(b, self.fmt.emin)
+        d = np.array(c, dtype=np.float64)
+        K = a.shape[-1]
+        for j0 in range(0, K, self.k):
+            blk = slice(j0, j0 + self.k)
+            if self.p.mma_split:
+                d = self._mma_split(a[..., blk], b[..., blk, :], ea[..., blk],
+                                    eb[..., blk, :], d)
+            else:
+                d = self._block(a[..., blk], b[..., blk, :], ea[..., blk],
+                                eb[..., blk, :], d)
+        return d
+
+    def _mma_split(self, a, b, ea, eb, c):
+        """§4: halves {k mod 4 in (0, 1)} and {2, 3}, then one rounded addition of c."""
+        k = np.arange(a.shape[-1])
+        g1, g2 = k[k % 4 < 2], k[k % 4 >= 2]
+        d1 = self._block(a[..., g1], b[..., g1, :], ea[..., g1], eb[..., g1, :],
+                         np.zeros_like(c))
+        d2 = self._block(a[..., g2], b[..., g2, :], ea[..., g2], eb[..., g2, :], d1)
+        # Both are FP32 (FP16) values: float64 then FP32 (FP16) is one rounding
+        # (53 >= 2 * 24 + 2, Figueroa's double-rounding theorem).
+        return _to_output(d2 + c, self.out, "rne", 23 if not self.fp16 else 10)
+
+    def _block(self, a, b, ea, eb, c):
+        """One block FMA d = c + sum(a_i * b_i) for every output of the chunk (§2)."""
+        F = self.p.fraction_bits
+        E = (ea[..., :, :, None] + eb[..., None, :, :]).max(axis=-2)
+        ec = _exponents(c, -126)                         # c is an FP32 (or FP16) value
+        np.maximum(E, ec, out=E)
+        np.maximum(E, _FLOOR_EXP if self.elim is None else self.elim, out=E)
+        scale = _pow2(F - E)
+        # Exact products (at most 2 * 12 significant bits) scaled by a power of two,
+        # then truncated toward zero: t = sign * floor(|a * b| * 2**(F - E)).
+        t = a[..., :, :, None] * b[..., None, :, :]
+        t *= scale[..., :, None, :]
+        np.trunc(t, out=t)
+        s = t.sum(axis=-2)
+        # The terms are integers below 2**(F + 2): their float64 sum is exact.
+        s += np.trunc(c * scale)
+        s += 0.0                                         # a zero sum is +0
+        s *= _pow2(E - F)                                # exact: a power of two
+        return _to_output(s, self.out, self.mode, self.bits)
+
+
+# -- sequential accumulation -------------------------------------------------------
+
+def _two_sum(a, b):
+    """TwoSum (Knuth): s + t == a + b exactly, s == fl(a + b), for finite s."""
+    s = a + b
+    bb = s - a
+    t = (a - (s - bb)) + (b - bb)
+    return s, t
+
+
+def _products_fit_float32(fmt):
+    """Whether every product of two ``fmt`` values is exactly a normal float32 (or 0)."""
+    return (2 * fmt.p <= 24 and 2 * (fmt.emax + 1) <= 127
+            and 2 * (fmt.emin - fmt.mantissa_bits) >= -126)
+
+
+class _Sequential:
+    """Exact products added left to right, every addition rounded (RNE) to ``acc``."""
+
+    def __init__(self, fmt, acc, out):
+        self.fmt, self.acc, self.out = fmt, acc, out
+        self.float32 = acc == FP32 and _products_fit_float32(fmt)
+        # Sums of two numbers of at most 24 bits: float64 then FP32 is one rounding
+        # (53 >= 2 * 24 + 2, Figueroa's double-rounding theorem).
+        self.innocuous = acc == FP32 and 2 * fmt.p <= 24
+
+    def target_outputs(self, K):
+        return 1 << 15
+
+    def bytes_per_output(self, K):
+        return 64
+
+    def empty(self, c):
+        return self._finish(self._cast(c + 0.0))
+
+    def _cast(self, s):
+        if self.acc == FP32:
+            return s.astype(np.float32).astype(np.float64)
+        if self.acc == FP16:
+            return s.astype(np.float16).astype(np.float64)
+        return _quiet(_round, s, self.acc)
+
+    def _finish(self, d):
+        return d if self.out == self.acc else _quiet(_round, d, self.out)
+
+    def __call__(self, a, b, c):
+        K = a.shape[-1]
+        if self.float32:
+            # Products are exact float32s and float32 addition is correctly rounded.
+            a32, b32 = a.astype(np.float32), b.astype(np.float32)
+            acc = c.astype(np.float32)
+            p = np.empty_like(acc)
+            for k in range(K):
+                np.multiply(a32[..., :, k, None], b32[..., None, k, :], out=p)
+                acc += p
+            return self._finish(acc.astype(np.float64))
+        acc = self._cast(np.array(c, dtype=np.float64))
+        p = np.empty_like(acc)
+        for k in range(K):
+            np.multiply(a[..., :, k, None], b[..., None, k, :], out=p)
+            if self.innocuous:
+                acc = self._cast(acc + p)
+                continue
+            s, t = _two_sum(acc, p)
+            acc = self._cast(s)
+            fix = (t != 0) & np.isfinite(s)
+            if fix.any():
+                acc[fix] = _quiet(_round_exact, s[fix], t[fix], self.acc)
+        return self._finish(acc)
+
+
+# -- exact dot products --------------------------------------------------------------
+
+def _ro_add(x, y):
+    """Round-to-odd at 53 bits of the exact sum x + y."""
+    s, t = _two_sum(x, y)
+    move = (t != 0) & ((s.view(np.uint64) & np.uint64(1)) == 0)
+    if move.any():
+        s[move] = np.nextafter(s[move], np.copysign(np.inf, t[move]))
+    return s
+
+
+def _exact_round(terms, out):
+    """RN_out of the exact sum of each row of ``terms`` (finite float64 values).
+
+    The sum is split into levels of F bits below each row's largest exponent: level
+    l holds the integers trunc(r / q_l) of what previous levels left, summed exactly.
+    The level sums are carry-normalised to nonnegative digits (sign taken out),
+    added from the bottom with round-to-odd at 53 bits, and rounded once to ``out``
+    (round-to-odd with 2 spare bits makes the second rounding innocuous).
+    """
+    n, m = terms.shape
+    F = 52 - math.ceil(math.log2(m + 1))   # m integers below 2**F sum exactly in float64
+    mag = np.abs(terms).max(axis=1)
+    top = np.where(mag > 0, np.frexp(mag)[1], 0)      # |terms| < 2**top
+    r = terms.copy()
+    levels, quanta = [], []
+    q_exp = top - F
+    while True:
+        inv, q = _pow2(-q_exp)[:, None], _pow2(q_exp)
+        t = np.trunc(r * inv)
+        levels.append(t.sum(axis=1))
+        quanta.append(q)
+        r -= t * q[:, None]                  # exact: the bits of r below q
+        if not r.any():
+            break
+        # Rows with bits left have them above 2**-1000 (operands and c are far from it).
+        q_exp = np.maximum(q_exp - F, -1000)
+    sign = np.ones(n)
+    for _ in range(2):   # the second pass sees |X|: the top is then nonnegative
+        digits, carry = [], np.zeros(n)
+        for lvl in reversed(levels[1:]):
+            v = sign * lvl + carry
+            carry = np.floor(v * 2.0**-F)
+            digits.append(v - carry * 2.0**F)   # in [0, 2**F)
+        head = sign * levels[0] + carry
+        sign = np.where(head < 0, -sign, sign)
+        if not (head < 0).any():
+            break
+    x = np.zeros(n)
+    for dgt, q in zip(digits, reversed(quanta[1:])):
+        x = _ro_add(dgt * q, x)
+    x = _ro_add(head * quanta[0], x)
+    return sign * _quiet(_round, x, out) + 0.0
+
+
+class _Exact:
+    """One rounding of the exact dot product plus c.
+
+    A float64 product (BLAS) and a rigorous error bound settle almost every output;
+    where the bound straddles a rounding boundary the exact sum is computed by
+    `_exact_round` on the gathered rows and columns.
+    """
+
+    def __init__(self, fmt, out):
+        self.fmt, self.out = fmt, out
+
+    def target_outputs(self, K):
+        return max(1, (1 << 22) // K)
+
+    def bytes_per_output(self, K):
+        return 96
+
+    def empty(self, c):
+        return _quiet(_round, c, self.out) + 0.0
+
+    def __call__(self, a, b, c):
+        K = a.shape[-1]
+        a_fin, b_fin, c_fin = np.isfinite(a), np.isfinite(b), np.isfinite(c)
+        special = None
+        if not (a_fin.all() and b_fin.all() and c_fin.all()):
+            special = ~(a_fin.all(axis=-1)[..., :, None] & b_fin.all(axis=-2)[..., None, :]
+                        & c_fin)
+            a0, b0, c0 = a, b, c
+            a, b, c = np.where(a_fin, a, 0.0), np.where(b_fin, b, 0.0), np.where(c_fin, c, 0.0)
+        y = np.matmul(a, b)
+        bound = np.matmul(np.abs(a), np.abs(b))
+        y += c
+        # |fl(sum) - sum| <= K u sum|p| / (1 - K u) in any order; the bound and the
+        # addition of c are themselves rounded: twice the rigorous bound covers both.
+        bound *= (K + 2) * 2.0**-50
+        bound += np.abs(y) * 2.0**-50
+        lo = _quiet(_round, y - bound, self.out)
+        d = _quiet(_round, y + bound, self.out)
+        unsure = lo != d
+        if unsure.any():
+            ib, im, jn = np.nonzero(unsure)
+            d[unsure] = self._exact(a[ib, im, :], np.moveaxis(b, -1, -2)[ib, jn, :],
+                                    c[ib, im, jn])
+        if special is not None and special.any():
+            ib, im, jn = np.nonzero(special)
+            rows, cols = a0[ib, im, :], np.moveaxis(b0, -1, -2)[ib, jn, :]
+            # An inf or NaN operand makes the float64 sum inf or NaN exactly as IEEE
+            # products would: finite products of these formats never overflow float64.
+            d[special] = (rows * cols).sum(axis=-1) + c0[ib, im, jn]
+        return d + 0.0
+
+    def _exact(self, rows, cols, c):
+        out = np.empty(rows.shape[0])
+        step = max(1, MEMORY_BOUND // (64 * (rows.shape[1] + 1)))
+        for i in range(0, rows.shape[0], step):
+            sl = slice(i, i + step)
+            # Products of two significands of at most 26 bits are exact in float64.
+            terms = np.concatenate([rows[sl] * cols[sl], c[sl, None]], axis=1)
+            out[sl] = _exact_round(terms, self.out)
+        return out
