@@ -84,14 +84,14 @@ class Format:
         if self.kind == "fn" and self.mantissa_bits < 1:
             raise ValueError("an 'fn' format needs mantissa_bits >= 1 "
                              "(its NaN takes the top mantissa code)")
-        if self.p > 53:
-            raise ValueError(f"precision {self.p} exceeds float64's 53 bits")
-        if self.emax < self.emin:
-            raise ValueError(f"bias {self.bias} leaves no normal numbers "
-                             f"(emax {self.emax} < emin {self.emin})")
+        if self.p > 51 and not self._is_fp64:
+            raise ValueError(f"precision {self.p} exceeds the 51 bits lowprec emulates "
+                             "exactly in float64 (FP64 itself excepted)")
         # Values must be float64 values, and 2**(e - m) must be a normal float64
         # for every exponent the rounding kernel scales by (FP64 itself excepted).
-        if self.emax > 1023 or (self.emin - self.mantissa_bits < -1022 and not self._is_fp64):
+        if not self._is_fp64 and (self.emin - self.mantissa_bits < -1022
+                                  or self.emax + 1 - self.mantissa_bits > 1022
+                                  or self.emax > 1023):
             raise ValueError(f"exponent range [{self.emin}, {self.emax}] with "
                              f"{self.mantissa_bits} mantissa bits does not fit in float64")
         if self.bits > 64:
@@ -178,7 +178,7 @@ class Format:
 
     @property
     def negep(self):
-        return -self.p
+        return max(-1, self.emin) - self.mantissa_bits
 
     @property
     def eps(self):
@@ -186,7 +186,8 @@ class Format:
 
     @property
     def epsneg(self):
-        return 2.0 ** -self.p
+        """1 minus the largest value below 1 (a subnormal gap when emin >= 0)."""
+        return 2.0 ** (max(-1, self.emin) - self.mantissa_bits)
 
     @cached_property
     def max(self):

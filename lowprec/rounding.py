@@ -27,6 +27,7 @@ CHUNK = 1 << 14  # elements per chunk: four working buffers stay in L2 cache
 
 _EXP = np.uint64(0x7FF0_0000_0000_0000)
 _ABS = np.uint64(0x7FFF_FFFF_FFFF_FFFF)
+_SIGN = np.uint64(0x8000_0000_0000_0000)
 _ONE_BITS = 1023 << 52
 
 
@@ -54,7 +55,8 @@ def as_real_array(x):
     kind = a.dtype.kind
     if kind == "f":
         if a.dtype.itemsize <= 8:
-            return a.astype(np.float64, copy=False), None
+            with np.errstate(invalid="ignore"):  # signalling NaNs stay NaN
+                return a.astype(np.float64, copy=False), None
         hi = a.astype(np.float64)
         # hi = RN(a), so a - hi is exact in long double and has few enough bits for float64.
         lo = (a - hi).astype(np.float64)
@@ -198,6 +200,11 @@ def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None):
             spare = plan.spare = np.empty(out.size, np.float64)
         _to_integer(out, plan.mode, spare[:out.size], rand)
         np.multiply(out, ef, out=out)   # exact: an integer <= 2**(m+1) times 2**q
+        if plan.mode in ("rna", "ro", "sr"):
+            # Their integer step can lose the sign of a zero: results keep x's sign.
+            np.bitwise_and(x.view(np.uint64), _SIGN, out=e)
+            ob = out.view(np.uint64)
+            np.bitwise_or(ob, e, out=ob)
     if not plan.fmt.has_negative_zero:
         out += 0.0                                    # -0 + +0 is +0 under RNE
     return top
@@ -212,6 +219,8 @@ def _overflow(plan, x, out):
     big &= fin
     infs = ~fin & ~np.isnan(x)
     result = {"overflow": big, "inf_in": infs}
+    if plan.fmt.has_inf and infs.any():
+        out[infs] = x[infs]  # the integer step of some modes turns inf into NaN
     if not big.any() and not (infs.any() and not plan.fmt.has_inf):
         return result
     fmt, neg = plan.fmt, np.signbit(out)
@@ -434,5 +443,6 @@ def _finish(plan, hi, lo):
     if lo is not None and plan.fmt.p > 51:
         raise ValueError(f"exact two-term rounding needs precision <= 51 bits or FP64, "
                          f"got {plan.fmt.p}")
-    out = _run(plan, hi, lo)
+    with np.errstate(all="ignore"):  # inf - inf inside the kernel is expected
+        out = _run(plan, hi, lo)
     return out[()] if scalar else out

@@ -151,7 +151,8 @@ def values(fmt, *, allow_nan=True, allow_infinity=True):
     fmt = _format(fmt)
     st = _st()
     scaled = st.tuples(st.floats(1.0, 2.0, exclude_max=True),
-                       st.integers(fmt.emin - fmt.mantissa_bits - 3, fmt.emax + 2),
+                       st.integers(max(fmt.emin - fmt.mantissa_bits - 3, -1074),
+                                   min(fmt.emax + 2, 1023)),
                        st.booleans()).map(
         lambda t: (-1) ** t[2] * math.ldexp(t[0], t[1]))
     return st.one_of(scaled, st.floats(allow_nan=allow_nan, allow_infinity=allow_infinity),
@@ -197,7 +198,10 @@ def near_overflow(fmt):
     fmt = _format(fmt)
     st = _st()
     ulp = math.ldexp(1.0, fmt.emax - fmt.mantissa_bits)
-    anchors = [fmt.max, fmt.max + ulp / 2, fmt.max + ulp, math.ldexp(1.0, fmt.emax + 1)]
+    anchors = [fmt.max, fmt.max + ulp / 2, fmt.max + ulp]
+    if fmt.emax < 1023:
+        anchors.append(math.ldexp(1.0, fmt.emax + 1))
+    anchors = [a for a in anchors if math.isfinite(a)]
 
     def near(t):
         a, steps, sign = t

@@ -1,0 +1,359 @@
+"""The rounding kernel against independent oracles.
+
+Oracles: `lowprec.testing.reference_round` (Fraction arithmetic, itself checked
+against MPFR here), NumPy's float16 cast, ml_dtypes' casts, and exact probability
+arguments for stochastic rounding.
+"""
+
+import math
+from fractions import Fraction
+
+import gmpy2
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lowprec as lp
+from lowprec import testing as lpt
+
+DET_MODES = ("rne", "rna", "rz", "ru", "rd", "ro")
+CUSTOM = [lp.Format.custom(precision=5, emax=7, name="custom_p5_e7"),
+          lp.Format(3, 4, kind="fn", name="custom_e3m4fn"),
+          lp.Format(6, 9, bias=20, kind="finite", name="custom_e6m9_finite"),
+          lp.Format(5, 2, subnormals=False, name="e5m2_nosub")]
+FORMATS = list(lp.NAMED_FORMATS.values()) + CUSTOM
+SMALL = [f for f in FORMATS if f.bits <= 8]
+IEEE = [lp.FP32, lp.TF32, lp.FP16, lp.BF16, lp.FP8_E5M2, CUSTOM[0]]
+OPTIONS = [dict(), dict(saturate=True), dict(subnormals=False),
+           dict(saturate=True, subnormals=False)]
+MPFR_MODE = {"rne": gmpy2.RoundToNearest, "rz": gmpy2.RoundToZero,
+             "ru": gmpy2.RoundUp, "rd": gmpy2.RoundDown}
+
+
+def same(a, b):
+    """Equal as floating-point data: NaN equals NaN, and zeros carry their sign."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return (np.isnan(a) & np.isnan(b)) | ((a == b) & (np.signbit(a) == np.signbit(b)))
+
+
+def assert_same(got, expected, inputs):
+    ok = same(got, expected)
+    if not ok.all():
+        i = np.flatnonzero(~np.asarray(ok).reshape(-1))[:5]
+        pytest.fail(f"mismatch at inputs {np.asarray(inputs).reshape(-1)[i].tolist()}: "
+                    f"got {np.asarray(got).reshape(-1)[i].tolist()}, "
+                    f"expected {np.asarray(expected).reshape(-1)[i].tolist()}")
+
+
+def reference(xs, fmt, mode, **opts):
+    return np.array([lpt.reference_round(float(x), fmt, mode, **opts) for x in xs])
+
+
+def targeted(fmt):
+    """Every representable value's neighbourhood: exact values, exact ties, ties
+    plus and minus one float64 ulp, the subnormal boundary, half the smallest
+    subnormal, the overflow thresholds, signed zeros, infinities and NaN."""
+    vals = np.array(lpt.representable_values(fmt))
+    ulp_top = math.ldexp(1.0, fmt.emax - fmt.mantissa_bits)
+    extra = [fmt.max + ulp_top / 2, fmt.max + ulp_top, 2 * fmt.max,
+             math.ldexp(1.0, fmt.emax + 1), math.ldexp(1.0, fmt.emin - fmt.mantissa_bits - 1),
+             fmt.smallest_normal / 2, 1e300, 5e-324]
+    mids = (vals[1:] + vals[:-1]) / 2
+    pts = np.concatenate([vals, mids, extra])
+    pts = np.concatenate([pts, np.nextafter(pts, np.inf), np.nextafter(pts, -np.inf)])
+    pts = np.concatenate([pts, -pts, [np.inf, -np.inf, np.nan]])
+    return pts
+
+
+# -- the reference itself, against MPFR ------------------------------------------------
+
+def mpfr_round(x, fmt, mode):
+    ctx = gmpy2.context(precision=fmt.p, emin=fmt.emin - fmt.mantissa_bits + 1,
+                        emax=fmt.emax + 1, subnormalize=True, round=MPFR_MODE[mode])
+    with gmpy2.context(ctx):
+        return float(gmpy2.mpfr(x))
+
+
+@pytest.mark.parametrize("fmt", IEEE, ids=lambda f: f.name)
+@pytest.mark.parametrize("mode", sorted(MPFR_MODE))
+@settings(max_examples=120)
+@given(data=st.data())
+def test_reference_round_matches_mpfr(fmt, mode, data):
+    x = data.draw(lpt.values(fmt, allow_nan=False, allow_infinity=False))
+    assert same(lpt.reference_round(x, fmt, mode), mpfr_round(x, fmt, mode))
+
+
+@pytest.mark.parametrize("fmt", [lp.FP8_E5M2, CUSTOM[0]], ids=lambda f: f.name)
+@pytest.mark.parametrize("mode", sorted(MPFR_MODE))
+def test_reference_round_matches_mpfr_on_targeted_values(fmt, mode):
+    for x in targeted(fmt):
+        if np.isfinite(x):
+            assert same(lpt.reference_round(float(x), fmt, mode), mpfr_round(float(x), fmt, mode)), x
+
+
+# -- the kernel against the reference ------------------------------------------------
+
+@pytest.mark.parametrize("fmt", SMALL, ids=lambda f: f.name)
+@pytest.mark.parametrize("mode", DET_MODES)
+@pytest.mark.parametrize("opts", OPTIONS, ids=lambda o: "-".join(o) or "default")
+def test_small_formats_on_every_neighbourhood(fmt, mode, opts):
+    xs = targeted(fmt)
+    assert_same(lp.round(xs, fmt, mode, **opts), reference(xs, fmt, mode, **opts), xs)
+
+
+@pytest.mark.parametrize("fmt", [lp.FP16, lp.BF16, lp.TF32, lp.FP32], ids=lambda f: f.name)
+@pytest.mark.parametrize("mode", DET_MODES)
+def test_wide_formats_on_targeted_values(fmt, mode):
+    # Binade structure of the wide format, sampled: all exponents, few mantissas.
+    rng = np.random.default_rng(1)
+    e = rng.integers(fmt.emin - fmt.mantissa_bits - 2, fmt.emax + 2, 400)
+    k = rng.integers(0, 2 ** fmt.mantissa_bits, 400)
+    grid = np.ldexp(2.0 ** fmt.mantissa_bits + k, e - fmt.mantissa_bits)
+    sub = np.ldexp(k.astype(float), fmt.emin - fmt.mantissa_bits)
+    gaps = np.ldexp(1.0, np.maximum(e, fmt.emin) - fmt.mantissa_bits)
+    pts = np.concatenate([grid, sub, grid + gaps / 2, sub + math.ldexp(0.5, fmt.emin - fmt.mantissa_bits),
+                          rng.choice(targeted(lp.Format(fmt.exponent_bits, 2, fmt.bias)), 1000)])
+    pts = np.concatenate([pts, np.nextafter(pts, np.inf), np.nextafter(pts, -np.inf)])
+    pts = np.concatenate([pts, -pts])
+    for opts in OPTIONS[:2]:
+        assert_same(lp.round(pts, fmt, mode, **opts), reference(pts, fmt, mode, **opts), pts)
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
+@pytest.mark.parametrize("mode", DET_MODES)
+@settings(max_examples=25)
+@given(data=st.data())
+def test_kernel_matches_reference_on_hypothesis_values(fmt, mode, data):
+    xs = np.array(data.draw(st.lists(lpt.values(fmt), min_size=1, max_size=40)))
+    opts = data.draw(st.sampled_from(OPTIONS))
+    assert_same(lp.round(xs, fmt, mode, **opts), reference(xs, fmt, mode, **opts), xs)
+
+
+@settings(max_examples=200)
+@given(st.floats(allow_nan=False), st.sampled_from(FORMATS), st.sampled_from(DET_MODES))
+def test_scalar_input_gives_numpy_scalar(x, fmt, mode):
+    r = lp.round(x, fmt, mode)
+    assert isinstance(r, np.float64)
+    assert same(r, lpt.reference_round(x, fmt, mode))
+
+
+def test_chunk_boundaries_do_not_matter():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(100_003) * 2.0 ** rng.integers(-30, 30, 100_003)
+    x[::997] = np.inf
+    x[::1009] = np.nan
+    whole = lp.round(x, "e4m3", "rna")
+    parts = np.concatenate([lp.round(x[i:i + 777], "e4m3", "rna") for i in range(0, x.size, 777)])
+    assert_same(whole, parts, x)
+    sample = rng.choice(x.size, 500, replace=False)
+    assert_same(whole[sample], reference(x[sample], lp.FP8_E4M3, "rna"), x[sample])
+
+
+# -- against NumPy and ml_dtypes casts -------------------------------------------------
+
+ML_CASTS = {lp.FP16: np.float16, lp.BF16: ml_dtypes.bfloat16,
+            lp.FP8_E4M3: ml_dtypes.float8_e4m3fn, lp.FP8_E5M2: ml_dtypes.float8_e5m2,
+            lp.FP8_E4M3FNUZ: ml_dtypes.float8_e4m3fnuz,
+            lp.FP8_E5M2FNUZ: ml_dtypes.float8_e5m2fnuz}
+
+
+def float32_sweep(fmt):
+    """Every value of the format and every tie between neighbours, in float32,
+    each with its float32 neighbours: every rounding decision the cast makes."""
+    vals = lp.decode(np.arange(2 ** fmt.bits, dtype=np.uint64), fmt)
+    vals = np.unique(vals[np.isfinite(vals)])
+    mids = (vals[1:] + vals[:-1]) / 2
+    pts = np.concatenate([vals, mids]).astype(np.float32)
+    pts = np.concatenate([pts, np.nextafter(pts, np.float32(np.inf)),
+                          np.nextafter(pts, np.float32(-np.inf))])
+    rng = np.random.default_rng(0)
+    random_bits = rng.integers(0, 2 ** 32, 200_000, dtype=np.uint64).astype(np.uint32)
+    return np.concatenate([pts, random_bits.view(np.float32),
+                           np.array([np.inf, -np.inf, np.nan, 0.0, -0.0], np.float32)])
+
+
+@pytest.mark.parametrize("fmt", list(ML_CASTS), ids=lambda f: f.name)
+def test_rne_from_float32_equals_numpy_and_ml_dtypes_casts(fmt):
+    x = float32_sweep(fmt)
+    with np.errstate(over="ignore", invalid="ignore"):
+        expected = x.astype(ML_CASTS[fmt]).astype(np.float64)
+    assert_same(lp.round(x, fmt), expected, x)
+
+
+@pytest.mark.parametrize("fmt, dtype", [(lp.FP6_E2M3, ml_dtypes.float6_e2m3fn),
+                                        (lp.FP6_E3M2, ml_dtypes.float6_e3m2fn),
+                                        (lp.FP4_E2M1, ml_dtypes.float4_e2m1fn)])
+def test_rne_from_float32_equals_ml_dtypes_for_finite_formats(fmt, dtype):
+    x = float32_sweep(fmt)
+    x = x[np.isfinite(x)]  # ml_dtypes sends NaN to -0 here; the contract keeps NaN
+    assert_same(lp.round(x, fmt), x.astype(dtype).astype(np.float64), x)
+
+
+def test_single_rounding_from_float64_where_ml_dtypes_rounds_twice():
+    x = 1 + 2**-8 + 2**-40
+    assert lp.round(x, "bf16") == 1.0078125 == lpt.reference_round(x, "bf16")
+    assert float(np.float64(x).astype(ml_dtypes.bfloat16)) == 1.0  # via float32: a tie
+    y = -431.99999999999994
+    assert lp.round(y, "e4m3") == -416.0 == lpt.reference_round(y, "e4m3")
+
+
+# -- stochastic rounding -------------------------------------------------------------
+
+def test_sr_same_seed_same_result_and_fresh_generators_differ():
+    x = np.linspace(0, 1, 10_001)
+    a = lp.round(x, "bf16", "sr", rng=42)
+    assert_same(a, lp.round(x, "bf16", "sr", rng=42), x)
+    assert_same(a, lp.round(x, "bf16", "sr", rng=np.random.default_rng(42)), x)
+    assert not same(a, lp.round(x, "bf16", "sr", rng=43)).all()
+
+
+@pytest.mark.parametrize("fmt, x", [(lp.BF16, 1 + 0.3 * 2**-7), (lp.FP16, -(1 + 0.7 * 2**-10)),
+                                    (lp.FP8_E4M3, 0.1), (lp.FP16, 1e-7), (lp.FP4_E2M1, 2.2)])
+def test_sr_probability_is_the_distance_fraction(fmt, x):
+    down = lpt.reference_round(x, fmt, "rd")
+    up = lpt.reference_round(x, fmt, "ru")
+    p = float((Fraction(x) - Fraction(down)) / (Fraction(up) - Fraction(down)))
+    n = 100_000
+    r = lp.round(np.full(n, x), fmt, "sr", rng=7)
+    assert set(np.unique(r)) <= {down, up}
+    frac_up = np.mean(r == up)
+    assert abs(frac_up - p) <= 4 * math.sqrt(p * (1 - p) / n)
+
+
+@pytest.mark.parametrize("bits", [1, 2, 3, 5])
+def test_sr_bits_quantises_the_probability(bits):
+    # f = 0.7 of the gap: with r random bits P(up) = floor(0.7 * 2**r) / 2**r.
+    x = 1 + 0.7 * 2**-7
+    p = math.floor(0.7 * 2**bits) / 2**bits
+    n = 100_000
+    r = lp.round(np.full(n, x), "bf16", "sr", rng=3, sr_bits=bits)
+    frac_up = np.mean(r == 1 + 2**-7)
+    assert abs(frac_up - p) <= 4 * math.sqrt(p * (1 - p) / n) + 1e-12
+
+
+def test_sr_one_bit_never_rounds_up_below_half():
+    r = lp.round(np.full(10_000, 1 + 0.49 * 2**-7), "bf16", "sr", rng=1, sr_bits=1)
+    assert np.all(r == 1.0)
+
+
+@pytest.mark.parametrize("fmt", [lp.BF16, lp.FP8_E4M3, lp.FP4_E2M1], ids=lambda f: f.name)
+def test_sr_leaves_representable_values_alone(fmt):
+    vals = lp.decode(np.arange(2 ** min(fmt.bits, 16), dtype=np.uint64), fmt)
+    vals = vals[np.isfinite(vals)]
+    assert_same(lp.round(vals, fmt, "sr", rng=0), vals, vals)
+
+
+# -- overflow rules, spelled out ------------------------------------------------------
+
+@pytest.mark.parametrize("mode, pos, neg", [
+    ("rne", np.inf, -np.inf), ("rna", np.inf, -np.inf), ("rz", 65504.0, -65504.0),
+    ("ru", np.inf, -65504.0), ("rd", 65504.0, -np.inf), ("ro", 65504.0, -65504.0)])
+def test_ieee_overflow_by_mode(mode, pos, neg):
+    assert_same(lp.round([1e6, -1e6], "fp16", mode), [pos, neg], [1e6, -1e6])
+    assert_same(lp.round([1e6, -1e6], "fp16", mode, saturate=True),
+                [65504.0, -65504.0], [1e6, -1e6])
+
+
+def test_fn_fnuz_finite_overflow():
+    assert np.isnan(lp.round(1000.0, "e4m3")) and lp.round(1000.0, "e4m3", "rz") == 448
+    assert np.isnan(lp.round(np.inf, "e4m3fnuz"))
+    assert lp.round(-np.inf, "e4m3", saturate=True) == -448
+    assert lp.round(100.0, "fp4") == 6 and lp.round(-np.inf, "fp6") == -7.5
+    assert np.isnan(lp.round(np.nan, "fp4"))
+    assert not np.signbit(lp.round(-1e-9, "e5m2fnuz"))  # no -0
+    assert np.signbit(lp.round(-1e-9, "e5m2"))
+
+
+def test_subnormals_false_goes_to_zero_or_tiny():
+    tiny = lp.FP16.smallest_normal
+    xs = np.array([tiny / 2, tiny / 2 * (1 + 2**-20), tiny / 4, -tiny * 0.75])
+    assert_same(lp.round(xs, "fp16", subnormals=False), [0, tiny, 0, -tiny], xs)
+    assert_same(lp.round(xs, "fp16", "rna", subnormals=False), [tiny, tiny, 0, -tiny], xs)
+    assert_same(lp.round(xs, "fp16", "ru", subnormals=False), [tiny, tiny, tiny, -0.0], xs)
+
+
+# -- inputs ---------------------------------------------------------------------------
+
+def test_input_types_round_the_exact_value():
+    big = np.array([2**62 + 2**40 + 1, -(2**61) - 1, 2**53 + 1], dtype=np.int64)
+    expected = [lpt.reference_round(int(v), "fp32", "ru") for v in big]
+    assert_same(lp.round(big, "fp32", "ru"), expected, big)
+    u = np.array([2**64 - 1, 2**63 + 2**39 + 1], dtype=np.uint64)
+    assert_same(lp.round(u, "bf16", "rz"), [lpt.reference_round(int(v), "bf16", "rz") for v in u], u)
+    assert lp.round(np.float16(0.1), "bf16") == lpt.reference_round(float(np.float16(0.1)), "bf16")
+    assert lp.round(np.array([1, 2, 3], np.int8), "fp4").tolist() == [1.0, 2.0, 3.0]
+    assert lp.round([True, False], "fp8").tolist() == [1.0, 0.0]
+    bf = np.array([0.1, 3.0], ml_dtypes.bfloat16)
+    assert lp.round(bf, "fp32").tolist() == bf.astype(np.float64).tolist()
+    ld = np.longdouble(1) + np.longdouble(2) ** -60
+    assert lp.round(ld, "bf16", "ru") == 1.0078125
+    assert lp.round(3, "fp16") == 3.0 and lp.round([[1.5]], "fp4").shape == (1, 1)
+
+
+def test_input_is_never_modified():
+    x = np.array([0.1, -3.7, 1e30, np.nan])
+    y = x.copy()
+    for mode in lp.MODES:
+        lp.round(x, "e4m3", mode, rng=0, saturate=True)
+    assert_same(x, y, y)
+    x32 = np.array([0.1, 2.5], np.float32)
+    lp.round(x32, "fp16")
+    assert x32.tolist() == [np.float32(0.1), 2.5]
+
+
+def test_non_contiguous_and_shaped_input():
+    x = np.arange(24.0).reshape(4, 6)[:, ::2] * 0.1
+    r = lp.round(x, "bf16")
+    assert r.shape == (4, 3)
+    assert_same(r, reference(x.ravel(), lp.BF16, "rne").reshape(4, 3), x)
+    assert lp.round(np.zeros((0, 3)), "fp16").shape == (0, 3)
+
+
+@pytest.mark.parametrize("bad, exc, match", [
+    ([1 + 2j], TypeError, "complex"), (np.array(["1.0"]), TypeError, "non-numeric"),
+    (np.array([1.0], dtype=object), TypeError, "object"), ("0.5", TypeError, "non-numeric"),
+])
+def test_bad_input_raises(bad, exc, match):
+    with pytest.raises(exc, match=match):
+        lp.round(bad, "fp16")
+
+
+def test_bad_options_raise():
+    with pytest.raises(ValueError, match="unknown rounding mode 'nearest'; valid modes: rne, rna, rz, ru, rd, ro, sr"):
+        lp.round(1.0, "fp16", "nearest")
+    with pytest.raises(ValueError, match="sr_bits applies only"):
+        lp.round(1.0, "fp16", "rne", sr_bits=3)
+    with pytest.raises(ValueError, match="sr_bits must be"):
+        lp.round(1.0, "fp16", "sr", sr_bits=0)
+    with pytest.raises(TypeError, match="rng must be"):
+        lp.round(1.0, "fp16", "sr", rng="seed")
+    with pytest.raises(TypeError, match="saturate must be a bool"):
+        lp.round(1.0, "fp16", saturate="yes")
+    with pytest.raises(ValueError, match="unknown format"):
+        lp.round(1.0, "fp17")
+
+
+# -- two-term exact input --------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", [lp.BF16, lp.FP16, lp.FP32, lp.FP8_E4M3, lp.FP64],
+                         ids=lambda f: f.name)
+@pytest.mark.parametrize("mode", DET_MODES)
+@settings(max_examples=30)
+@given(data=st.data())
+def test_round_exact_rounds_the_unevaluated_sum(fmt, mode, data):
+    pairs = data.draw(st.lists(st.tuples(lpt.values(fmt, allow_nan=False, allow_infinity=False),
+                                         st.floats(-1, 1, allow_subnormal=False),
+                                         st.integers(-80, -30)), min_size=1, max_size=20))
+    hi = np.array([p[0] for p in pairs])
+    lo = np.array([math.ldexp(p[1], p[2]) * abs(p[0]) for p in pairs])
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = hi + lo
+        lo = (hi - s) + lo   # Fast2Sum (|hi| >= |lo|): s + lo == hi + lo exactly
+    hi = s
+    ok = np.isfinite(hi) & np.isfinite(lo)
+    hi, lo = hi[ok], lo[ok]
+    expected = [lpt.reference_round(Fraction(h) + Fraction(lo_), fmt, mode) if (h + lo_) != 0
+                else lpt.reference_round(h, fmt, mode) for h, lo_ in zip(hi, lo)]
+    assert_same(lp.round_exact(hi, lo, fmt, mode), expected, hi)
