@@ -23,7 +23,7 @@ __all__ = ["round", "round_exact", "MODES", "as_real_array"]
 MODES = ("rne", "rna", "rz", "ru", "rd", "ro", "sr")
 DETERMINISTIC_MODES = MODES[:-1]
 
-CHUNK = 1 << 14  # elements per chunk: four working buffers stay in L2 cache
+CHUNK = 1 << 16  # elements per chunk: the working buffers stay in cache
 
 _EXP = np.uint64(0x7FF0_0000_0000_0000)
 _ABS = np.uint64(0x7FFF_FFFF_FFFF_FFFF)
@@ -97,12 +97,17 @@ class _Plan:
         m = fmt.mantissa_bits
         self.identity = fmt.p == 53
         self.m_bits = np.uint64(m << 52)
+        self.shift = np.uint64(52 - m)
+        self.low_mask = np.uint64((1 << (52 - m)) - 1)
         self.lo_f = 2.0 ** fmt.emin
         # Without a top clamp the scale 2**-q of inf/NaN stays normal when m >= 2;
         # finite values need none (rounding has an unbounded exponent range).
         self.clamp_top = m < 2
         self.hi_f = 2.0 ** min(fmt.emax + 1, 1023)
-        self.two_one = np.uint64(2 * _ONE_BITS)
+        # For "sr" both scales are negative: (2**q + 2**63) and 2*one - that (mod 2**64).
+        sign = (1 << 63) if mode == "sr" else 0
+        self.m_bits_signed = np.uint64(((m << 52) - sign) % 2**64)
+        self.two_one_signed = np.uint64(2 * _ONE_BITS)
         # Below this biased exponent no element can round beyond max.
         self.safe_top = np.uint64((fmt.emax + 1023) << 52)
         self.tiny_bits = np.uint64((fmt.emin + 1023) << 52)
@@ -121,7 +126,10 @@ class _Plan:
 
 
 def _to_integer(t, mode, buf, rand):
-    """Round the scaled values ``t`` to integers in place, by ``mode``."""
+    """Round the scaled values ``t`` to integers in place, by ``mode``.
+
+    Every formula keeps the sign of a zero: for ``"sr"`` the caller has negated
+    ``t`` (and negates back when it scales), the others subtract from ``buf``."""
     if mode == "rne":
         np.rint(t, out=t)
     elif mode == "rz":
@@ -132,34 +140,59 @@ def _to_integer(t, mode, buf, rand):
         np.floor(t, out=t)
     elif mode == "rna":
         np.trunc(t, out=buf)
-        np.subtract(t, buf, out=t)       # the fraction f, exact
+        np.subtract(buf, t, out=t)       # -f, exact
         np.add(t, t, out=t)
-        np.trunc(t, out=t)               # ±1 exactly when |f| >= 1/2, else 0
-        np.add(t, buf, out=t)
+        np.trunc(t, out=t)               # -(±1) exactly when |f| >= 1/2, else ±0
+        np.subtract(buf, t, out=t)
     elif mode == "ro":
         np.multiply(t, 0.5, out=buf)
         np.trunc(buf, out=buf)
         np.add(buf, buf, out=buf)        # e = the even integer 2*trunc(t/2)
-        np.subtract(t, buf, out=t)       # d = t - e in (-2, 2), exact
-        np.sign(t, out=t)                # odd neighbour of t is e ± 1, or t itself
-        np.add(t, buf, out=t)
-    else:  # "sr": up with probability (t - floor(t)), quantised by the draw
-        np.floor(t, out=buf)
-        np.subtract(t, buf, out=t)       # fraction in [0, 1), exact
-        np.less_equal(rand, t, out=t)    # rand in (0, 1]: P(up) = floor(f*2**r)/2**r
-        np.add(t, buf, out=t)
+        np.subtract(buf, t, out=t)       # e - t in (-2, 2), exact
+        np.sign(t, out=t)                # the odd neighbour of t is e ± 1, or t itself
+        np.subtract(buf, t, out=t)
+    else:  # "sr" on s = -t: up with probability t - floor(t) = ceil(s) - s
+        np.ceil(t, out=buf)
+        np.subtract(buf, t, out=t)       # fraction in [0, 1), exact
+        np.less(rand, t, out=t)          # P(up) = P(rand < fraction)
+        np.subtract(buf, t, out=t)       # -(floor(t) + up)
 
 
 def _draw(plan, buf):
-    """Fill ``buf`` with uniform draws from {1, 2, ..., 2**r} / 2**r, exactly."""
+    """Fill ``buf`` with uniform draws from {0, 1, ..., 2**r - 1} / 2**r, exactly."""
     plan.rng.random(buf.size, out=buf)     # multiples of 2**-53 in [0, 1)
-    r = 53 if plan.sr_bits is None else plan.sr_bits
-    if r < 53:
+    if plan.sr_bits is not None and plan.sr_bits < 53:
+        r = plan.sr_bits
         buf *= 2.0 ** r
         np.floor(buf, out=buf)
+        # rand < f  <=>  rand + 2**-r <= floor(f * 2**r) / 2**r: P = floor(f*2**r)/2**r
+        buf += 1.0
         buf *= 2.0 ** -r
-    buf += 2.0 ** -r
+        np.nextafter(buf, -1.0, out=buf)
     return buf
+
+
+def _round_to_odd_bits(plan, x, out, ubuf, fbuf):
+    """Round to odd on the float64 encoding: for |x| >= 2**emin the format's last
+    bit is float64's mantissa bit 52 - m, so truncate there and OR in the sticky
+    bit (no carry, so no exponent or sign can change). Smaller |x| go through
+    the scaling path."""
+    xb, e, ob = x.view(np.uint64), ubuf, out.view(np.uint64)
+    np.bitwise_and(xb, _EXP, out=e)
+    top = e.max()
+    small = np.flatnonzero(e < plan.tiny_bits) if e.min() < plan.tiny_bits else None
+    np.bitwise_and(xb, plan.low_mask, out=e)
+    np.minimum(e, np.uint64(1), out=e)                 # sticky bit
+    np.left_shift(e, plan.shift, out=e)
+    np.bitwise_and(xb, ~plan.low_mask, out=ob)
+    np.bitwise_or(ob, e, out=ob)
+    if small is not None and small.size:
+        xs = x[small]
+        rs = np.empty_like(xs)
+        _round_chunk(plan, xs, rs, np.empty(xs.size, np.uint64), np.empty_like(xs),
+                     lo_e=plan.lo_f)
+        out[small] = rs
+    return top
 
 
 def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None):
@@ -174,25 +207,28 @@ def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None):
             # FP64 without subnormals: only float64's own subnormals move.
             small = np.less(x.view(np.uint64) & _ABS, plan.tiny_bits) & (x != 0)
             if small.any():
-                t = x[small] * 2.0 ** 1022
+                t = x[small] * (-(2.0 ** 1022) if plan.mode == "sr" else 2.0 ** 1022)
                 r = _draw(plan, np.empty_like(t)) if plan.mode == "sr" else None
                 _to_integer(t, plan.mode, np.empty_like(t), r)
-                out[small] = t * 2.0 ** -1022
+                out[small] = t * (-(2.0 ** -1022) if plan.mode == "sr" else 2.0 ** -1022)
+    elif plan.mode == "ro" and lo_e is None and plan.subnormals:
+        top = _round_to_odd_bits(plan, x, out, ubuf, fbuf)
     else:
         e = ubuf
         np.bitwise_and(x.view(np.uint64), _EXP, out=e)   # bits of 2**floor(log2|x|)
-        top = np.max(e, initial=np.uint64(0))
+        top = e.max()
         ef = e.view(np.float64)
         np.maximum(ef, plan.lo_f if lo_e is None else lo_e, out=ef)
         if plan.clamp_top:
             np.minimum(ef, plan.hi_f, out=ef)
-        np.subtract(e, plan.m_bits, out=e)            # bits of 2**q, q = e - m
         if not plan.subnormals and lo_e is None:
             # Without subnormals the quantum below 2**emin is 2**emin itself.
             small = np.less(x.view(np.uint64) & _ABS, plan.tiny_bits)
             e += small.astype(np.uint64) * plan.m_bits
+        # q = e - m; "sr" works on -x, so both scales carry a sign bit there.
+        np.subtract(e, plan.m_bits_signed, out=e)      # bits of ±2**q
         inv = fbuf.view(np.uint64)
-        np.subtract(plan.two_one, e, out=inv)          # bits of 2**-q
+        np.subtract(plan.two_one_signed, e, out=inv)   # bits of ±2**-q
         np.multiply(x, fbuf, out=out)                  # exact: scaling by a power of two
         rand = _draw(plan, fbuf) if plan.mode == "sr" else None
         spare = plan.spare
@@ -200,11 +236,6 @@ def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None):
             spare = plan.spare = np.empty(out.size, np.float64)
         _to_integer(out, plan.mode, spare[:out.size], rand)
         np.multiply(out, ef, out=out)   # exact: an integer <= 2**(m+1) times 2**q
-        if plan.mode in ("rna", "ro", "sr"):
-            # Their integer step can lose the sign of a zero: results keep x's sign.
-            np.bitwise_and(x.view(np.uint64), _SIGN, out=e)
-            ob = out.view(np.uint64)
-            np.bitwise_or(ob, e, out=ob)
     if not plan.fmt.has_negative_zero:
         out += 0.0                                    # -0 + +0 is +0 under RNE
     return top
