@@ -525,17 +525,24 @@ def _record_flags(result, a, b, c):
 # -- exponents and output rounding -------------------------------------------------
 
 _EXP_MASK = np.uint64(0x7FF0_0000_0000_0000)
+_ABS_MASK = np.uint64(0x7FFF_FFFF_FFFF_FFFF)
+_B126 = np.uint64((1023 - 126) << 52)      # bits of 2.0**-126
+_B128 = np.uint64((1023 + 128) << 52)      # bits of 2.0**128
+_B1000 = np.uint64((1023 + 1000) << 52)    # bits of 2.0**1000
 
 
-def _exponents(x, emin):
-    """int16 ``max(floor(log2|x|), emin)`` of float64 values; `_ZERO_EXP` for zeros,
-    0 for inf and NaN (their terms are inf or NaN whatever the alignment)."""
+def _exponents(x, emin, bias=0, unit=1):
+    """int16 ``(max(floor(log2|x|), emin) + bias) * unit`` of float64 values;
+    `_ZERO_EXP` for zeros, ``bias * unit`` for inf and NaN (their terms are inf or NaN
+    whatever the alignment)."""
     # Values of formats of at most 12 bits are normal float64s: the exponent field is exact.
     e = ((x.view(np.uint64) & _EXP_MASK) >> np.uint64(52)).astype(np.int16)
     e -= 1023
     np.maximum(e, emin, out=e)
-    e[x == 0] = _ZERO_EXP
     e[e > 1000] = 0
+    e += bias
+    e *= unit
+    e[x == 0] = _ZERO_EXP
     return e
 
 
@@ -544,100 +551,195 @@ def _pow2(e):
     return ((e.astype(np.int64) + 1023).astype(np.uint64) << np.uint64(52)).view(np.float64)
 
 
-def _to_output(d, fmt, mode, bits):
+def _to_output(d, fmt, mode, bits, extremes=None):
     """Round exact float64 values ``d`` to ``fmt`` (FP32 keeping ``bits`` fraction bits,
-    or FP16) by ``mode``; results beyond the range are ±inf even under RZ (§2.8)."""
+    or FP16) by ``mode``; results beyond the range are ±inf, even under RZ (§2.8).
+
+    FP32 with RZ works in place. ``extremes``, when given, is (whether some result
+    may lie below 2**-126, whether some may reach 2**128); otherwise it is measured.
+    Returns the result and whether some nonzero result lies below 2**-126.
+    """
     if fmt == FP32 and mode == "rz":
-        # Clearing low bits of a float64 is truncation toward zero (normal FP32 range).
-        mask = np.uint64(~((1 << (52 - bits)) - 1) & 0xFFFF_FFFF_FFFF_FFFF)
-        out = (d.view(np.uint64) & mask).view(np.float64)
-        small = np.abs(d) < 2.0**-126
-        if small.any():
-            q = 126 + bits      # the subnormal quantum 2**-(126 + bits)
-            out[small] = np.trunc(d[small] * 2.0**q) * 2.0**-q
-        big = np.abs(d) >= 2.0**128
-        if big.any():
-            out[big & np.isfinite(d)] = np.copysign(np.inf, d[big & np.isfinite(d)])
-        return out
+        raw = d.view(np.uint64)
+        if extremes is None:
+            mag = raw & _ABS_MASK
+            extremes = (mag.min() < _B126, mag.max() >= _B128)
+        may_be_tiny, may_be_big = extremes
+        tiny = False
+        if may_be_tiny:
+            mag = np.abs(d)
+            small = (mag < 2.0**-126) & (mag != 0)
+            if small.any():
+                tiny = True
+                q = 126 + bits      # the subnormal quantum is 2**-(126 + bits)
+                d[small] = np.trunc(d[small] * 2.0**q) * 2.0**-q
+        if may_be_big:
+            big = (np.abs(d) >= 2.0**128) & np.isfinite(d)
+            d[big] = np.copysign(np.inf, d[big])
+        # Clearing low bits of a float64 truncates toward zero (normal FP32 range;
+        # subnormal results are already multiples of their quantum, inf stays inf).
+        raw &= np.uint64(~((1 << (52 - bits)) - 1) & 0xFFFF_FFFF_FFFF_FFFF)
+        return d, tiny
     if fmt == FP32 and mode == "rne" and bits == 23:
-        return d.astype(np.float32).astype(np.float64)   # one IEEE rounding of a float64
-    if fmt == FP16 and mode == "rne":
-        return d.astype(np.float16).astype(np.float64)   # NumPy's correctly rounded cast
-    target = Format(8, bits) if fmt == FP32 else fmt
-    out = _quiet(_round, d, target, mode)
-    if mode == "rz":
-        big = (np.abs(d) >= 2.0 ** (fmt.emax + 1)) & np.isfinite(d)
-        out[big] = np.copysign(np.inf, d[big])
-    return out
+        out = d.astype(np.float32).astype(np.float64)   # one IEEE rounding of a float64
+    elif fmt == FP16 and mode == "rne":
+        out = d.astype(np.float16).astype(np.float64)   # NumPy's correctly rounded cast
+    else:
+        target = Format(8, bits) if fmt == FP32 else fmt
+        out = _quiet(_round, d, target, mode)
+        if mode == "rz":
+            big = (np.abs(d) >= 2.0 ** (fmt.emax + 1)) & np.isfinite(d)
+            out[big] = np.copysign(np.inf, d[big])
+    small = (out != 0) & (np.abs(out) < 2.0**-126)
+    return out, bool(small.any())
 
 
 # -- Tensor Core block FMAs --------------------------------------------------------
 
+# The int16 lane of a uint64 that holds its top 16 bits.
+_TOP_LANE = 3 if np.little_endian else 0
+
+
 class _BlockFMA:
-    """Chained block FMAs of one `TensorCoreModel` for one input and output format."""
+    """Chained block FMAs of one `TensorCoreModel` for one input and output format.
+
+    Work layout: block index first, ``(k + 1, batch, rows, cols)``, so that per-output
+    arrays (the scale, the addend) broadcast over the leading axis and every inner
+    loop runs over contiguous columns; row ``k`` holds the addend's term. Exponents
+    are int16 in units of 1/16, so that the largest one, written into the top 16
+    bits of a zeroed uint64, is directly the bit pattern of ``2.0**E``.
+    """
 
     def __init__(self, params, fmt, out):
         self.p, self.fmt, self.out = params, fmt, out
         self.fp16 = out == FP16
-        self.elim = params.elim_fp16 if self.fp16 else params.elim
+        elim = params.elim_fp16 if self.fp16 else params.elim
+        self.floor16 = 16 * (1023 + (_FLOOR_EXP if elim is None else elim))   # biased
         self.mode = "rne" if self.fp16 else params.out_rounding
         self.bits = 10 if self.fp16 else params.out_bits
         self.k = 32 if params.mma_split else params.block
+        F = self.F = params.fraction_bits
+        self.scale_bits = np.uint64((2046 + F) << 52)   # minus bits of 2**E: 2**(F - E)
+        self.f_bits = np.uint64(F << 52)                # bits of 2**E minus this: 2**(E - F)
+        # |sum| < 2**(E + 3 + log2(k + 1)) and a nonzero sum is at least 2**(E - F).
+        self.headroom = 3 + math.ceil(math.log2(self.k + 2))
 
     def target_outputs(self, K):
         return max(1, (1 << 18) // min(self.k, K))   # a 2 MiB float64 work array
 
     def bytes_per_output(self, K):
-        return 10 * min(self.k, K) + 96
+        return 10 * (min(self.k, K) + 1) + 64
 
     def empty(self, c):
         return c + 0.0
 
     def __call__(self, a, b, c):
-        ea = _exponents(a, self.fmt.emin)
-        eb = _exponents(b, self.fmt.emin)
-        d = np.array(c, dtype=np.float64)
         K = a.shape[-1]
+        at = np.ascontiguousarray(np.moveaxis(a, -1, 0))[..., None]      # (K, bc, mc, 1)
+        bt = np.ascontiguousarray(np.moveaxis(b, 1, 0))[:, :, None, :]   # (K, bc, 1, nc)
+        # ±1/16 units: (1023 + 2 * 127) * 16 and 2 * _ZERO_EXP * 16 fit in int16.
+        ea = _exponents(at, self.fmt.emin, bias=1023, unit=16)
+        eb = _exponents(bt, self.fmt.emin, unit=16)
+        d = np.array(c, dtype=np.float64)
+        self.special = not (np.isfinite(at).all() and np.isfinite(bt).all()
+                            and np.isfinite(d).all())
+        k = min(self.k, K)
+        shape = np.broadcast_shapes(at.shape[1:], bt.shape[1:])
+        self.e = np.empty((k + 1,) + shape, dtype=np.int16)
+        self.lanes = np.zeros(shape, dtype=np.uint64)
+        self.lane16 = self.lanes.view(np.int16).reshape(shape + (4,))[..., _TOP_LANE]
+        self.e16 = np.empty(shape, dtype=np.int16)
+        self.ebits = np.empty(shape, dtype=np.uint64)
+        self.cbits = np.empty(shape, dtype=np.uint64)
+        self.s = np.empty(shape)
+        self.t = np.empty((k + 1,) + shape)
+        # Products exactly float32 and sums of truncated terms inside int32: the
+        # products can be formed in float32 and summed as int32 (half the traffic).
+        self.narrow = (_products_fit_float32(self.fmt)
+                       and (k + 1) * 2 ** (self.F + 2) <= 2**31)
+        if self.narrow:
+            at32, bt32 = at.astype(np.float32), bt.astype(np.float32)
+            self.t32 = np.empty((k,) + shape, dtype=np.float32)
+            self.ti = np.empty((k,) + shape, dtype=np.int32)
+            self.si = np.empty(shape, dtype=np.int32)
+            self.scale32 = np.empty(shape, dtype=np.float32)
+        tiny = bool(np.any((d != 0) & (np.abs(d) < 2.0**-126)))
         for j0 in range(0, K, self.k):
             blk = slice(j0, j0 + self.k)
+            ops = (at[blk], bt[blk], at32[blk] if self.narrow else None,
+                   bt32[blk] if self.narrow else None, ea[blk], eb[blk])
             if self.p.mma_split:
-                d = self._mma_split(a[..., blk], b[..., blk, :], ea[..., blk],
-                                    eb[..., blk, :], d)
+                d, tiny = self._mma_split(ops, d, tiny)
             else:
-                d = self._block(a[..., blk], b[..., blk, :], ea[..., blk],
-                                eb[..., blk, :], d)
-        return d
+                d, tiny = self._block(ops, d, tiny)
+        return d.copy() if d is self.s else d
 
-    def _mma_split(self, a, b, ea, eb, c):
+    def _mma_split(self, ops, c, tiny):
         """§4: halves {k mod 4 in (0, 1)} and {2, 3}, then one rounded addition of c."""
-        k = np.arange(a.shape[-1])
+        k = np.arange(ops[0].shape[0])
         g1, g2 = k[k % 4 < 2], k[k % 4 >= 2]
-        d1 = self._block(a[..., g1], b[..., g1, :], ea[..., g1], eb[..., g1, :],
-                         np.zeros_like(c))
-        d2 = self._block(a[..., g2], b[..., g2, :], ea[..., g2], eb[..., g2, :], d1)
+        c = np.array(c)                                  # the work buffers are reused
+        d1, tiny1 = self._block([None if x is None else x[g1] for x in ops],
+                                np.zeros_like(c), False)
+        d2, _ = self._block([None if x is None else x[g2] for x in ops], d1, tiny1)
         # Both are FP32 (FP16) values: float64 then FP32 (FP16) is one rounding
         # (53 >= 2 * 24 + 2, Figueroa's double-rounding theorem).
-        return _to_output(d2 + c, self.out, "rne", 23 if not self.fp16 else 10)
+        return _to_output(d2 + c, self.out, "rne", 10 if self.fp16 else 23)
 
-    def _block(self, a, b, ea, eb, c):
+    def _block(self, ops, c, c_tiny):
         """One block FMA d = c + sum(a_i * b_i) for every output of the chunk (§2)."""
-        F = self.p.fraction_bits
-        E = (ea[..., :, :, None] + eb[..., None, :, :]).max(axis=-2)
-        ec = _exponents(c, -126)                         # c is an FP32 (or FP16) value
-        np.maximum(E, ec, out=E)
-        np.maximum(E, _FLOOR_EXP if self.elim is None else self.elim, out=E)
-        scale = _pow2(F - E)
-        # Exact products (at most 2 * 12 significant bits) scaled by a power of two,
-        # then truncated toward zero: t = sign * floor(|a * b| * 2**(F - E)).
-        t = a[..., :, :, None] * b[..., None, :, :]
-        t *= scale[..., :, None, :]
-        np.trunc(t, out=t)
-        s = t.sum(axis=-2)
-        # The terms are integers below 2**(F + 2): their float64 sum is exact.
-        s += np.trunc(c * scale)
-        s += 0.0                                         # a zero sum is +0
-        s *= _pow2(E - F)                                # exact: a power of two
-        return _to_output(s, self.out, self.mode, self.bits)
+        a, b, a32, b32, ea, eb = ops
+        kk = a.shape[0]
+        e, ebits, cbits = self.e[:kk + 1], self.ebits, self.cbits
+        # E = max over nonzero products of e_a + e_b, at least Elim (row kk), then e_c.
+        np.add(ea, eb, out=e[:kk])
+        e[kk] = self.floor16
+        np.maximum.reduce(e, axis=0, out=self.e16)
+        np.copyto(self.lane16, self.e16)                 # self.lanes: bits of 2**E
+        np.bitwise_and(c.view(np.uint64), _EXP_MASK, out=cbits)   # 2**floor(log2|c|)
+        if c_tiny:                                       # e_c = max(floor(log2|c|), -126)
+            cbits[(cbits != 0) & (cbits < _B126)] = _B126
+        if self.special:
+            np.minimum(cbits, _B1000, out=cbits)         # inf/NaN c: its own term decides
+        np.maximum(self.lanes, cbits, out=ebits)
+        lowest, highest = int(ebits.min() >> np.uint64(52)) - 1023, \
+            int(ebits.max() >> np.uint64(52)) - 1023
+        scale = np.subtract(self.scale_bits, ebits, out=cbits).view(np.float64)
+        # Terms: exact products (at most 2 * 12 significant bits) and c, scaled by a
+        # power of two, then truncated toward zero: sign * floor(|term| * 2**(F - E)).
+        if self.narrow and not self.special:
+            s = self._narrow_sum(a32, b32, c, scale)
+        else:
+            t = self.t[:kk + 1]
+            np.multiply(a, b, out=t[:kk])
+            np.multiply(t[:kk], scale, out=t[:kk])
+            np.multiply(c, scale, out=t[kk])
+            np.trunc(t, out=t)
+            # The terms are integers below 2**(F + 2): their float64 sum is exact.
+            s = np.add.reduce(t, axis=0, initial=0.0, out=self.s)   # 0 sums to +0
+        s *= np.subtract(ebits, self.f_bits, out=ebits).view(np.float64)  # exact: 2**(E - F)
+        big = highest + self.headroom >= 128
+        d, tiny = _to_output(s, self.out, self.mode, self.bits,
+                             (lowest - self.F < -126, big))
+        if big and not self.special:
+            self.special = not np.isfinite(d).all()
+        return d, tiny
+
+    def _narrow_sum(self, a32, b32, c, scale):
+        """The truncated terms' sum with float32 products and int32 sums."""
+        kk = a32.shape[0]
+        t32, ti = self.t32[:kk], self.ti[:kk]
+        # Nonzero products have exponents far above 2**-100, so a scale clamped at
+        # 2**127 (float32's largest power of two) only ever multiplies zeros.
+        np.copyto(self.scale32, np.minimum(scale, 2.0**127), casting="unsafe")
+        np.multiply(a32, b32, out=t32)          # exact: products fit float32
+        np.multiply(t32, self.scale32, out=t32)  # exact, or below 1 (truncated to 0)
+        np.copyto(ti, t32, casting="unsafe")     # float -> int conversion truncates
+        # kk terms below 2**(F + 2) sum inside int32 (checked in __call__).
+        np.add.reduce(ti, axis=0, out=self.si, dtype=np.int32)
+        tc = np.multiply(c, scale)              # before self.s, which may be c, is written
+        np.trunc(tc, out=tc)
+        return np.add(self.si, tc, out=self.s)   # exact: integers below 2**53; 0 is +0
 
 
 # -- sequential accumulation -------------------------------------------------------
@@ -766,6 +868,13 @@ def _exact_round(terms, out):
     return sign * _quiet(_round, x, out) + 0.0
 
 
+def _blas(a, b):
+    """float64 matmul of (n, M, K) and (n, K, N) stacks; 2-D when n == 1 (BLAS's fast path)."""
+    if a.shape[0] == 1:
+        return np.matmul(a[0], b[0])[None]
+    return np.matmul(a, b)
+
+
 class _Exact:
     """One rounding of the exact dot product plus c.
 
@@ -778,7 +887,7 @@ class _Exact:
         self.fmt, self.out = fmt, out
 
     def target_outputs(self, K):
-        return max(1, (1 << 22) // K)
+        return 1 << 22          # BLAS wants large blocks; operands are views, not copies
 
     def bytes_per_output(self, K):
         return 96
@@ -795,8 +904,8 @@ class _Exact:
                         & c_fin)
             a0, b0, c0 = a, b, c
             a, b, c = np.where(a_fin, a, 0.0), np.where(b_fin, b, 0.0), np.where(c_fin, c, 0.0)
-        y = np.matmul(a, b)
-        bound = np.matmul(np.abs(a), np.abs(b))
+        y = _blas(a, b)
+        bound = _blas(np.abs(a), np.abs(b))
         y += c
         # |fl(sum) - sum| <= K u sum|p| / (1 - K u) in any order; the bound and the
         # addition of c are themselves rounded: twice the rigorous bound covers both.
