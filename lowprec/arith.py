@@ -1,0 +1,884 @@
+"""Correctly rounded arithmetic in any format: ``add sub mul div sqrt fma``, ``sum``, ``dot``.
+
+Each operation computes, in float64, an unevaluated pair ``hi + lo`` that pins down
+the exact real result (error-free transformations: TwoSum, Dekker's product, exact
+remainders of division and square root), collapses it to the float64 value
+round-to-odd would give (innocuous for formats of at most 51 bits, so every mode
+then sees the exact result's side of every rounding boundary), and rounds that
+once with the kernel of :mod:`lowprec.rounding`, chunk by chunk. Operands whose
+error terms would overflow or underflow are normalised by powers of two first.
+This module must never round a result twice (float64 first, then the format: that
+is the double rounding it exists to avoid), never read a global default, and never
+modify its inputs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .flags import FLAG_NAMES, recording
+from .formats import format as _format
+from .rounding import (CHUNK, _check_mode, _classify, _finish, _overflow, _Plan,
+                       _round_chunk, as_real_array)
+
+__all__ = ["add", "sub", "mul", "div", "sqrt", "fma", "sum", "dot", "ORDERS"]
+
+#: Summation orders of `sum` and `dot`.
+ORDERS = ("sequential", "pairwise", "kahan")
+
+_U = np.uint64
+_ABS = _U(0x7FFF_FFFF_FFFF_FFFF)
+_SHIFT_SIGN = _U(63)
+# Fast-path range: exponents in [-960, 1020] keep every product, remainder and
+# error term of the transformations below normal and finite.
+_LO_BITS = _U((1023 - 960) << 52)
+_HI_BITS = _U((1023 + 1021) << 52)
+_SPLIT_ADD = _U(1 << 26)
+_SPLIT_MASK = _U(0xFFFF_FFFF_F800_0000)      # clears the low 27 of 52 fraction bits
+_MAX64 = np.finfo(np.float64).max
+_TINY64 = 2.0 ** -1022
+
+
+# -- error-free transformations (float64, elementwise) --------------------------
+
+def _two_sum_err(a, b, s, t, tmp):
+    """t = a + b - s exactly, for s == fl(a + b) (Knuth's TwoSum, into ``t``)."""
+    np.subtract(s, a, out=tmp)                 # b' = s - a
+    np.subtract(s, tmp, out=t)                 # a' = s - b'
+    np.subtract(a, t, out=t)                   # a - a'
+    np.subtract(b, tmp, out=tmp)               # b - b'
+    np.add(t, tmp, out=t)                      # TwoSum: s + t == a + b exactly
+    return t
+
+
+def _split(a, hi, lo):
+    """a == hi + lo with hi and lo of at most 26 significant bits each."""
+    hb = hi.view(_U)
+    # Rounding the bit pattern at bit 26 (ties away) leaves 26 significant bits in hi;
+    # lo = a - hi is exact and |lo| <= 2**26 units of a's last place: 26 bits with sign.
+    np.add(a.view(_U), _SPLIT_ADD, out=hb)
+    np.bitwise_and(hb, _SPLIT_MASK, out=hb)
+    np.subtract(a, hi, out=lo)
+
+
+def _two_prod_err(a, b, p, e, w1, w2, w3, w4):
+    """e = a*b - p exactly, for p == fl(a*b) (Dekker), unless the range forbids it.
+
+    Exact when |p| is in [2**-960, 2**1021] and a, b are finite below 2**1023.99;
+    otherwise the result may be wrong (callers check the range and that e is finite).
+    """
+    _split(a, w1, w2)
+    _split(b, w3, w4)
+    np.multiply(w1, w3, out=e)                 # products of 26-bit halves are exact
+    np.subtract(e, p, out=e)
+    np.multiply(w1, w4, out=w1)
+    np.add(e, w1, out=e)
+    np.multiply(w2, w3, out=w3)
+    np.add(e, w3, out=e)
+    np.multiply(w2, w4, out=w2)
+    np.add(e, w2, out=e)                       # Dekker: p + e == a*b exactly
+    return e
+
+
+def _two_prod_err_alloc(a, b, p):
+    e = np.empty_like(p)
+    w = [np.empty_like(p) for _ in range(4)]
+    return _two_prod_err(a, b, p, e, *w)
+
+
+def _two_sum_alloc(a, b):
+    s = a + b
+    return s, _two_sum_err(a, b, s, np.empty_like(s), np.empty_like(s))
+
+
+def _odd(hi, lo, out):
+    """Round-to-odd of the exact value ``v`` at float64's precision.
+
+    ``hi`` is either float64 neighbour of ``v`` (a faithful rounding; ±0 carries
+    ``v``'s sign) and ``lo`` has the sign of ``v - hi`` (zero iff ``v == hi``).
+    An inexact ``v`` becomes whichever neighbour has an odd last bit: it lies on the
+    same side of every point of a format of at most 51 bits, and of its midpoints,
+    as ``v`` does, so rounding it once in any mode rounds ``v`` correctly.
+    """
+    nz = lo != 0
+    if not nz.any():
+        return hi
+    hb, ob = hi.view(_U), out.view(_U)
+    np.bitwise_xor(hb, lo.view(_U), out=ob)
+    np.right_shift(ob, _SHIFT_SIGN, out=ob)     # 1 where lo points toward zero
+    ob &= nz
+    np.subtract(hb, ob, out=ob)                 # even hi, lo toward zero: the lower neighbour
+    ob |= nz                                    # even hi, lo away from zero: the upper one
+    return out
+
+
+def _in_range(bits, buf):
+    """Whether every |value| (given as raw bits) lies in the fast-path range."""
+    np.bitwise_and(bits, _ABS, out=buf)
+    return buf.min() >= _LO_BITS and buf.max() <= _HI_BITS
+
+
+def _out_of_range(x):
+    ax = x.view(_U) & _ABS
+    return (ax < _LO_BITS) | (ax > _HI_BITS)
+
+
+# -- rescaling of normalised results ----------------------------------------------
+
+def _scale_back(x1, E):
+    """A float64 that any format of <= 51 bits rounds as it rounds ``x1 * 2**E``.
+
+    ``x1`` is a round-to-odd value near 1 (nonzero, finite), ``E`` an int array."""
+    x = np.ldexp(x1, E)      # exact unless it overflows or lands below 2**-1022
+    big = np.isinf(x)
+    # Beyond 2**1024 - 2**970 > max + ulp/2 of every format of <= 51 bits: max64 stands in.
+    x[big] = np.copysign(_MAX64, x1[big])
+    small = np.abs(x) < _TINY64
+    if small.any():
+        xs, Es = x[small], E[small]
+        # ldexp(xs, -Es) is exact (back near x1): d has the sign of x1*2**E - xs.
+        d = x1[small] - np.ldexp(xs, -Es)
+        # Round-to-odd at 2**-1074 leaves 52 bits below any format's quantum (>= 2**-1022).
+        x[small] = _odd(xs, d, np.empty_like(xs))
+    return x
+
+
+def _fp64_slow(plan, h, l_, E, ref, counts):
+    """FP64 (p = 53) results of normalised elements: ``v = (h + l) * 2**E`` exactly,
+    or ``l`` only sign-correct when ``h + l`` is not a midpoint; ``ref == RN(v)``."""
+    out = np.array(ref, dtype=np.float64)
+    mode = plan.mode
+    inf = np.isinf(ref)
+    if inf.any() and mode not in ("rne", "rna", "sr"):
+        neg = ref[inf] < 0
+        keep = {"rz": np.zeros_like(neg), "ro": np.zeros_like(neg), "ru": ~neg,
+                "rd": neg}[mode]
+        out[inf] = np.where(keep, ref[inf], np.copysign(_MAX64, ref[inf]))
+    fin = ~inf
+    hf, lf, Ef, rf = h[fin], l_[fin], E[fin], ref[fin]
+    back = np.ldexp(rf, -Ef)                       # exact: ref * 2**-E lies near h
+    x1 = _odd(hf, lf, np.empty_like(hf))
+    d = x1 - back                                  # sign of v - ref
+    n = np.nextafter(rf, np.copysign(np.inf, d))
+    n2 = np.ldexp(n, -Ef)
+    if mode == "rne":
+        take = np.zeros(d.shape, bool)
+    elif mode == "rz":
+        take = (d != 0) & (np.signbit(d) != np.signbit(rf))
+    elif mode == "ru":
+        take = d > 0
+    elif mode == "rd":
+        take = d < 0
+    elif mode == "ro":
+        take = (d != 0) & ((rf.view(_U) & _U(1)) == 0)
+    elif mode == "rna":
+        # A midpoint has few bits, so it equals h exactly and l is 0.
+        tie = (d != 0) & (lf == 0) & (2 * (hf - back) == n2 - back)
+        take = tie & (np.abs(n) > np.abs(rf))
+    else:
+        frac = np.abs((hf - back) + lf) / np.abs(n2 - back)
+        take = (d != 0) & (plan.rng.random(d.shape) < frac)
+    res = np.where(take, n, rf)
+    out[fin] = res
+    inexact = d != 0
+    counts["inexact"] += int(np.count_nonzero(inexact)) + int(np.count_nonzero(inf))
+    counts["overflow"] += int(np.count_nonzero(inf | (inexact & np.isinf(res))))
+    counts["underflow"] += int(np.count_nonzero(inexact & (np.abs(res) < _TINY64)))
+    return out
+
+
+def _rescale(plan, h, l_, E, ref, counts):
+    """(hi, lo) for normalised elements, as the chunk loop wants them."""
+    if plan.fmt.p <= 51:
+        return _scale_back(_odd(h, l_, np.empty_like(h)), E), np.zeros_like(h)
+    return _fp64_slow(plan, h, l_, E, ref, counts), np.zeros_like(h)
+
+
+def _count_invalid(counts, result, *operands):
+    bad = np.isnan(result)
+    for x in operands:
+        bad &= ~np.isnan(x)
+    counts["invalid"] += int(np.count_nonzero(bad))
+
+
+# -- per-chunk kernels: return (hi, lo) with hi faithful and lo's sign exact -------
+
+class _Work:
+    """Scratch buffers of one chunk, reused across chunks."""
+
+    def __init__(self, n):
+        self.h, self.l, self.t1, self.t2, self.t3, self.t4, self.t5, self.t6 = (
+            np.empty(n) for _ in range(8))
+        self.u = np.empty(n, _U)
+
+    def take(self, k):
+        w = _Work.__new__(_Work)
+        for name in ("h", "l", "t1", "t2", "t3", "t4", "t5", "t6", "u"):
+            setattr(w, name, getattr(self, name)[:k])
+        return w
+
+
+def _zero_sign_rd(plan, s, a, b):
+    """An exact zero sum is -0 under rd unless both terms are +0 (IEEE 754 6.3)."""
+    if plan.mode != "rd":
+        return
+    z = s == 0
+    if z.any():
+        # -((-a) + (-b)) is the float64 sum with round-down's zero sign.
+        s[z] = -((-a[z]) + (-b[z]))
+
+
+def _add_kernel(plan, a, b, w, counts):
+    s = np.add(a, b, out=w.h)
+    t = _two_sum_err(a, b, s, w.l, w.t1)
+    if not np.isfinite(np.add.reduce(t)):
+        _add_special(plan, a, b, s, t, counts)
+    _zero_sign_rd(plan, s, a, b)
+    return s, t
+
+
+def _add_special(plan, a, b, s, t, counts):
+    idx = np.flatnonzero(~np.isfinite(t))
+    ai, bi, si = a[idx], b[idx], s[idx]
+    ti = np.zeros_like(si)
+    fin = np.isfinite(ai) & np.isfinite(bi)
+    _count_invalid(counts, si, ai, bi)
+    # Finite terms, finite sum, an intermediate of TwoSum overflowed: then both
+    # |a|, |b| > 2**969, so halving is exact and TwoSum of the halves does not overflow.
+    mid = fin & np.isfinite(si)
+    if mid.any():
+        hs, ht = _two_sum_alloc(ai[mid] * 0.5, bi[mid] * 0.5)
+        si[mid], ti[mid] = 2 * hs, 2 * ht
+    # Finite terms whose float64 sum overflowed: |a + b| >= 2**1024 - 2**970.
+    ov = fin & np.isinf(si)
+    if ov.any():
+        si[ov], ti[ov] = _overflow_stand_in(plan, si[ov])
+    s[idx], t[idx] = si, ti
+
+
+def _overflow_stand_in(plan, inf):
+    """(hi, lo) rounding like an exact value at or beyond 2**1024 - 2**970 (sign of inf)."""
+    if plan.fmt.p <= 51:
+        # max64 > max + ulp/2 of every format of <= 51 bits: it overflows the same way.
+        return np.copysign(_MAX64, inf), np.zeros_like(inf)
+    if plan.mode in ("rne", "rna", "sr"):
+        return inf, np.zeros_like(inf)
+    # FP64's directed modes need only the direction beyond max64.
+    return np.copysign(_MAX64, inf), np.copysign(2.0 ** 969, inf)
+
+
+def _mul_kernel(plan, a, b, w, counts):
+    p = np.multiply(a, b, out=w.h)
+    e = _two_prod_err(a, b, p, w.l, w.t1, w.t2, w.t3, w.t4)
+    if not (_in_range(p.view(_U), w.u) and np.isfinite(np.add.reduce(e))):
+        bad = _out_of_range(p) | ~np.isfinite(e)
+        idx = np.flatnonzero(bad)
+        p[idx], e[idx] = _mul_slow(plan, a[idx], b[idx], p[idx], counts)
+    return p, e
+
+
+def _mul_slow(plan, a, b, ref, counts):
+    hi, lo = ref.copy(), np.zeros_like(ref)
+    # Zeros and non-finite operands: the float64 product is the exact IEEE result.
+    gen = np.isfinite(a) & np.isfinite(b) & (a != 0) & (b != 0)
+    _count_invalid(counts, ref, a, b)
+    if gen.any():
+        ma, ea = np.frexp(a[gen])
+        mb, eb = np.frexp(b[gen])
+        h = ma * mb                      # significands in [0.5, 1): Dekker is exact
+        hi[gen], lo[gen] = _rescale(plan, h, _two_prod_err_alloc(ma, mb, h),
+                                    ea.astype(np.int64) + eb, ref[gen], counts)
+    return hi, lo
+
+
+def _div_kernel(plan, a, b, w, counts):
+    q = np.divide(a, b, out=w.h)
+    if not (_in_range(a.view(_U), w.u) and _in_range(b.view(_U), w.u)
+            and _in_range(q.view(_U), w.u)):
+        bad = _out_of_range(a) | _out_of_range(b) | _out_of_range(q)
+        good = np.flatnonzero(~bad)
+        idx = np.flatnonzero(bad)
+        lo = w.l
+        lo[good] = _div_lo(plan, a[good], b[good], q[good])
+        q[idx], lo[idx] = _div_slow(plan, a[idx], b[idx], q[idx], counts)
+        return q, lo
+    pq, e = w.t5, w.t6
+    np.multiply(q, b, out=pq)
+    _two_prod_err(q, b, pq, e, w.t1, w.t2, w.t3, w.t4)
+    r = np.subtract(a, pq, out=w.t1)            # Sterbenz: fl(q*b) is within 2x of a
+    np.subtract(r, e, out=r)                    # r == a - q*b exactly (q = RN(a/b))
+    lo = np.divide(r, b, out=w.l)               # sign of a/b - q; |lo| <= ulp(q)/2
+    lo *= 0.5                                   # < ulp(q)/4: never mistaken for a tie
+    return q, lo
+
+
+def _div_lo(plan, a, b, q):
+    pq = q * b
+    r = (a - pq) - _two_prod_err_alloc(q, b, pq)   # r == a - q*b exactly
+    return 0.5 * (r / b)
+
+
+def _div_slow(plan, a, b, ref, counts):
+    hi, lo = ref.copy(), np.zeros_like(ref)
+    fa, fb = np.isfinite(a), np.isfinite(b)
+    # Zeros and non-finite operands: the float64 quotient is the exact IEEE result.
+    gen = fa & fb & (a != 0) & (b != 0)
+    _count_invalid(counts, ref, a, b)
+    counts["divide_by_zero"] += int(np.count_nonzero((b == 0) & fa & (a != 0)))
+    if gen.any():
+        ma, ea = np.frexp(a[gen])
+        mb, eb = np.frexp(b[gen])
+        q = ma / mb                      # in (0.5, 2): remainder and split stay normal
+        lo_n = _div_lo(plan, ma, mb, q)
+        hi[gen], lo[gen] = _rescale(plan, q, lo_n, ea.astype(np.int64) - eb, ref[gen],
+                                    counts)
+    return hi, lo
+
+
+def _sqrt_kernel(plan, a, w, counts):
+    s = np.sqrt(a, out=w.h)
+    # Raw bits in range also excludes negative numbers (their sign bit is set).
+    if not (a.view(_U).min() >= _LO_BITS and a.view(_U).max() <= _HI_BITS):
+        ab = a.view(_U)
+        bad = (ab < _LO_BITS) | (ab > _HI_BITS)
+        good, idx = np.flatnonzero(~bad), np.flatnonzero(bad)
+        lo = w.l
+        lo[good] = _sqrt_lo(a[good], s[good])
+        s[idx], lo[idx] = _sqrt_slow(plan, a[idx], s[idx], counts)
+        return s, lo
+    ps, e = w.t5, w.t6
+    np.multiply(s, s, out=ps)
+    _two_prod_err(s, s, ps, e, w.t1, w.t2, w.t3, w.t4)
+    r = np.subtract(a, ps, out=w.t1)            # Sterbenz: fl(s*s) is within 2x of a
+    np.subtract(r, e, out=r)                    # r == a - s*s exactly (s = RN(sqrt(a)))
+    lo = np.divide(r, s, out=w.l)               # sign of sqrt(a) - s, and never 0 when r != 0
+    lo *= 0.25                                  # ~ (sqrt(a) - s)/2: below ulp(s)/4, no false tie
+    return s, lo
+
+
+def _sqrt_lo(a, s):
+    ps = s * s
+    r = (a - ps) - _two_prod_err_alloc(s, s, ps)   # r == a - s*s exactly
+    return 0.25 * (r / s)
+
+
+def _sqrt_slow(plan, a, ref, counts):
+    hi, lo = ref.copy(), np.zeros_like(ref)
+    # Negative numbers (NaN, invalid), ±0 (itself, -0 included), inf and NaN are exact.
+    counts["invalid"] += int(np.count_nonzero(a < 0))
+    gen = np.isfinite(a) & (a > 0)
+    if gen.any():
+        m, e = np.frexp(a[gen])
+        e = e.astype(np.int64)
+        odd = (e & 1) == 1
+        m[odd] *= 2.0                    # m in [0.5, 2), e even: sqrt(a) = sqrt(m) * 2**(e/2)
+        e[odd] -= 1
+        s = np.sqrt(m)
+        # sqrt of a positive float64 is a normal float64: ldexp below is exact.
+        hi[gen] = np.ldexp(s, e // 2)
+        lo[gen] = np.ldexp(_sqrt_lo(m, s), e // 2)
+    return hi, lo
+
+
+def _fma_kernel(plan, a, b, c, w, counts):
+    p = np.multiply(a, b, out=w.t5)
+    e = _two_prod_err(a, b, p, w.t6, w.t1, w.t2, w.t3, w.t4)
+    ok = (_in_range(p.view(_U), w.u) and np.isfinite(np.add.reduce(e))
+          and (np.bitwise_and(c.view(_U), _ABS, out=w.u).max() <= _HI_BITS))
+    if not ok:
+        bad = _out_of_range(p) | ~np.isfinite(e) | ((c.view(_U) & _ABS) > _HI_BITS)
+        good, idx = np.flatnonzero(~bad), np.flatnonzero(bad)
+        hi, lo = w.h, w.l
+        hi[good], lo[good] = _three_sum(p[good], e[good], c[good])
+        _fma_zero_sign(plan, hi, lo, p, c, good)
+        hi[idx], lo[idx] = _fma_slow(plan, a[idx], b[idx], c[idx], counts)
+        return hi, lo
+    hi, lo = _three_sum(p, e, c)
+    _fma_zero_sign(plan, hi, lo, p, c, slice(None))
+    return hi, lo
+
+
+def _three_sum(p, e, c):
+    """(s, d): s a faithful rounding of p + e + c, d with the sign of p + e + c - s.
+
+    Needs |e| <= ulp(p)/2 (e is p's product error) and no overflow."""
+    s1, t1 = _two_sum_alloc(p, c)                # p + c == s1 + t1
+    s2, t2 = _two_sum_alloc(t1, e)               # t1 + e == s2 + t2
+    s3, t3 = _two_sum_alloc(s1, s2)              # exact value == s3 + t3 + t2
+    # |t2| <= 2**-51 ulp(s3) unless p + c cancelled exactly (then t1 = t2 = 0): s3 is
+    # faithful, and fl(t3 + t2) has the sign of t3 + t2.
+    return s3, t3 + t2
+
+
+def _fma_zero_sign(plan, hi, lo, p, c, sel):
+    hs, ls = hi[sel], lo[sel]
+    z = (hs == 0) & (ls == 0)
+    if z.any():
+        # An exact zero means p == a*b exactly: the zero sign is that of the sum p + c.
+        ps, cs = p[sel][z], c[sel][z]
+        hs[z] = -((-ps) + (-cs)) if plan.mode == "rd" else ps + cs
+        hi[sel] = hs
+
+
+def _fma_slow(plan, a, b, c, counts):
+    hi, lo = np.empty_like(a), np.zeros_like(a)
+    na, nb, nc = np.isnan(a), np.isnan(b), np.isnan(c)
+    ia, ib, ic = np.isinf(a), np.isinf(b), np.isinf(c)
+    zero_inf = ((a == 0) & ib) | (ia & (b == 0))
+    # The exact product is infinite only when a factor is (float64 overflow is not).
+    pinf = (ia | ib) & ~zero_inf & ~na & ~nb
+    psign = np.signbit(a) ^ np.signbit(b)
+    inf_inf = pinf & ic & (psign != np.signbit(c))
+    invalid = (zero_inf & ~nc) | inf_inf
+    counts["invalid"] += int(np.count_nonzero(invalid))
+    hi[na | nb | nc | invalid] = np.nan
+    pos = pinf & ~inf_inf & ~nc
+    hi[pos] = np.where(psign[pos], -np.inf, np.inf)
+    cinf = ic & ~(ia | ib) & ~na & ~nb
+    hi[cinf] = c[cinf]
+    fin = np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
+    # A zero factor: the exact result is the float64 sum (+-0) + c.
+    zero = fin & ((a == 0) | (b == 0))
+    if zero.any():
+        pz, cz = a[zero] * b[zero], c[zero]
+        hi[zero] = -((-pz) + (-cz)) if plan.mode == "rd" else pz + cz
+    gen = fin & ~zero
+    if gen.any():
+        h, l_, E = _fma_normalised(a[gen], b[gen], c[gen])
+        # FP64 only: a faithful stand-in for RN(a*b + c) (exact when a*b is).
+        ref = np.ldexp(h + l_, E)
+        hi[gen], lo[gen] = _rescale(plan, h, l_, E, ref, counts)
+    return hi, lo
+
+
+def _fma_normalised(a, b, c):
+    """(h, l, E): a*b + c == (h + l') * 2**E up to sign-irrelevant parts, h faithful."""
+    ma, ea = np.frexp(a)
+    mb, eb = np.frexp(b)
+    E = ea.astype(np.int64) + eb
+    p = ma * mb
+    e = _two_prod_err_alloc(ma, mb, p)           # exact: significands in [0.5, 1)
+    mc, ec = np.frexp(c)
+    ec = ec.astype(np.int64)
+    h, l_ = np.empty_like(p), np.empty_like(p)
+    # c far above the product (2**1000 beyond): the product only says which way.
+    far = (c != 0) & (ec - E > 1000)
+    h[far], l_[far] = mc[far], np.copysign(2.0 ** -1074, p[far])
+    near = ~far
+    # Scaled by the product's exponent, c loses at most bits far below 2**-1021,
+    # where only its sign matters; a zero from underflow keeps its sign as 2**-1074.
+    cs = np.ldexp(mc[near], ec[near] - E[near])
+    lost = (cs == 0) & (c[near] != 0)
+    cs[lost] = np.copysign(2.0 ** -1074, c[near][lost])
+    h[near], l_[near] = _three_sum(p[near], e[near], cs)
+    E = np.where(far, ec, E)
+    return h, l_, E
+
+
+# -- the chunk loop ---------------------------------------------------------------
+
+def _operands(*xs):
+    """Real operands as float64 arrays, broadcast; returns (flat list, shape, scalar)."""
+    arrays = [as_real_array(x)[0] for x in xs]
+    shape = np.broadcast_shapes(*(x.shape for x in arrays))
+    scalar = all(x.ndim == 0 for x in arrays)
+    flat = []
+    n = int(np.prod(shape, dtype=np.int64))
+    for x in arrays:
+        if x.shape == shape:
+            flat.append(np.ascontiguousarray(x).reshape(-1))
+        elif x.size == 1:
+            flat.append(np.broadcast_to(x.reshape(-1), (n,)))   # stride 0, no copy
+        else:
+            flat.append(np.ascontiguousarray(np.broadcast_to(x, shape)).reshape(-1))
+    return flat, shape, scalar
+
+
+def _plan(fmt, mode, rng, subnormals, saturate):
+    fmt = _format(fmt)
+    _check_mode(mode)
+    if not isinstance(saturate, (bool, np.bool_)):
+        raise TypeError(f"saturate must be a bool, got {saturate!r}")
+    if 51 < fmt.p < 53:
+        raise ValueError(f"arithmetic needs a precision of at most 51 bits, or 53 "
+                         f"(FP64); got {fmt.p}")
+    return _Plan(fmt, mode, subnormals, saturate, None, rng)
+
+
+def _apply(plan, kernel, operands, n):
+    """Run ``kernel`` chunk by chunk and round its (hi, lo) pairs into a new array."""
+    out = np.empty(n, np.float64)
+    listener = recording()
+    counts = dict.fromkeys(FLAG_NAMES, 0)
+    wide = plan.fmt.p > 51
+    if wide:
+        his, los = np.empty(n), np.empty(n)
+    size = min(CHUNK, n)
+    work = _Work(size)
+    ubuf, fbuf, xbuf = np.empty(size, _U), np.empty(size), np.empty(size)
+    plan.spare = np.empty(size)
+    with np.errstate(all="ignore"):
+        for start in range(0, n, CHUNK):
+            stop = min(start + CHUNK, n)
+            k = stop - start
+            w = work if k == size else work.take(k)
+            hi, lo = kernel(plan, *(x[start:stop] for x in operands), w, counts)
+            if wide:
+                his[start:stop], los[start:stop] = hi, lo
+                continue
+            x = _odd(hi, lo, xbuf[:k])
+            os = out[start:stop]
+            top = _round_chunk(plan, x, os, ubuf[:k], fbuf[:k])
+            masks = _overflow(plan, x, os) if top >= plan.safe_top else None
+            if listener is not None:
+                _classify(plan, x, os, masks, counts)
+        if wide:
+            out = _finish(plan, his, los)
+    if listener is not None:
+        listener.add(counts)
+    return out
+
+
+def _elementwise(kernel, operands, fmt, mode, rng, subnormals, saturate):
+    plan = _plan(fmt, mode, rng, subnormals, saturate)
+    flat, shape, scalar = _operands(*operands)
+    out = _apply(plan, kernel, flat, int(np.prod(shape, dtype=np.int64))).reshape(shape)
+    return out[()] if scalar else out
+
+
+def _neg_kernel(kernel):
+    def sub_kernel(plan, a, b, w, counts):
+        return kernel(plan, a, np.negative(b), w, counts)
+    return sub_kernel
+
+
+_sub_kernel = _neg_kernel(_add_kernel)
+
+
+# -- public operations ------------------------------------------------------------
+
+_COMMON_DOC = """
+    Parameters
+    ----------
+    {operands} : array_like
+        Real operands, broadcast together as NumPy does; any float64 values, not
+        only values of ``fmt``. They are never modified.
+    fmt : Format or str
+        Result format (anything `lowprec.format` accepts): formats of at most 51
+        bits of precision, and FP64.
+    mode : {{"rne", "rna", "rz", "ru", "rd", "ro", "sr"}}
+        Rounding mode, as in `lowprec.round`.
+    rng : numpy.random.Generator or int, optional
+        Randomness for ``"sr"``.
+    subnormals : bool, optional
+        Override the format's subnormal support.
+    saturate : bool
+        Send overflows to ±max, as in `lowprec.round`.
+
+    Returns
+    -------
+    numpy.ndarray or numpy.float64
+        float64 values of ``fmt``, with the broadcast shape (a NumPy scalar when
+        every operand is a scalar).
+"""
+
+
+def add(a, b, fmt, mode="rne", *, rng=None, subnormals=None, saturate=False):
+    """``a + b`` rounded once to ``fmt``: correctly rounded in every mode.
+
+    IEEE 754's special cases hold: ``inf - inf`` is NaN and counts as invalid;
+    an exact zero sum of opposite-signed terms is +0, or -0 under ``"rd"``;
+    ``-0 + -0`` is -0.
+    {doc}
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> lp.add(1.0, 2.0**-9, "bf16"), lp.add(1.0, 2.0**-9, "bf16", mode="ru")
+    (np.float64(1.0), np.float64(1.0078125))
+    >>> lp.add(256.0, [1.0, 1.5], "bf16")    # 256 + 1 is a tie: it rounds to even
+    array([256., 258.])
+    >>> lp.add(1.0, -1.0, "fp16", mode="rd")
+    np.float64(-0.0)
+    """
+    return _elementwise(_add_kernel, (a, b), fmt, mode, rng, subnormals, saturate)
+
+
+def sub(a, b, fmt, mode="rne", *, rng=None, subnormals=None, saturate=False):
+    """``a - b`` rounded once to ``fmt``; see `add`.
+    {doc}
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> lp.sub(1.0, 2.0**-30, "fp16"), lp.sub(1.0, 2.0**-30, "fp16", mode="rz")
+    (np.float64(1.0), np.float64(0.99951171875))
+    """
+    return _elementwise(_sub_kernel, (a, b), fmt, mode, rng, subnormals, saturate)
+
+
+def mul(a, b, fmt, mode="rne", *, rng=None, subnormals=None, saturate=False):
+    """``a * b`` rounded once to ``fmt``: correctly rounded in every mode.
+
+    ``0 * inf`` is NaN and counts as invalid.
+    {doc}
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> x = 1 + 2.0**-7                       # a BF16 value
+    >>> lp.mul(x, x, "bf16"), lp.mul(x, x, "bf16", mode="ru")
+    (np.float64(1.015625), np.float64(1.0234375))
+    >>> lp.mul(448.0, 2.0, "e4m3"), lp.mul(448.0, 2.0, "e4m3", saturate=True)
+    (np.float64(nan), np.float64(448.0))
+    """
+    return _elementwise(_mul_kernel, (a, b), fmt, mode, rng, subnormals, saturate)
+
+
+def div(a, b, fmt, mode="rne", *, rng=None, subnormals=None, saturate=False):
+    """``a / b`` rounded once to ``fmt``: correctly rounded in every mode.
+
+    ``x / 0`` for finite nonzero ``x`` is ±inf (NaN or ±max in formats without
+    inf) and counts as divide_by_zero; ``0 / 0`` and ``inf / inf`` are NaN and
+    count as invalid.
+    {doc}
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> lp.div(1.0, 3.0, "fp16"), lp.div(1.0, 3.0, "fp16", mode="ru")
+    (np.float64(0.333251953125), np.float64(0.33349609375))
+    >>> with lp.flags() as f:
+    ...     q = lp.div([1.0, -1.0, 0.0], 0.0, "fp16")
+    >>> q, f.divide_by_zero, f.invalid
+    (array([ inf, -inf,  nan]), 2, 1)
+    """
+    return _elementwise(_div_kernel, (a, b), fmt, mode, rng, subnormals, saturate)
+
+
+def sqrt(a, fmt, mode="rne", *, rng=None, subnormals=None, saturate=False):
+    """The square root of ``a`` rounded once to ``fmt``: correctly rounded in every mode.
+
+    ``sqrt(-0)`` is -0; the square root of a negative number is NaN and counts
+    as invalid.
+    {doc}
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> lp.sqrt(2.0, "bf16"), lp.sqrt(2.0, "bf16", mode="ru")
+    (np.float64(1.4140625), np.float64(1.421875))
+    >>> lp.sqrt([-0.0, 4.0, -1.0], "fp16")
+    array([-0.,  2., nan])
+    """
+    return _elementwise(_sqrt_kernel, (a,), fmt, mode, rng, subnormals, saturate)
+
+
+def fma(a, b, c, fmt, mode="rne", *, rng=None, subnormals=None, saturate=False):
+    """``a * b + c`` rounded once to ``fmt``.
+
+    Correctly rounded in every mode whenever ``a * b`` is exact in float64 (always
+    for operands of formats of 26 bits of precision or fewer), and for formats of
+    at most 51 bits also otherwise, as the product's error term is carried along.
+    IEEE 754's special cases hold (``0 * inf + c`` and ``inf - inf`` are invalid).
+    {doc}
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> x = 1 + 2.0**-8                       # an FP16 value
+    >>> lp.fma(x, x, -1.0, "fp16")            # 2**-7 + 2**-16, exact in FP16
+    np.float64(0.0078277587890625)
+    >>> lp.sub(lp.mul(x, x, "fp16"), 1.0, "fp16")
+    np.float64(0.0078125)
+    """
+    return _elementwise(_fma_kernel, (a, b, c), fmt, mode, rng, subnormals, saturate)
+
+
+for _f, _ops in ((add, "a, b"), (sub, "a, b"), (mul, "a, b"), (div, "a, b"),
+                 (sqrt, "a"), (fma, "a, b, c")):
+    _f.__doc__ = _f.__doc__.replace("{doc}", _COMMON_DOC.format(operands=_ops))
+del _f, _ops
+
+
+# -- reductions -------------------------------------------------------------------
+
+def _binary(plan, kernel, a, b):
+    """One rounded elementwise operation on two equal-shape 1-D float64 arrays."""
+    return _apply(plan, kernel, (a, b), a.size)
+
+
+def _round_terms(plan, x):
+    return _apply(plan, _copy_kernel, (x,), x.size)
+
+
+def _copy_kernel(plan, a, w, counts):
+    h = w.h
+    h[...] = a
+    w.l[...] = 0.0
+    return h, w.l
+
+
+def _reduce(plan, x, order):
+    """Reduce axis 0 of the 2-D float64 array ``x`` with every addition rounded."""
+    n, m = x.shape
+    if n == 0:
+        return np.zeros(m)
+    if order == "pairwise":
+        level = x
+        while level.shape[0] > 1:
+            k = level.shape[0] // 2
+            pairs = _binary(plan, _add_kernel, np.ascontiguousarray(level[0:2 * k:2]).ravel(),
+                            np.ascontiguousarray(level[1:2 * k:2]).ravel()).reshape(k, m)
+            if level.shape[0] % 2:
+                pairs = np.concatenate([pairs, level[-1:]])
+            level = pairs
+        return _round_terms(plan, np.ascontiguousarray(level[0])) if n == 1 else level[0]
+    acc = _round_terms(plan, np.ascontiguousarray(x[0]))
+    if order == "sequential":
+        for i in range(1, n):
+            acc = _binary(plan, _add_kernel, acc, np.ascontiguousarray(x[i]))
+        return acc
+    comp = np.zeros(m)
+    for i in range(1, n):
+        # Kahan: c carries the part of the previous term that the sum lost.
+        y = _binary(plan, _sub_kernel, np.ascontiguousarray(x[i]), comp)
+        t = _binary(plan, _add_kernel, acc, y)
+        comp = _binary(plan, _sub_kernel, _binary(plan, _sub_kernel, t, acc), y)
+        acc = t
+    return acc
+
+
+def _check_order(order):
+    if order not in ORDERS:
+        raise ValueError(f"unknown order {order!r}; valid orders: {', '.join(ORDERS)}")
+
+
+def sum(x, fmt, axis=None, mode="rne", order="sequential", *, rng=None,  # noqa: A001
+        subnormals=None, saturate=False):
+    """Sum of ``x`` along ``axis`` with every addition rounded to ``fmt``.
+
+    The first term of each sum is rounded to ``fmt``, then each further term is
+    added by `add` (terms are used as given: round them first to model stored
+    ``fmt`` values). Orders:
+
+    ``"sequential"``
+        left to right, ``((x0 + x1) + x2) + ...``.
+    ``"pairwise"``
+        level by level: ``x0 + x1``, ``x2 + x3``, ... then the sums of those pairs,
+        and so on; an odd last term moves up a level unchanged.
+    ``"kahan"``
+        compensated summation (Kahan), every operation rounded to ``fmt``.
+
+    Work is vectorised across the other axes; the reduced axis is a Python loop
+    (sequential, Kahan) or a loop over ``log2(n)`` levels (pairwise).
+
+    Parameters
+    ----------
+    x : array_like
+        Real values.
+    fmt : Format or str
+        Format of every partial sum.
+    axis : int, optional
+        Axis to reduce; by default the flattened array.
+    mode, rng, subnormals, saturate
+        As in `add`.
+    order : {"sequential", "pairwise", "kahan"}
+        Summation order.
+
+    Returns
+    -------
+    numpy.ndarray or numpy.float64
+        The sums (0.0 for an empty axis), values of ``fmt``.
+
+    Examples
+    --------
+    >>> import numpy as np, lowprec as lp
+    >>> ones = np.ones(1000)
+    >>> lp.sum(ones, "bf16"), lp.sum(ones, "bf16", order="pairwise")
+    (np.float64(256.0), np.float64(1000.0))
+    >>> lp.sum(ones, "bf16", order="kahan")
+    np.float64(1000.0)
+    >>> lp.sum([[1.0, 2.0], [3.0, 4.0]], "fp16", axis=0)
+    array([4., 6.])
+    """
+    _check_order(order)
+    plan = _plan(fmt, mode, rng, subnormals, saturate)
+    a = as_real_array(x)[0]
+    if axis is None:
+        a = a.reshape(-1, 1)
+        shape = ()
+    else:
+        a = np.moveaxis(a, axis, 0)
+        shape = a.shape[1:]
+        a = a.reshape(a.shape[0], int(np.prod(shape, dtype=np.int64)))
+    with np.errstate(all="ignore"):
+        out = _reduce(plan, a, order).reshape(shape)
+    return out[()] if out.ndim == 0 else out
+
+
+def dot(a, b, fmt, mode="rne", *, order="sequential", fused=False, rng=None,
+        subnormals=None, saturate=False):
+    """Dot products over the last axis, every operation rounded to ``fmt``.
+
+    ``a`` and ``b`` broadcast together and the last axis is contracted (as
+    ``numpy.vecdot``; for 1-D arrays the ordinary dot product). Unfused, each
+    product is rounded to ``fmt`` (`mul`) and the products are summed by `sum`
+    in ``order``. With ``fused=True`` the sum is an FMA chain, ``acc = fma(a_i,
+    b_i, acc)`` from left to right, one rounding per term (``order`` must then be
+    ``"sequential"``).
+
+    Parameters
+    ----------
+    a, b : array_like
+        Real operands.
+    fmt : Format or str
+        Format of every product and partial sum.
+    mode, rng, subnormals, saturate
+        As in `add`.
+    order : {"sequential", "pairwise", "kahan"}
+        Summation order of the unfused products.
+    fused : bool
+        Accumulate with fused multiply-adds.
+
+    Returns
+    -------
+    numpy.ndarray or numpy.float64
+        Values of ``fmt`` with the broadcast shape less the last axis.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> a = [1.0, 2.0**-11, 2.0**-11, 2.0**-11]
+    >>> b = [1.0, 1.0, 1.0, 1.0]
+    >>> lp.dot(a, b, "fp16"), lp.dot(a, b, "fp16", order="pairwise")
+    (np.float64(1.0), np.float64(1.0009765625))
+    >>> x = 1 + 2.0**-8
+    >>> lp.dot([-1.0, x], [1.0, x], "fp16"), lp.dot([-1.0, x], [1.0, x], "fp16", fused=True)
+    (np.float64(0.0078125), np.float64(0.0078277587890625))
+    """
+    _check_order(order)
+    if fused and order != "sequential":
+        raise ValueError("fused=True accumulates left to right: order must be 'sequential'")
+    plan = _plan(fmt, mode, rng, subnormals, saturate)
+    xa, xb = as_real_array(a)[0], as_real_array(b)[0]
+    if xa.ndim == 0 or xb.ndim == 0:
+        raise ValueError("dot needs arrays with at least one axis")
+    xa, xb = np.broadcast_arrays(xa, xb)
+    shape = xa.shape[:-1]
+    n = xa.shape[-1]
+    xa = np.moveaxis(xa, -1, 0).reshape(n, -1)
+    xb = np.moveaxis(xb, -1, 0).reshape(n, -1)
+    with np.errstate(all="ignore"):
+        if not fused:
+            prods = _apply(plan, _mul_kernel, (np.ascontiguousarray(xa).ravel(),
+                                               np.ascontiguousarray(xb).ravel()),
+                           xa.size).reshape(xa.shape)
+            out = _reduce(plan, prods, order)
+        elif n == 0:
+            out = np.zeros(xa.shape[1])
+        else:
+            m = xa.shape[1]
+            acc = _apply(plan, _mul_kernel, (np.ascontiguousarray(xa[0]),
+                                             np.ascontiguousarray(xb[0])), m)
+            for i in range(1, n):
+                acc = _apply(plan, _fma_kernel, (np.ascontiguousarray(xa[i]),
+                                                 np.ascontiguousarray(xb[i]), acc), m)
+            out = acc
+    out = out.reshape(shape)
+    return out[()] if out.ndim == 0 else out
+

@@ -1,0 +1,723 @@
+"""lowprec.arith against exact references it did not produce.
+
+Oracles: `lowprec.testing.reference_round` on exact `Fraction` results (exhaustive
+for FP8, FP6 and FP4), MPFR through gmpy2 (square roots, FP64), and, for the large
+FP16/BF16/FP32 samples, a vectorised exact oracle written here on Python integers
+(``_Exact``) that is itself checked against `reference_round` first.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from functools import lru_cache
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+import lowprec as lp
+from lowprec.testing import reference_round, values
+
+DET_MODES = ("rne", "rna", "rz", "ru", "rd", "ro")
+SMALL = ("FP8_E4M3", "FP8_E5M2", "FP6_E2M3", "FP6_E3M2", "FP4_E2M1")
+OPS = ("add", "sub", "mul", "div")
+
+
+def same(x, y):
+    """Equal as floats, NaN equal to NaN, and zeros of equal sign."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    return (np.isnan(x) & np.isnan(y)) | ((x == y) & (np.signbit(x) == np.signbit(y)))
+
+
+def assert_same(got, want, *context):
+    ok = same(got, want)
+    if not ok.all():
+        i = np.flatnonzero(~ok.reshape(-1))[:5]
+        pieces = [repr(np.asarray(c).reshape(-1)[i] if np.size(c) > 1 else c) for c in context]
+        raise AssertionError(f"{(~ok).sum()} mismatches; got {np.asarray(got).reshape(-1)[i]!r}"
+                             f" want {np.asarray(want).reshape(-1)[i]!r} for {pieces}")
+
+
+# -- IEEE 754 exact results, one pair at a time (the Fraction side) ---------------
+
+def exact_result(op, a, b, mode):
+    """The exact result of ``a op b``: a Fraction, or a float for specials and zeros."""
+    if math.isnan(a) or math.isnan(b):
+        return math.nan
+    if op == "sub":
+        op, b = "add", -b
+    if op == "add":
+        if math.isinf(a) or math.isinf(b):
+            if math.isinf(a) and math.isinf(b) and a != b:
+                return math.nan
+            return a if math.isinf(a) else b
+        s = Fraction(a) + Fraction(b)
+        if s == 0:
+            if a == 0 and b == 0 and math.copysign(1, a) == math.copysign(1, b):
+                return a
+            return -0.0 if mode == "rd" else 0.0
+        return s
+    neg = (math.copysign(1, a) < 0) != (math.copysign(1, b) < 0)
+    sign = -1.0 if neg else 1.0
+    if op == "mul":
+        if (math.isinf(a) and b == 0) or (math.isinf(b) and a == 0):
+            return math.nan
+        if math.isinf(a) or math.isinf(b):
+            return sign * math.inf
+        p = Fraction(a) * Fraction(b)
+        return p if p != 0 else sign * 0.0
+    # div
+    if (a == 0 and b == 0) or (math.isinf(a) and math.isinf(b)):
+        return math.nan
+    if math.isinf(a) or b == 0:
+        return sign * math.inf
+    if math.isinf(b):
+        return sign * 0.0
+    q = Fraction(a) / Fraction(b)
+    return q if q != 0 else sign * 0.0
+
+
+def _all_values(fmt):
+    """Every value of a format of 8 bits or fewer (one per bit pattern), from the definition."""
+    fmt = lp.format(fmt)
+    pos = lp.testing.representable_values(fmt)
+    vals = pos + [-v for v in pos]
+    vals.append(-0.0)
+    if fmt.has_inf:
+        vals += [math.inf, -math.inf]
+    if fmt.has_nan:
+        vals.append(math.nan)
+    return np.array(vals)
+
+
+@lru_cache(maxsize=None)
+def _exhaustive_case(name, op):
+    """Operands of every pair and the exact results (cached: shared by the modes)."""
+    v = _all_values(name)
+    a, b = np.repeat(v, v.size), np.tile(v, v.size)
+    pairs = list(zip(a.tolist(), b.tolist()))
+    exact = {"rne": [exact_result(op, x, y, "rne") for x, y in pairs]}
+    # Only the sign of an exact zero sum depends on the mode (-0 under rd).
+    exact["rd"] = [exact_result(op, x, y, "rd") if e == 0 else e
+                   for (x, y), e in zip(pairs, exact["rne"])]
+    for mode in DET_MODES:
+        exact.setdefault(mode, exact["rne"])
+    return a, b, exact
+
+
+_ROUNDED = {}
+
+
+def _rounded(value, name, mode):
+    # Keyed by type and repr too: -0.0 == 0.0, and Fraction(1) == 1.0.
+    key = (type(value), value, repr(value), name, mode)
+    if key not in _ROUNDED:
+        _ROUNDED[key] = reference_round(value, name, mode)
+    return _ROUNDED[key]
+
+
+@pytest.mark.parametrize("name", SMALL)
+@pytest.mark.parametrize("op", OPS)
+def test_exhaustive_small_formats(name, op):
+    a, b, exact = _exhaustive_case(name, op)
+    for mode in DET_MODES:
+        want = np.array([_rounded(e, name, mode) for e in exact[mode]])
+        got = getattr(lp, op)(a, b, name, mode)
+        assert_same(got, want, a, b, [mode])
+
+
+# -- a vectorised exact oracle for big samples ------------------------------------
+
+class _Exact:
+    """Exact results as (sign, k, q, cat): |x| = (k + f) * 2**q with f in [0, 1)
+    classified by ``cat`` (0: f = 0, 1: f < 1/2, 2: f = 1/2, 3: f > 1/2), where 2**q
+    is the format's quantum at |x|. Python integers: no rounding anywhere."""
+
+    def __init__(self, fmt):
+        self.fmt = lp.format(fmt)
+
+    def _q(self, e):
+        return max(e, self.fmt.emin) - self.fmt.mantissa_bits
+
+    @staticmethod
+    def _log2(num, den):
+        e = num.bit_length() - den.bit_length()
+        if (num << -e if e < 0 else num) < (den << e if e > 0 else den):
+            e -= 1
+        return e
+
+    def ratio(self, num, den):
+        """Classify num/den > 0."""
+        q = self._q(self._log2(num, den))
+        n, d = (num, den << q) if q >= 0 else (num << -q, den)
+        k, r = divmod(n, d)
+        cat = 0 if r == 0 else 1 if 2 * r < d else 2 if 2 * r == d else 3
+        return k, q, cat
+
+    def root(self, num, den):
+        """Classify sqrt(num/den) > 0."""
+        q = self._q(self._log2(num, den) >> 1)
+        n, d = (num, den << (2 * q)) if q >= 0 else (num << (-2 * q), den)
+        k = math.isqrt(n // d)
+        if k * k * d == n:
+            cat = 0
+        else:
+            c = 4 * n - (2 * k + 1) ** 2 * d
+            cat = 1 if c < 0 else 2 if c == 0 else 3
+        return k, q, cat
+
+    def pick(self, neg, k, q, cat, mode):
+        """Round classified values (arrays) by ``mode``; DESIGN.md's overflow rules."""
+        fmt = self.fmt
+        neg, k, q, cat = map(np.asarray, (neg, k, q, cat))
+        odd = (k % 2) == 1
+        if mode == "rz":
+            up = np.zeros(k.shape, bool)
+        elif mode in ("ru", "rd"):
+            up = (cat > 0) & (neg == (mode == "rd"))
+        elif mode == "rne":
+            up = (cat == 3) | ((cat == 2) & odd)
+        elif mode == "rna":
+            up = cat >= 2
+        else:
+            up = (cat > 0) & ~odd
+        with np.errstate(over="ignore"):
+            mag = np.ldexp((k + up).astype(np.float64), q.astype(np.int64))
+        over = mag > fmt.max
+        to_inf = {"rne": np.ones_like(neg), "rna": np.ones_like(neg), "rz": ~np.ones_like(neg),
+                  "ro": ~np.ones_like(neg), "ru": ~neg, "rd": neg}[mode]
+        if fmt.kind == "finite":
+            to_inf = np.zeros_like(neg)
+        special = np.inf if fmt.has_inf else np.nan
+        mag = np.where(over, np.where(to_inf, special, fmt.max), mag)
+        out = np.where(neg, -mag, mag)
+        if not fmt.has_negative_zero:
+            out = out + 0.0
+        return out
+
+
+def _ratio_parts(x):
+    n, d = float(x).as_integer_ratio()
+    return abs(n), d
+
+
+def oracle(op, a, b, fmt, modes=DET_MODES):
+    """Exact rounding of ``a op b`` (arrays) in each mode: {mode: expected array}.
+
+    Specials and exact zeros go through `exact_result` and `reference_round`."""
+    ex = _Exact(fmt)
+    n = len(a)
+    neg = np.zeros(n, bool)
+    k = np.zeros(n, np.int64)
+    q = np.zeros(n, np.int64)
+    cat = np.zeros(n, np.int64)
+    special = {}
+    for i, (x, y) in enumerate(zip(a.tolist(), b.tolist() if b is not None else [0.0] * n)):
+        if op == "sqrt":
+            if math.isnan(x) or math.isinf(x) or x <= 0:
+                special[i] = (math.nan if x < 0 else x)
+                continue
+            nx, dx = _ratio_parts(x)
+            k[i], q[i], cat[i] = ex.root(nx, dx)
+            continue
+        if not (math.isfinite(x) and math.isfinite(y)) or x == 0 or y == 0 or (
+                op in ("add", "sub") and (x == -y if op == "add" else x == y)):
+            special[i] = None
+            continue
+        nx, dx = _ratio_parts(x)
+        ny, dy = _ratio_parts(y)
+        if op in ("add", "sub"):
+            sx = -1 if x < 0 else 1
+            sy = (-1 if y < 0 else 1) * (-1 if op == "sub" else 1)
+            num = sx * nx * dy + sy * ny * dx
+            neg[i] = num < 0
+            k[i], q[i], cat[i] = ex.ratio(abs(num), dx * dy)
+        elif op == "mul":
+            neg[i] = (x < 0) != (y < 0)
+            k[i], q[i], cat[i] = ex.ratio(nx * ny, dx * dy)
+        else:
+            neg[i] = (x < 0) != (y < 0)
+            k[i], q[i], cat[i] = ex.ratio(nx * dy, dx * ny)
+    out = {}
+    for mode in modes:
+        r = ex.pick(neg, k, q, cat, mode)
+        for i, v in special.items():
+            if op == "sqrt":
+                r[i] = reference_round(v, fmt, mode)
+            else:
+                e = exact_result(op, a[i], b[i], mode)
+                r[i] = reference_round(e, fmt, mode)
+        out[mode] = r
+    return out
+
+
+def test_exact_oracle_agrees_with_reference_round():
+    rng = np.random.default_rng(7)
+    for name in ("FP16", "BF16", "FP32", "FP8_E4M3", "FP6_E3M2"):
+        a = _mixed_operands(rng, name, 300)
+        b = _mixed_operands(rng, name, 300)
+        for op in OPS:
+            want_all = oracle(op, a, b, name)
+            for mode in DET_MODES:
+                want = np.array([reference_round(exact_result(op, x, y, mode), name, mode)
+                                 for x, y in zip(a.tolist(), b.tolist())])
+                assert_same(want_all[mode], want, a, b, [op, mode, name])
+
+
+# -- operands for the big samples -------------------------------------------------
+
+def _format_values(rng, name, n):
+    """Random values of FP16, BF16, FP32 (and others) from random bit patterns."""
+    with np.errstate(invalid="ignore"):        # NaN patterns widen with a warning
+        return _format_values_quiet(rng, name, n)
+
+
+def _format_values_quiet(rng, name, n):
+    if name == "FP16":
+        return rng.integers(0, 2**16, n, dtype=np.uint64).astype(np.uint16).view(np.float16).astype(np.float64)
+    if name == "BF16":
+        bits = rng.integers(0, 2**16, n, dtype=np.uint64).astype(np.uint32) << np.uint32(16)
+        return bits.view(np.float32).astype(np.float64)
+    if name == "FP32":
+        return rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32).view(np.float32).astype(np.float64)
+    v = _all_values(name)
+    return rng.choice(v, n)
+
+
+def _scaled_values(rng, name, n):
+    """Format values with exponents near the middle of the range (more interaction)."""
+    fmt = lp.format(name)
+    m = fmt.mantissa_bits
+    mant = 1 + rng.integers(0, 2**m, n) / 2.0**m
+    e = rng.integers(max(fmt.emin - 2, -1000), min(fmt.emax, 1000) + 1, n)
+    e = np.clip(e, -8, 8) if rng.random() < 0.5 else e
+    x = np.ldexp(mant * rng.choice([-1.0, 1.0], n), e)
+    return lp.round(x, name, "rz")
+
+
+def _arbitrary_floats(rng, n):
+    """Any float64: random bit patterns (huge, tiny, subnormal) and scaled normals."""
+    bits = rng.integers(0, 2**63, n, dtype=np.uint64) | (rng.integers(0, 2, n, dtype=np.uint64) << np.uint64(63))
+    x = bits.view(np.float64)
+    y = rng.standard_normal(n) * np.ldexp(1.0, rng.integers(-30, 30, n))
+    return np.where(rng.random(n) < 0.5, x, y)
+
+
+def _mixed_operands(rng, name, n):
+    parts = [_format_values(rng, name, n), _scaled_values(rng, name, n),
+             _arbitrary_floats(rng, n)]
+    which = rng.integers(0, 3, n)
+    return np.choose(which, parts)
+
+
+def _targeted_pairs(rng, name, op, n):
+    """Cancellations, exact ties and ties nudged by a float64 ulp, near-overflow and
+    subnormal results."""
+    fmt = lp.format(name)
+    a = _scaled_values(rng, name, n)
+    ulp = np.ldexp(1.0, np.frexp(a)[1] - 1 - fmt.mantissa_bits)
+    kind = rng.integers(0, 5, n)
+    tiny = np.ldexp(np.abs(a), -60)
+    if op in ("add", "sub"):
+        sgn = 1.0 if op == "add" else -1.0
+        half = ulp / 2 * rng.choice([-1.0, 1.0], n)
+        nudge = rng.choice([-1.0, 0.0, 1.0], n) * tiny
+        b = np.choose(kind, [
+            sgn * (-a + ulp * rng.integers(-3, 4, n)),              # cancellation
+            sgn * (half + nudge),                                    # ties, nudged ties
+            sgn * (half * rng.integers(1, 8, n) + nudge),
+            sgn * np.copysign(fmt.max, a) * rng.choice([0.5, 1.0, -1.0], n),  # overflow
+            sgn * (-a + rng.choice([-1.0, 1.0], n) * fmt.smallest_subnormal * rng.integers(0, 5, n)),
+        ])
+    elif op == "mul":
+        b = np.choose(kind, [
+            1 + rng.choice([-1.0, 1.0], n) * np.ldexp(1.0, -rng.integers(1, 60, n)),
+            np.ldexp(1.0, rng.integers(-60, 60, n)) * (1 + np.ldexp(1.0, -fmt.mantissa_bits - 1)),
+            fmt.max / np.abs(a) * rng.choice([0.999, 1.0, 1.001, 2.0], n),
+            fmt.smallest_subnormal / np.abs(a) * rng.choice([0.5, 0.75, 1.5, 3.0], n),
+            _scaled_values(rng, name, n),
+        ])
+    else:
+        b = np.choose(kind, [
+            a * (1 + rng.choice([-1.0, 1.0], n) * np.ldexp(1.0, -rng.integers(1, 60, n))),
+            _scaled_values(rng, name, n),
+            np.abs(a) / fmt.max * rng.choice([0.999, 1.0, 1.001, 0.5], n),
+            np.abs(a) / fmt.smallest_subnormal * rng.choice([2.0, 1.0, 4 / 3, 3.0], n),
+            rng.choice([3.0, 5.0, 7.0, 0.1, -3.0], n),
+        ])
+    return a, b
+
+
+def _sample(name, op, n, seed):
+    rng = np.random.default_rng(seed)
+    n1 = n // 2
+    a1, b1 = _mixed_operands(rng, name, n1), _mixed_operands(rng, name, n1)
+    a2, b2 = _targeted_pairs(rng, name, op, n - n1)
+    return np.concatenate([a1, a2]), np.concatenate([b1, b2])
+
+
+N_BIG = 100_000
+
+
+@pytest.mark.parametrize("name", ("FP16", "BF16", "FP32"))
+@pytest.mark.parametrize("op", OPS)
+def test_large_samples_against_exact(name, op):
+    a, b = _sample(name, op, N_BIG, seed=hash((name, op)) % 2**32)
+    want = oracle(op, a, b, name)
+    for mode in DET_MODES:
+        got = getattr(lp, op)(a, b, name, mode)
+        assert_same(got, want[mode], a, b, [mode])
+
+
+def _sqrt_operands(name, n, seed):
+    rng = np.random.default_rng(seed)
+    fmt = lp.format(name)
+    parts = [_format_values(rng, name, n), _scaled_values(rng, name, n),
+             _arbitrary_floats(rng, n)]
+    a = np.choose(rng.integers(0, 3, n), parts)
+    # Squares of midpoints (exact ties when representable in float64) and neighbours.
+    m = np.abs(_scaled_values(rng, name, n // 4))
+    mid = m + np.ldexp(1.0, np.frexp(m)[1] - 2 - fmt.mantissa_bits)
+    sq = mid * mid
+    sq = np.concatenate([sq, np.nextafter(sq, 0), np.nextafter(sq, np.inf), np.abs(a[: n // 4])])
+    a[: sq.size] = sq[: min(sq.size, n)]
+    return a
+
+
+@pytest.mark.parametrize("name", ("FP16", "BF16", "FP32"))
+def test_sqrt_large_samples_against_exact(name):
+    a = _sqrt_operands(name, N_BIG, seed=len(name))
+    want = oracle("sqrt", a, None, name)
+    for mode in DET_MODES:
+        assert_same(lp.sqrt(a, name, mode), want[mode], a, [mode])
+
+
+_GMPY_MODES = {"rne": "RoundToNearest", "rz": "RoundToZero", "ru": "RoundUp",
+               "rd": "RoundDown"}
+
+
+def _mpfr_context(fmt, mode):
+    gmpy2 = pytest.importorskip("gmpy2")
+    fmt = lp.format(fmt)
+    # MPFR's exponents are those of significands in [1/2, 1): emax + 1, and emin
+    # chosen so that subnormalize gives the smallest subnormal 2**(emin - m).
+    return gmpy2.context(precision=fmt.p, emax=fmt.emax + 1,
+                         emin=fmt.emin - fmt.mantissa_bits + 1, subnormalize=True,
+                         round=getattr(gmpy2, _GMPY_MODES[mode]))
+
+
+def _mpfr_map(fn, fmt, mode, *columns):
+    gmpy2 = pytest.importorskip("gmpy2")
+    exact = gmpy2.context(precision=53, emin=-1073, emax=1024, subnormalize=True)
+    with gmpy2.context(exact):
+        cols = [[gmpy2.mpfr(float(x)) for x in c] for c in columns]
+    ctx = _mpfr_context(fmt, mode)
+    with gmpy2.context(ctx):
+        return np.array([float(fn(*xs)) for xs in zip(*cols)])
+
+
+@pytest.mark.parametrize("name", ("FP16", "BF16", "FP32"))
+@pytest.mark.parametrize("mode", sorted(_GMPY_MODES))
+def test_sqrt_against_mpfr(name, mode):
+    gmpy2 = pytest.importorskip("gmpy2")
+    a = np.abs(_sqrt_operands(name, 20_000, seed=3 + len(name)))
+    a = a[np.isfinite(a)]
+    want = _mpfr_map(gmpy2.sqrt, name, mode, a)
+    assert_same(lp.sqrt(a, name, mode), want, a)
+
+
+@pytest.mark.parametrize("mode", sorted(_GMPY_MODES))
+@pytest.mark.parametrize("op", ("add", "sub", "mul", "div", "sqrt"))
+def test_fp64_normal_range_against_mpfr(op, mode):
+    gmpy2 = pytest.importorskip("gmpy2")
+    rng = np.random.default_rng(11)
+    n = 5000
+    a = rng.standard_normal(n) * np.ldexp(1.0, rng.integers(-200, 200, n))
+    b = rng.standard_normal(n) * np.ldexp(1.0, rng.integers(-200, 200, n))
+    b[: n // 4] = -a[: n // 4] * (1 + rng.standard_normal(n // 4) * 1e-10)
+    if op == "sqrt":
+        a = np.abs(a)
+        want = _mpfr_map(gmpy2.sqrt, "FP64", mode, a)
+        assert_same(lp.sqrt(a, "FP64", mode), want, a)
+        return
+    fn = {"add": gmpy2.add, "sub": gmpy2.sub, "mul": gmpy2.mul, "div": gmpy2.div}[op]
+    want = _mpfr_map(fn, "FP64", mode, a, b)
+    assert_same(getattr(lp, op)(a, b, "FP64", mode), want, a, b)
+
+
+# -- Hypothesis: the format's interesting values, any float64 --------------------
+
+@settings(max_examples=300)
+@given(st.sampled_from(("FP16", "BF16", "FP32", "FP8_E5M2", "FP6_E2M3")),
+       st.sampled_from(OPS), st.sampled_from(DET_MODES), st.data())
+def test_hypothesis_values(name, op, mode, data):
+    a = data.draw(values(name))
+    b = data.draw(values(name))
+    want = reference_round(exact_result(op, a, b, mode), name, mode)
+    got = getattr(lp, op)(a, b, name, mode)
+    assert same(got, want), (a, b, got, want)
+
+
+@settings(max_examples=300)
+@given(st.sampled_from(("FP16", "BF16", "TF32")), st.sampled_from(DET_MODES), st.data())
+def test_hypothesis_fma_short_operands(name, mode, data):
+    a = float(lp.round(data.draw(values(name, allow_nan=False, allow_infinity=False)), name))
+    b = float(lp.round(data.draw(values(name, allow_nan=False, allow_infinity=False)), name))
+    c = data.draw(st.floats(allow_nan=False, allow_infinity=False))
+    assume(math.isfinite(a) and math.isfinite(b))
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    assume(exact != 0)
+    want = reference_round(exact, name, mode)
+    assert same(lp.fma(a, b, c, name, mode), want), (a, b, c)
+
+
+def _fma_oracle(a, b, c, name, mode):
+    out = []
+    for x, y, z in zip(a.tolist(), b.tolist(), c.tolist()):
+        e = Fraction(x) * Fraction(y) + Fraction(z)
+        if e == 0:
+            p0 = x * y
+            e = -((-p0) + (-z)) if mode == "rd" else p0 + z
+        out.append(reference_round(e, name, mode))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("name", ("FP16", "BF16", "FP8_E4M3"))
+@pytest.mark.parametrize("mode", DET_MODES)
+def test_fma_against_fraction(name, mode):
+    rng = np.random.default_rng(5)
+    n = 3000
+    a = _format_values(rng, name, n)
+    b = _format_values(rng, name, n)
+    c = np.where(rng.random(n) < 0.5, -lp.round(a * b, name, "rz"), _arbitrary_floats(rng, n))
+    c[:200] = -a[:200] * b[:200]          # exact zeros
+    keep = np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
+    a, b, c = a[keep], b[keep], c[keep]
+    assert_same(lp.fma(a, b, c, name, mode), _fma_oracle(a, b, c, name, mode), a, b, c)
+
+
+@pytest.mark.parametrize("mode", DET_MODES)
+def test_fma_arbitrary_float64_operands(mode):
+    rng = np.random.default_rng(6)
+    n = 3000
+    a, b = _arbitrary_floats(rng, n), _arbitrary_floats(rng, n)
+    c = np.where(rng.random(n) < 0.5, -(a * b) * (1 + 1e-12 * rng.standard_normal(n)),
+                 _arbitrary_floats(rng, n))
+    keep = np.isfinite(a) & np.isfinite(b) & np.isfinite(c) & np.isfinite(a * b)
+    a, b, c = a[keep], b[keep], c[keep]
+    assert_same(lp.fma(a, b, c, "BF16", mode), _fma_oracle(a, b, c, "BF16", mode), a, b, c)
+
+
+# -- IEEE special cases and flags -------------------------------------------------
+
+@pytest.mark.parametrize("name", ("FP16", "BF16", "FP32", "FP64", "FP8_E5M2"))
+def test_signed_zeros_of_sums(name):
+    x = np.array([1.0, -3.0, 0.0, 2.0**-10])
+    for mode in DET_MODES:
+        z = lp.add(x, -x, name, mode)
+        assert (z == 0).all() and (np.signbit(z) == (mode == "rd")).all()
+        z = lp.sub(x, x, name, mode)
+        assert (np.signbit(z) == (mode == "rd")).all()
+        assert np.signbit(lp.add(-0.0, -0.0, name, mode))
+        assert not np.signbit(lp.add(0.0, 0.0, name, mode))
+
+
+@pytest.mark.parametrize("name", ("FP16", "BF16", "FP32", "FP64"))
+def test_invalid_and_divide_by_zero(name):
+    with lp.flags() as f:
+        r = [lp.sub(np.inf, np.inf, name), lp.add(-np.inf, np.inf, name),
+             lp.mul(0.0, np.inf, name), lp.div(0.0, 0.0, name), lp.sqrt(-1.0, name),
+             lp.div(np.inf, -np.inf, name), lp.fma(0.0, np.inf, 1.0, name),
+             lp.fma(np.inf, 1.0, -np.inf, name)]
+    assert np.isnan(r).all()
+    assert f.invalid == len(r) and f.divide_by_zero == 0
+    with lp.flags() as f:
+        q = lp.div([1.0, -2.0, 1.0, -0.0, np.inf], [0.0, 0.0, -0.0, 0.0, 0.0], name)
+    np.testing.assert_array_equal(q, [np.inf, -np.inf, -np.inf, np.nan, np.inf])
+    assert f.divide_by_zero == 3 and f.invalid == 1
+    assert same(lp.sqrt(-0.0, name), -0.0) and same(lp.sqrt(np.inf, name), np.inf)
+    with lp.flags() as f:
+        lp.add(np.nan, 1.0, name)
+    assert f.invalid == 0
+
+
+def test_divide_by_zero_in_formats_without_inf():
+    with lp.flags() as f:
+        assert np.isnan(lp.div(1.0, 0.0, "e4m3"))
+        assert lp.div(-1.0, 0.0, "fp4") == -6.0
+    assert f.divide_by_zero == 2
+
+
+def test_flags_inexact_underflow_overflow():
+    with lp.flags() as f:
+        lp.add([1.0, 1.0, 60000.0], [2.0**-12, 1.0, 60000.0], "fp16")
+        lp.mul(2.0**-20, 2.0**-10, "fp16")
+    assert f.inexact == 3 and f.overflow == 1 and f.underflow == 1
+
+
+# -- stochastic rounding ----------------------------------------------------------
+
+@pytest.mark.parametrize("a, b, name", [(1.0, 3 * 2.0**-9 + 2.0**-60, "BF16"),
+                                        (1.0, -(2.0**-13) - 2.0**-70, "FP16"),
+                                        (3.0, 1.0 / 3.0, "FP8_E5M2")])
+def test_stochastic_sum_is_unbiased(a, b, name):
+    n = 100_000
+    got = lp.add(np.full(n, a), b, name, mode="sr", rng=1)
+    exact = Fraction(a) + Fraction(b)
+    down = Fraction(reference_round(exact, name, "rd"))
+    up = Fraction(reference_round(exact, name, "ru"))
+    assert set(np.unique(got)) <= {float(down), float(up)}
+    p = float((exact - down) / (up - down))
+    se = float(up - down) * math.sqrt(p * (1 - p) / n)
+    assert abs(float(Fraction(float(got.mean())) - exact)) <= 4 * se
+    assert np.array_equal(got, lp.add(np.full(n, a), b, name, mode="sr", rng=1))
+
+
+def test_stochastic_div_and_sqrt_are_unbiased():
+    n = 100_000
+    got = lp.div(np.ones(n), 3.0, "BF16", mode="sr", rng=2)
+    exact = Fraction(1, 3)
+    down, up = (Fraction(reference_round(exact, "BF16", m)) for m in ("rd", "ru"))
+    p = float((exact - down) / (up - down))
+    se = float(up - down) * math.sqrt(p * (1 - p) / n)
+    assert abs(got.mean() - 1 / 3) <= 4 * se
+    got = lp.sqrt(np.full(n, 2.0), "FP16", mode="sr", rng=3)
+    lo_, hi_ = lp.sqrt(2.0, "FP16", "rd"), lp.sqrt(2.0, "FP16", "ru")
+    p = (math.sqrt(2) - lo_) / (hi_ - lo_)
+    se = (hi_ - lo_) * math.sqrt(p * (1 - p) / n)
+    assert abs(got.mean() - math.sqrt(2)) <= 4 * se
+
+
+# -- broadcasting, scalars, arguments ---------------------------------------------
+
+def test_broadcasting_and_scalars():
+    a = np.arange(6.0).reshape(2, 3) / 7
+    b = np.array([1.0, 2.0, 3.0]) / 3
+    got = lp.mul(a, b, "bf16")
+    assert got.shape == (2, 3)
+    want = oracle("mul", np.broadcast_to(a, (2, 3)).ravel(), np.broadcast_to(b, (2, 3)).ravel(),
+                  "BF16", ("rne",))["rne"].reshape(2, 3)
+    assert_same(got, want)
+    s = lp.add(1.0, 2.0, "fp16")
+    assert isinstance(s, np.float64) and s == 3.0
+    assert lp.fma(2, 3, [1, 2], "fp16").tolist() == [7.0, 8.0]
+    x = np.array([0.1, 0.2])
+    before = x.copy()
+    lp.div(x, 3.0, "fp16", "ru")
+    assert np.array_equal(x, before)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="rounding mode"):
+        lp.add(1.0, 2.0, "fp16", mode="nearest")
+    with pytest.raises(ValueError):
+        lp.add(1.0, 2.0, "fp12")
+    with pytest.raises(TypeError):
+        lp.add(1j, 2.0, "fp16")
+    with pytest.raises(ValueError, match="order"):
+        lp.sum([1.0], "fp16", order="random")
+    with pytest.raises(ValueError, match="precision"):
+        lp.add(1.0, 2.0, lp.Format(11, 51))
+
+
+def test_saturate_and_subnormals_options():
+    assert lp.add(60000.0, 60000.0, "fp16", saturate=True) == 65504.0
+    assert lp.mul(2.0**-20, 2.0**-5, "fp16", subnormals=False) == 0.0
+    assert lp.mul(2.0**-20, 2.0**-5, "fp16", "ru", subnormals=False) == 2.0**-14
+
+
+# -- reductions -------------------------------------------------------------------
+
+def _ref_add(x, y, name, mode):
+    e = exact_result("add", x, y, mode)
+    return reference_round(e, name, mode)
+
+
+def _ref_sequential(xs, name, mode):
+    acc = reference_round(xs[0], name, mode)
+    for x in xs[1:]:
+        acc = _ref_add(acc, x, name, mode)
+    return acc
+
+
+def _ref_pairwise(xs, name, mode):
+    level = list(xs)
+    if len(level) == 1:
+        return reference_round(level[0], name, mode)
+    while len(level) > 1:
+        nxt = [_ref_add(level[i], level[i + 1], name, mode) for i in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level = nxt
+    return level[0]
+
+
+def _ref_kahan(xs, name, mode):
+    def op(o, x, y):
+        return reference_round(exact_result(o, x, y, mode), name, mode)
+    s, c = reference_round(xs[0], name, mode), 0.0
+    for x in xs[1:]:
+        y = op("sub", x, c)
+        t = op("add", s, y)
+        c = op("sub", op("sub", t, s), y)
+        s = t
+    return s
+
+
+_REFS = {"sequential": _ref_sequential, "pairwise": _ref_pairwise, "kahan": _ref_kahan}
+
+
+@pytest.mark.parametrize("order", sorted(_REFS))
+@pytest.mark.parametrize("mode", ("rne", "rd", "ro"))
+def test_sum_against_stepwise_reference(order, mode):
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((37, 5)) * np.ldexp(1.0, rng.integers(-8, 8, (37, 5)))
+    for axis, name in ((0, "BF16"), (1, "FP16"), (None, "FP8_E4M3")):
+        got = lp.sum(x, name, axis=axis, mode=mode, order=order)
+        cols = [x.ravel()] if axis is None else list(np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis]))
+        want = np.array([_REFS[order](c.tolist(), name, mode) for c in cols])
+        assert_same(np.reshape(got, -1), want, [order, mode, axis])
+
+
+def test_sum_stagnation_and_pairwise():
+    ones = np.ones(1000)
+    assert lp.sum(ones, "bf16") == 256.0
+    assert lp.sum(ones, "bf16", order="pairwise") == 1000.0
+    assert lp.sum(np.ones((1000, 3)), "bf16", axis=0).tolist() == [256.0] * 3
+    assert lp.sum(np.ones((3, 0)), "bf16", axis=1).tolist() == [0.0] * 3
+    assert lp.sum([5.0], "bf16") == 5.0
+
+
+def test_kahan_at_least_as_accurate_as_sequential():
+    rng = np.random.default_rng(9)
+    for _ in range(5):
+        x = lp.round(rng.random(2000), "bf16")
+        exact = float(np.sum(x.astype(np.longdouble)))
+        err = {o: abs(lp.sum(x, "bf16", order=o) - exact) for o in ORDERS_}
+        assert err["kahan"] <= err["sequential"]
+
+
+ORDERS_ = ("sequential", "pairwise", "kahan")
+
+
+@pytest.mark.parametrize("fused", (False, True))
+@pytest.mark.parametrize("mode", ("rne", "ru"))
+def test_dot_against_stepwise_reference(fused, mode):
+    rng = np.random.default_rng(10)
+    a = lp.round(rng.standard_normal((4, 25)), "fp16")
+    b = lp.round(rng.standard_normal(25), "fp16")
+    got = lp.dot(a, b, "fp16", mode, fused=fused)
+    want = []
+    for row in a:
+        acc = reference_round(Fraction(row[0]) * Fraction(b[0]), "FP16", mode)
+        for x, y in zip(row[1:].tolist(), b[1:].tolist()):
+            if fused:
+                acc = reference_round(Fraction(x) * Fraction(y) + Fraction(acc), "FP16", mode)
+            else:
+                p = reference_round(Fraction(x) * Fraction(y), "FP16", mode)
+                acc = _ref_add(acc, p, "FP16", mode)
+        want.append(acc)
+    assert_same(got, want)
+    assert lp.dot(a[0], b, "fp16", mode, fused=fused) == got[0]
