@@ -18,7 +18,7 @@ import numpy as np
 
 from .flags import FLAG_NAMES, recording
 from .formats import format as _format
-from .rounding import (CHUNK, _check_mode, _classify, _finish, _overflow, _Plan,
+from .rounding import (_check_mode, _classify, _finish, _overflow, _Plan,
                        _round_chunk, as_real_array)
 
 __all__ = ["add", "sub", "mul", "div", "sqrt", "fma", "sum", "dot", "ORDERS"]
@@ -36,6 +36,7 @@ _HI_BITS = _U((1023 + 1021) << 52)
 _SPLIT_ADD = _U(1 << 26)
 _SPLIT_MASK = _U(0xFFFF_FFFF_F800_0000)      # clears the low 27 of 52 fraction bits
 _MAX64 = np.finfo(np.float64).max
+_CHUNK = 1 << 16     # elements per chunk: large enough that per-call overhead is small
 _TINY64 = 2.0 ** -1022
 
 
@@ -204,18 +205,65 @@ def _count_invalid(counts, result, *operands):
 # -- per-chunk kernels: return (hi, lo) with hi faithful and lo's sign exact -------
 
 class _Work:
-    """Scratch buffers of one chunk, reused across chunks."""
+    """Scratch buffers for ``n`` elements, reused across chunks."""
+
+    _FLOATS = ("h", "l", "t1", "t2", "t3", "t4", "t5", "t6")
 
     def __init__(self, n):
-        self.h, self.l, self.t1, self.t2, self.t3, self.t4, self.t5, self.t6 = (
-            np.empty(n) for _ in range(8))
+        for name in self._FLOATS:
+            setattr(self, name, np.empty(n))
         self.u = np.empty(n, _U)
+        self.b = np.empty(n, bool)
 
     def take(self, k):
         w = _Work.__new__(_Work)
-        for name in ("h", "l", "t1", "t2", "t3", "t4", "t5", "t6", "u"):
+        for name in (*self._FLOATS, "u", "b"):
             setattr(w, name, getattr(self, name)[:k])
         return w
+
+
+_ALL = slice(None)
+
+
+def _needs_error(plan, hi, w):
+    """The elements whose rounding may depend on more than ``hi = fl(x)``.
+
+    The exact ``x`` lies within half a float64 ulp of ``hi``. Where ``hi`` is not a
+    multiple of half the format's quantum (its low 51 - m bits are not all zero),
+    the nearest such multiples (points of the format and their midpoints, two or
+    more ulps apart) are beyond that reach, so ``x`` and ``hi`` round alike in every
+    mode: only the other elements (and inf, NaN, zeros) need the error term.
+    Returns None (no element), ``_ALL`` (most of them) or their indices."""
+    m = plan.fmt.mantissa_bits
+    if m > 50:
+        return _ALL
+    np.bitwise_and(hi.view(_U), _U((1 << (51 - m)) - 1), out=w.u)
+    need = np.equal(w.u, 0, out=w.b)
+    count = np.count_nonzero(need)
+    if count == 0:
+        return None
+    if 8 * count >= need.size:
+        return _ALL
+    return np.flatnonzero(need)
+
+
+def _with_error(plan, error, hi, w, counts, *operands):
+    """(hi, lo) for a chunk: ``error`` fills in lo (and fixes hi where it must) on
+    the elements that need it; lo is None where every error term is zero."""
+    sel = _needs_error(plan, hi, w)
+    if sel is None:
+        return hi, None
+    if sel is _ALL:
+        return hi, error(plan, *operands, hi, w, counts)
+    hs = hi[sel]
+    ls = error(plan, *(x[sel] for x in operands), hs, _Work(hs.size), counts)
+    hi[sel] = hs
+    if ls is None:
+        return hi, None
+    lo = w.l
+    lo.fill(0.0)
+    lo[sel] = ls
+    return hi, lo
 
 
 def _zero_sign_rd(plan, s, a, b):
@@ -230,11 +278,19 @@ def _zero_sign_rd(plan, s, a, b):
 
 def _add_kernel(plan, a, b, w, counts):
     s = np.add(a, b, out=w.h)
+    return _with_error(plan, _add_error, s, w, counts, a, b)
+
+
+def _sub_kernel(plan, a, b, w, counts):
+    return _add_kernel(plan, a, np.negative(b), w, counts)
+
+
+def _add_error(plan, a, b, s, w, counts):
     t = _two_sum_err(a, b, s, w.l, w.t1)
     if not np.isfinite(np.add.reduce(t)):
         _add_special(plan, a, b, s, t, counts)
     _zero_sign_rd(plan, s, a, b)
-    return s, t
+    return t
 
 
 def _add_special(plan, a, b, s, t, counts):
@@ -267,14 +323,27 @@ def _overflow_stand_in(plan, inf):
     return np.copysign(_MAX64, inf), np.copysign(2.0 ** 969, inf)
 
 
+_LOW27 = _U((1 << 27) - 1)
+
+
 def _mul_kernel(plan, a, b, w, counts):
     p = np.multiply(a, b, out=w.h)
+    return _with_error(plan, _mul_error, p, w, counts, a, b)
+
+
+def _mul_error(plan, a, b, p, w, counts):
+    if _in_range(p.view(_U), w.u):
+        np.bitwise_or(a.view(_U), b.view(_U), out=w.u)
+        np.bitwise_and(w.u, _LOW27, out=w.u)
+        if not w.u.any():
+            return None      # factors of <= 26 bits, product in range: exact in float64
+        e = _two_prod_err(a, b, p, w.l, w.t1, w.t2, w.t3, w.t4)
+        if np.isfinite(np.add.reduce(e)):
+            return e
     e = _two_prod_err(a, b, p, w.l, w.t1, w.t2, w.t3, w.t4)
-    if not (_in_range(p.view(_U), w.u) and np.isfinite(np.add.reduce(e))):
-        bad = _out_of_range(p) | ~np.isfinite(e)
-        idx = np.flatnonzero(bad)
-        p[idx], e[idx] = _mul_slow(plan, a[idx], b[idx], p[idx], counts)
-    return p, e
+    idx = np.flatnonzero(_out_of_range(p) | ~np.isfinite(e))
+    p[idx], e[idx] = _mul_slow(plan, a[idx], b[idx], p[idx], counts)
+    return e
 
 
 def _mul_slow(plan, a, b, ref, counts):
@@ -293,15 +362,18 @@ def _mul_slow(plan, a, b, ref, counts):
 
 def _div_kernel(plan, a, b, w, counts):
     q = np.divide(a, b, out=w.h)
+    return _with_error(plan, _div_error, q, w, counts, a, b)
+
+
+def _div_error(plan, a, b, q, w, counts):
     if not (_in_range(a.view(_U), w.u) and _in_range(b.view(_U), w.u)
             and _in_range(q.view(_U), w.u)):
         bad = _out_of_range(a) | _out_of_range(b) | _out_of_range(q)
-        good = np.flatnonzero(~bad)
-        idx = np.flatnonzero(bad)
+        good, idx = np.flatnonzero(~bad), np.flatnonzero(bad)
         lo = w.l
-        lo[good] = _div_lo(plan, a[good], b[good], q[good])
+        lo[good] = _div_lo(a[good], b[good], q[good])
         q[idx], lo[idx] = _div_slow(plan, a[idx], b[idx], q[idx], counts)
-        return q, lo
+        return lo
     pq, e = w.t5, w.t6
     np.multiply(q, b, out=pq)
     _two_prod_err(q, b, pq, e, w.t1, w.t2, w.t3, w.t4)
@@ -309,10 +381,10 @@ def _div_kernel(plan, a, b, w, counts):
     np.subtract(r, e, out=r)                    # r == a - q*b exactly (q = RN(a/b))
     lo = np.divide(r, b, out=w.l)               # sign of a/b - q; |lo| <= ulp(q)/2
     lo *= 0.5                                   # < ulp(q)/4: never mistaken for a tie
-    return q, lo
+    return lo
 
 
-def _div_lo(plan, a, b, q):
+def _div_lo(a, b, q):
     pq = q * b
     r = (a - pq) - _two_prod_err_alloc(q, b, pq)   # r == a - q*b exactly
     return 0.5 * (r / b)
@@ -329,23 +401,26 @@ def _div_slow(plan, a, b, ref, counts):
         ma, ea = np.frexp(a[gen])
         mb, eb = np.frexp(b[gen])
         q = ma / mb                      # in (0.5, 2): remainder and split stay normal
-        lo_n = _div_lo(plan, ma, mb, q)
-        hi[gen], lo[gen] = _rescale(plan, q, lo_n, ea.astype(np.int64) - eb, ref[gen],
-                                    counts)
+        hi[gen], lo[gen] = _rescale(plan, q, _div_lo(ma, mb, q),
+                                    ea.astype(np.int64) - eb, ref[gen], counts)
     return hi, lo
 
 
 def _sqrt_kernel(plan, a, w, counts):
     s = np.sqrt(a, out=w.h)
+    return _with_error(plan, _sqrt_error, s, w, counts, a)
+
+
+def _sqrt_error(plan, a, s, w, counts):
+    ab = a.view(_U)
     # Raw bits in range also excludes negative numbers (their sign bit is set).
-    if not (a.view(_U).min() >= _LO_BITS and a.view(_U).max() <= _HI_BITS):
-        ab = a.view(_U)
+    if not (ab.min() >= _LO_BITS and ab.max() <= _HI_BITS):
         bad = (ab < _LO_BITS) | (ab > _HI_BITS)
         good, idx = np.flatnonzero(~bad), np.flatnonzero(bad)
         lo = w.l
         lo[good] = _sqrt_lo(a[good], s[good])
         s[idx], lo[idx] = _sqrt_slow(plan, a[idx], s[idx], counts)
-        return s, lo
+        return lo
     ps, e = w.t5, w.t6
     np.multiply(s, s, out=ps)
     _two_prod_err(s, s, ps, e, w.t1, w.t2, w.t3, w.t4)
@@ -353,7 +428,7 @@ def _sqrt_kernel(plan, a, w, counts):
     np.subtract(r, e, out=r)                    # r == a - s*s exactly (s = RN(sqrt(a)))
     lo = np.divide(r, s, out=w.l)               # sign of sqrt(a) - s, and never 0 when r != 0
     lo *= 0.25                                  # ~ (sqrt(a) - s)/2: below ulp(s)/4, no false tie
-    return s, lo
+    return lo
 
 
 def _sqrt_lo(a, s):
@@ -505,30 +580,43 @@ def _plan(fmt, mode, rng, subnormals, saturate):
     return _Plan(fmt, mode, subnormals, saturate, None, rng)
 
 
-def _apply(plan, kernel, operands, n):
+class _Buffers:
+    """Everything one chunk needs: the kernels' scratch and the rounding's."""
+
+    def __init__(self, size):
+        self.size = size
+        self.work = _Work(size)
+        self.u, self.f, self.x = np.empty(size, _U), np.empty(size), np.empty(size)
+
+
+def _apply(plan, kernel, operands, n, buffers=None):
     """Run ``kernel`` chunk by chunk and round its (hi, lo) pairs into a new array."""
     out = np.empty(n, np.float64)
     listener = recording()
     counts = dict.fromkeys(FLAG_NAMES, 0)
     wide = plan.fmt.p > 51
     if wide:
-        his, los = np.empty(n), np.empty(n)
-    size = min(CHUNK, n)
-    work = _Work(size)
-    ubuf, fbuf, xbuf = np.empty(size, _U), np.empty(size), np.empty(size)
-    plan.spare = np.empty(size)
+        his, los = np.empty(n), np.zeros(n)
+    size = min(_CHUNK, n)
+    if buffers is None or buffers.size < size:
+        buffers = _Buffers(size)
+    work = buffers.work
+    if plan.spare is None or plan.spare.size < size:
+        plan.spare = np.empty(size)
     with np.errstate(all="ignore"):
-        for start in range(0, n, CHUNK):
-            stop = min(start + CHUNK, n)
+        for start in range(0, n, _CHUNK):
+            stop = min(start + _CHUNK, n)
             k = stop - start
-            w = work if k == size else work.take(k)
+            w = work if k == buffers.size else work.take(k)
             hi, lo = kernel(plan, *(x[start:stop] for x in operands), w, counts)
             if wide:
-                his[start:stop], los[start:stop] = hi, lo
+                his[start:stop] = hi
+                if lo is not None:
+                    los[start:stop] = lo
                 continue
-            x = _odd(hi, lo, xbuf[:k])
+            x = hi if lo is None else _odd(hi, lo, buffers.x[:k])
             os = out[start:stop]
-            top = _round_chunk(plan, x, os, ubuf[:k], fbuf[:k])
+            top = _round_chunk(plan, x, os, buffers.u[:k], buffers.f[:k])
             masks = _overflow(plan, x, os) if top >= plan.safe_top else None
             if listener is not None:
                 _classify(plan, x, os, masks, counts)
@@ -546,13 +634,6 @@ def _elementwise(kernel, operands, fmt, mode, rng, subnormals, saturate):
     return out[()] if scalar else out
 
 
-def _neg_kernel(kernel):
-    def sub_kernel(plan, a, b, w, counts):
-        return kernel(plan, a, np.negative(b), w, counts)
-    return sub_kernel
-
-
-_sub_kernel = _neg_kernel(_add_kernel)
 
 
 # -- public operations ------------------------------------------------------------
@@ -709,8 +790,7 @@ def _round_terms(plan, x):
 def _copy_kernel(plan, a, w, counts):
     h = w.h
     h[...] = a
-    w.l[...] = 0.0
-    return h, w.l
+    return h, None
 
 
 def _reduce(plan, x, order):

@@ -1,0 +1,50 @@
+"""Section "arith": correctly rounded arithmetic against the rounding kernel alone.
+
+Each ratio is time(lp.<op>(x, y, fmt)) / time(lp.round(x, fmt)) on the same
+float64 input, measured side by side in one run (timing.ratio). Two inputs: operands
+that are already BF16 values (the usual emulation), and arbitrary float64 operands
+(every error term nonzero). Limits from the issue: add and mul at most 3x, div and
+sqrt at most 5x.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from timing import ratio, row
+
+import lowprec as lp
+
+LIMITS = {"add": 3, "mul": 3, "div": 5, "sqrt": 5}
+
+
+def main(quick=False):
+    n = 10**6 if quick else 10**7
+    rng = np.random.default_rng(0)
+    raw = {"float64": (rng.standard_normal(n), rng.standard_normal(n))}
+    raw["bf16 values"] = tuple(lp.round(v, "bf16") for v in raw["float64"])
+    fmt, rounds = "bf16", (3 if quick else 5)
+    print(f"  n = {n:,}, format BF16, mode rne; ratio to lp.round(x, 'bf16')")
+    for label, (x, y) in raw.items():
+        def baseline(x=x):
+            lp.round(x, fmt)
+        calls = {
+            "add": lambda x=x, y=y: lp.add(x, y, fmt),
+            "mul": lambda x=x, y=y: lp.mul(x, y, fmt),
+            "div": lambda x=x, y=y: lp.div(x, y, fmt),
+            "sqrt": lambda x=x: lp.sqrt(np.abs(x), fmt),
+        }
+        for op, call in calls.items():
+            r, tc, tb = ratio(call, baseline, rounds=rounds, inner=1 if not quick else 2)
+            print(row(f"{op} ({label} operands, {tc * 1e3:.0f} ms vs {tb * 1e3:.0f} ms)", r,
+                      LIMITS[op]))
+    m = 10**4 if quick else 10**5
+    x = lp.round(rng.standard_normal((m, 8)), fmt)
+    r, tc, tb = ratio(lambda: lp.sum(x, fmt, axis=0), lambda: lp.round(x, fmt), rounds=3, inner=1)
+    print(row(f"sum over axis 0 of ({m:,}, 8), sequential", r))
+    r, tc, tb = ratio(lambda: lp.sum(x, fmt, axis=0, order="pairwise"), lambda: lp.round(x, fmt),
+                      rounds=3, inner=1)
+    print(row(f"sum over axis 0 of ({m:,}, 8), pairwise", r))
+
+
+if __name__ == "__main__":
+    main()
