@@ -1,17 +1,25 @@
-"""The ``lowprec`` command: format tables and rounding at the shell.
+"""The ``lowprec`` command: format tables, rounding, explanations and the demo.
 
-Every subcommand has ``--help``; bad input prints one line to stderr and exits
-with status 2, never a traceback. The command only formats what the library
-computes; it must not compute anything the library does not offer.
+Subcommands ``formats``, ``explain``, ``round`` and ``demo``, each with ``--help``;
+bad input prints one line to stderr and exits with status 2, never a traceback.
+The command only formats what the library computes (`lowprec.explain` holds the
+teaching logic); it must not compute anything the library does not offer, and it
+imports matplotlib only for ``demo --plot``.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
+import os
+import re
 import sys
+import time
 
 import numpy as np
 
+from .explain import error_table, error_vs_k, explain, explain_text, plot_error_vs_k
 from .formats import NAMED_FORMATS
 from .formats import format as _format
 from .rounding import MODES
@@ -59,7 +67,15 @@ def format_table(style="table", formats=None):
     return "\n".join([line(_COLUMNS), sep, *map(line, rows)])
 
 
+_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$|^-(inf|infinity|nan)$", re.I)
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Let "-1e-8" and "-inf" be values, not options (argparse knows only "-1.5").
+        self._negative_number_matcher = _NUMBER
+
     def error(self, message):
         self.exit(2, f"lowprec: error: {message}\n")
 
@@ -78,29 +94,157 @@ def _parse_format(text):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _parse_k(text):
+    try:
+        k = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 16 <= k <= 65536:
+        raise argparse.ArgumentTypeError(f"--max-k must be in [16, 65536], got {k}")
+    return k
+
+
 def build_parser():
-    parser = _Parser(prog="lowprec", description="Emulate low-precision floating point.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    p = sub.add_parser("formats", help="the comparison table of all named formats")
+    """The argparse parser of the ``lowprec`` command."""
+    parser = _Parser(prog="lowprec", description="Emulate low-precision floating point: "
+                     "format tables, rounding, bit-level explanations and a demo.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
+                                metavar="{formats,explain,round,demo}")
+    p = sub.add_parser("formats", help="the comparison table of all named formats",
+                       description="The comparison table of all named formats.")
     p.add_argument("--format", dest="style", choices=("table", "markdown", "csv"),
                    default="table", help="output style (default: table)")
-    p = sub.add_parser("round", help="round numbers to a format")
+    p = sub.add_parser(
+        "explain", help="what rounding one value to each format gives, bit by bit",
+        description="Round VALUE to each format and show the bit fields (sign | exponent "
+        "| mantissa), the exact decimal value, the neighbours and the ulp, the rounding "
+        "error and the flags. VALUE is read as a float64.")
+    p.add_argument("value", type=_parse_number, metavar="VALUE")
+    p.add_argument("--fmt", type=_parse_format, nargs="+", action="extend",
+                   metavar="F", help="target formats (default: fp32 tf32 fp16 bf16 e4m3 e5m2)")
+    p.add_argument("--mode", choices=MODES, default="rne", help="rounding mode (default: rne)")
+    p.add_argument("--seed", type=int, default=0, help="random seed for --mode sr (default: 0)")
+    p = sub.add_parser("round", help="round numbers to a format",
+                       description="Round each VALUE (read as a float64) to a format.")
     p.add_argument("values", nargs="+", type=_parse_number, metavar="VALUE")
     p.add_argument("--fmt", type=_parse_format, required=True, help="target format")
-    p.add_argument("--mode", choices=MODES, default="rne", help="rounding mode")
+    p.add_argument("--mode", choices=MODES, default="rne", help="rounding mode (default: rne)")
+    p = sub.add_parser(
+        "demo", help="formats, rounding and the error of dot and matrix products against K",
+        description="The formats table, 0.1 in every format, and the error of K-long dot "
+        "products and of matrix products against the exact result, for FP32, FP16 and BF16 "
+        "inputs under the exact, fp32, fp16 and Tensor Core (v100, a100, h100) models.")
+    p.add_argument("--plot", metavar="DIR",
+                   help="also write PNG figures to DIR (needs matplotlib: the 'plot' extra)")
+    p.add_argument("--max-k", type=_parse_k, default=4096, metavar="K",
+                   help="largest K, a power of 4 times 16 is measured up to it (default: 4096)")
     return parser
 
 
-def main(argv=None):
-    """Entry point of the ``lowprec`` console script; returns the exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def _value_table(value, fmts):
+    """One line per format: what ``value`` becomes, its bits and its relative error."""
+    header = ("format", "rounded", "bits", "rel. error", "flags")
+    rows = []
+    for fmt in fmts:
+        e = explain(value, fmt)
+        bits = "-" if e.bits is None else f"0x{e.bits:0{(fmt.bits + 3) // 4}x}"
+        rel = "-" if e.rel_error is None else f"{float(e.rel_error):.2e}"
+        raised = ", ".join(k for k, v in e.flags.items() if v) or "-"
+        rows.append((fmt.name, repr(e.rounded), bits, rel, raised))
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    line = lambda r: " | ".join(c.ljust(w) for c, w in zip(r, widths))  # noqa: E731
+    return "\n".join([line(header), "-+-".join("-" * w for w in widths), *map(line, rows)])
+
+
+def _demo(args):
+    if args.plot is not None:
+        try:
+            import matplotlib
+        except ImportError:
+            raise _Error("--plot needs matplotlib: pip install 'lowprec[plot]'") from None
+        matplotlib.use("Agg")
+        os.makedirs(args.plot, exist_ok=True)
+    started = time.perf_counter()
+    print("== The formats ==\n")
+    print(format_table())
+    print("\n== 0.1 in every format (round to nearest even) ==\n")
+    print(_value_table(0.1, list(NAMED_FORMATS.values())))
+    print("\n(`lowprec explain 0.1 --fmt bf16` shows the bits of one of them.)")
+    ks = [k for k in (16, 64, 256, 1024, 4096, 16384, 65536) if k <= args.max_k]
+    print(f"measuring dot and matrix products for K = {', '.join(map(str, ks))} ...",
+          file=sys.stderr, flush=True)
+
+    def progress(label, seconds):
+        print(f"  {label}: {seconds:.1f} s", file=sys.stderr, flush=True)
+
+    result = error_vs_k(ks, progress=progress)
+    print("\n== Dot products: mean relative error of 32 K-long dot products ==")
+    print("(entries uniform in [0, 1), rounded to the input format; reference: the exact "
+          "sum;\n '-': the model does not take these inputs, Tensor Cores take no FP32)\n")
+    print(error_table(result, "dot"))
+    print("\n== Matrix products: normwise relative error of 16xK times Kx16 ==")
+    print("(entries standard normal, rounded to the input format; reference: exact)\n")
+    print(error_table(result, "matmul"))
+    print("\nRead: FP16 accumulation stalls as K grows: once a running sum passes 1024, "
+          "where FP16's spacing is 1,\nadding a product below 1/2 changes nothing. "
+          "Tensor Cores truncate (round toward zero) to FP32:\nwith terms of one sign "
+          "their errors all have one sign and add up, while fp32's round-to-nearest\n"
+          "errors partly cancel.")
+    if importlib.util.find_spec("lowprec.amp") is not None:
+        amp = importlib.import_module("lowprec.amp")
+        if hasattr(amp, "demo"):
+            print("\n== Mixed-precision training ==\n")
+            print(amp.demo())
+    if args.plot is not None:
+        import matplotlib.pyplot as plt
+
+        for which, name in (("dot", "dot_error_vs_k.png"), ("matmul", "matmul_error_vs_k.png")):
+            fig = plot_error_vs_k(result, which)
+            path = os.path.join(args.plot, name)
+            fig.savefig(path, dpi=120)
+            plt.close(fig)
+            print(f"wrote {path}")
+    print(f"demo took {time.perf_counter() - started:.1f} s", file=sys.stderr)
+
+
+class _Error(Exception):
+    """A user error: printed as one line, exit status 2."""
+
+
+def _run(args):
     if args.command == "formats":
         print(format_table(args.style))
+    elif args.command == "explain":
+        fmts = args.fmt or [_format(f) for f in ("fp32", "tf32", "fp16", "bf16", "e4m3",
+                                                 "e5m2")]
+        print(explain_text(args.value, fmts, args.mode, rng=args.seed))
     elif args.command == "round":
         out = _round(np.array(args.values), args.fmt, args.mode, rng=0)
         for v, r in zip(args.values, out):
             print(f"{v!r} -> {float(r)!r}")
+    elif args.command == "demo":
+        _demo(args)
+
+
+def main(argv=None):
+    """Entry point of the ``lowprec`` console script; returns the exit status.
+
+    Examples
+    --------
+    >>> from lowprec.cli import main
+    >>> main(["round", "0.1", "-1e-8", "--fmt", "bf16"])
+    0.1 -> 0.10009765625
+    -1e-08 -> -1.0011717677116394e-08
+    0
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        _run(args)
+    except (_Error, ValueError, TypeError, OSError) as exc:
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"lowprec: error: {message}", file=sys.stderr)
+        return 2
     return 0
 
 

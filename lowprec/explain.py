@@ -1,0 +1,549 @@
+"""Teaching views: bit layouts, what rounding did to one value, error against K.
+
+`explain` returns an `Explanation`, the data a student writes down when rounding one
+number by hand (the rounded value, its sign | exponent | mantissa fields, its exact
+decimal value, its neighbours and ulp, the rounding error and the exception flags);
+``str()`` of it is the text the ``lowprec explain`` command prints. `layout` draws
+a format's bit layout. `error_vs_k` measures the error of dot and matrix products
+against K under the `matmul` models, `error_table` and `plot_error_vs_k` show it.
+Every value shown comes from the library's kernels (`round`, `encode`, `decode`,
+`fields`, `flags`, `matmul`) or from exact `Fraction` / `Decimal` arithmetic on
+their results: this module must never round a value on its own, and it imports
+matplotlib only when asked for a figure.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+import time
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+
+import numpy as np
+
+from .bits import decode, encode, fields
+from .flags import flags
+from .formats import format as _format
+from .matmul import MODELS, matmul
+from .rounding import round as _round
+
+__all__ = ["Explanation", "explain", "explain_text", "layout", "MODE_NAMES",
+           "error_vs_k", "error_table", "plot_error_vs_k"]
+
+#: What each rounding mode does, in words.
+MODE_NAMES = {
+    "rne": "round to nearest, ties to even",
+    "rna": "round to nearest, ties away from zero",
+    "rz": "round toward zero",
+    "ru": "round toward +inf",
+    "rd": "round toward -inf",
+    "ro": "round to odd",
+    "sr": "stochastic rounding",
+}
+
+
+def _name(fmt):
+    return fmt.name or fmt.dtype_name
+
+
+def layout(fmt):
+    """A format's bit layout as one line: field widths, bias and precision.
+
+    Examples
+    --------
+    >>> from lowprec.explain import layout
+    >>> print(layout("bf16"))
+    BF16: S EEEEEEEE MMMMMMM = 1 sign | 8 exponent (bias 127) | 7 mantissa bits, p = 8
+    >>> print(layout("e4m3"))
+    FP8_E4M3: S EEEE MMM = 1 sign | 4 exponent (bias 7) | 3 mantissa bits, p = 4
+    """
+    fmt = _format(fmt)
+    drawing = f"S {'E' * fmt.exponent_bits} {'M' * fmt.mantissa_bits}".rstrip()
+    return (f"{_name(fmt)}: {drawing} = 1 sign | {fmt.exponent_bits} exponent "
+            f"(bias {fmt.bias}) | {fmt.mantissa_bits} mantissa bits, p = {fmt.p}")
+
+
+def _quiet(fn, *args, **kwargs):
+    # Helper roundings (neighbours, candidates) are not the user's operation: no
+    # enclosing lp.flags() context may count them.
+    return contextvars.Context().run(fn, *args, **kwargs)
+
+
+def _exact_decimal(x):
+    """The exact decimal expansion of a float64 (every binary float has one)."""
+    if math.isnan(x) or math.isinf(x):
+        return repr(x)
+    if x == 0:
+        return "-0" if math.copysign(1.0, x) < 0 else "0"
+    d = Decimal(x)
+    text = format(d, "f")
+    # Plain notation while it stays short; scientific notation is just as exact.
+    return text if len(text) <= 80 else str(d)
+
+
+def _pow2(e):
+    return f"2**{e}"
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What rounding one float64 value to a format gives, as data.
+
+    Attributes
+    ----------
+    value : float
+        The input (a float64; its exact value is ``Fraction(value)``).
+    fmt : Format
+    mode : str
+    rounded : float
+        ``lp.round(value, fmt, mode)``.
+    bits : int or None
+        ``lp.encode`` of the result (None for NaN in a format without NaN).
+    sign, exponent, mantissa : int or None
+        ``lp.fields`` of ``bits``: the stored integer fields.
+    below, above : float or None
+        The format's neighbours of ``rounded`` on the real line (the next value
+        down and up; ±inf where the format has it, None past the ends or for NaN).
+    down, up : float
+        The candidates: ``value`` rounded toward -inf and toward +inf.
+    flags : dict
+        `lp.flags()` counts of the rounding (``inexact``, ``underflow``, ...).
+    """
+
+    value: float
+    fmt: object
+    mode: str
+    rounded: float
+    bits: int | None
+    sign: int | None
+    exponent: int | None
+    mantissa: int | None
+    below: float | None
+    above: float | None
+    down: float
+    up: float
+    flags: dict
+
+    # -- classification and fields ----------------------------------------------
+    @property
+    def kind(self):
+        """``"nan"``, ``"inf"``, ``"zero"``, ``"subnormal"`` or ``"normal"``."""
+        r = self.rounded
+        if math.isnan(r):
+            return "nan"
+        if math.isinf(r):
+            return "inf"
+        if r == 0:
+            return "zero"
+        return "subnormal" if abs(r) < self.fmt.smallest_normal else "normal"
+
+    def _field(self, value, width):
+        return None if value is None else format(value, f"0{width}b") if width else ""
+
+    @property
+    def sign_field(self):
+        """The sign bit as a string, ``"0"`` or ``"1"``."""
+        return self._field(self.sign, 1)
+
+    @property
+    def exponent_field(self):
+        """The exponent field as a string of bits, e.g. ``"01111011"``."""
+        return self._field(self.exponent, self.fmt.exponent_bits)
+
+    @property
+    def mantissa_field(self):
+        """The mantissa (stored fraction) field as a string of bits."""
+        return self._field(self.mantissa, self.fmt.mantissa_bits)
+
+    @property
+    def power(self):
+        """The unbiased exponent e of a finite nonzero result (``emin`` when subnormal)."""
+        if self.kind not in ("normal", "subnormal"):
+            return None
+        return self.exponent - self.fmt.bias if self.kind == "normal" else self.fmt.emin
+
+    @property
+    def significand(self):
+        """The significand as an exact `Fraction`: 1 + M/2**m (normal), M/2**m (subnormal)."""
+        if self.kind not in ("normal", "subnormal"):
+            return None
+        hidden = 1 if self.kind == "normal" else 0
+        return hidden + Fraction(self.mantissa, 2 ** self.fmt.mantissa_bits)
+
+    @property
+    def exact_decimal(self):
+        """The exact decimal value of the result (binary floats have finite expansions)."""
+        return _exact_decimal(self.rounded)
+
+    # -- spacing and errors --------------------------------------------------------
+    @property
+    def ulp(self):
+        """The spacing of the format at the result: 2**(max(e, emin) - m), as ``np.spacing``.
+
+        ``None`` for inf and NaN."""
+        r = self.rounded
+        if math.isnan(r) or math.isinf(r):
+            return None
+        e = math.frexp(abs(r))[1] - 1 if r else self.fmt.emin
+        return math.ldexp(1.0, max(e, self.fmt.emin) - self.fmt.mantissa_bits)
+
+    @property
+    def error(self):
+        """``rounded - value`` as an exact `Fraction` (None when either is not finite)."""
+        if not (math.isfinite(self.value) and math.isfinite(self.rounded)):
+            return None
+        return Fraction(self.rounded) - Fraction(self.value)
+
+    @property
+    def abs_error(self):
+        """``|rounded - value|`` as an exact `Fraction` (None when not finite)."""
+        err = self.error
+        return None if err is None else abs(err)
+
+    @property
+    def rel_error(self):
+        """``|rounded - value| / |value|`` as an exact `Fraction` (None for 0 or non-finite)."""
+        err = self.error
+        return None if err is None or self.value == 0 else abs(err) / abs(Fraction(self.value))
+
+    @property
+    def p_up(self):
+        """For ``"sr"``: the probability of rounding to ``up``, ``(value - down) / (up - down)``.
+
+        None unless both candidates are finite and differ."""
+        if not all(math.isfinite(v) for v in (self.value, self.down, self.up)) \
+                or self.down == self.up:
+            return None
+        return (Fraction(self.value) - Fraction(self.down)) / (Fraction(self.up)
+                                                               - Fraction(self.down))
+
+    # -- text --------------------------------------------------------------------------
+    def __str__(self):
+        return "\n".join(self._lines())
+
+    def _lines(self):
+        fmt, r = self.fmt, self.rounded
+        m = fmt.mantissa_bits
+        lines = [f"{self.value!r} in {_name(fmt)}, {self.mode} "
+                 f"({MODE_NAMES[self.mode]})",
+                 f"  layout      {layout(fmt).split(': ', 1)[1]}"]
+        if self.bits is None:
+            lines.append(f"  bits        none: {_name(fmt)} has no NaN (lp.round gives "
+                         "nan, lp.encode raises)")
+        else:
+            width = max(4, fmt.exponent_bits)
+            hex_digits = (fmt.bits + 3) // 4
+            lines += [
+                f"  fields      sign | {'exponent'.ljust(width)} | mantissa",
+                f"  bits           {self.sign_field} | {self.exponent_field.ljust(width)}"
+                f" | {self.mantissa_field or '(none)'}   = 0x{self.bits:0{hex_digits}x}",
+            ]
+        kind = self.kind
+        if self.sign is not None and kind != "nan":
+            lines.append(f"  sign        {self.sign} ({'-' if self.sign else '+'})")
+        if kind == "normal":
+            lines += [
+                f"  exponent    {self.exponent_field} = {self.exponent}, "
+                f"{self.exponent} - {fmt.bias} = {self.power}",
+                f"  mantissa    {self.mantissa_field or '(none)'} = {self.mantissa}, "
+                f"significand 1 + {self.mantissa}/{2**m} = {float(self.significand)!r}",
+                f"  value       {'-' if self.sign else '+'}{float(self.significand)!r} * "
+                f"{_pow2(self.power)} = {self.exact_decimal} (exact)",
+            ]
+        elif kind == "subnormal":
+            lines += [
+                f"  exponent    {self.exponent_field} = 0: subnormal, exponent emin = "
+                f"{fmt.emin}",
+                f"  mantissa    {self.mantissa_field} = {self.mantissa}, significand "
+                f"0 + {self.mantissa}/{2**m} = {float(self.significand)!r}",
+                f"  value       {'-' if self.sign else '+'}{float(self.significand)!r} * "
+                f"{_pow2(self.power)} = {self.exact_decimal} (exact)",
+            ]
+        elif kind == "zero":
+            lines.append(f"  value       {self.exact_decimal} (exponent and mantissa all 0)")
+        elif kind == "inf":
+            lines.append(f"  value       {r!r} (exponent all ones, mantissa 0)")
+        else:
+            lines.append(f"  value       nan ({_NAN_RULE[fmt.kind]})")
+        if self.below is not None or self.above is not None:
+            show = lambda v: "none" if v is None else repr(v)  # noqa: E731
+            lines.append(f"  neighbours  {show(self.below)} < {r!r} < {show(self.above)}")
+        if self.ulp is not None:
+            e = math.frexp(self.ulp)[1] - 1
+            lines.append(f"  ulp         {_pow2(e)} = {self.ulp!r}")
+        if math.isfinite(self.value):
+            exact = _exact_decimal(self.value)
+            note = "" if exact == repr(self.value) else f" (float64, exactly {exact})"
+            lines.append(f"  input       {self.value!r}{note}")
+            if self.down != self.up:
+                lines.append(f"  candidates  {self.down!r} <= {self.value!r} <= {self.up!r}"
+                             f": {self.mode} gives {r!r}")
+                if self.mode == "sr" and self.p_up is not None:
+                    lines[-1] += f" (P(up) = {float(self.p_up):.6g})"
+        if self.abs_error is not None:
+            err = f"  error       abs {float(self.abs_error):.6g}"
+            if self.ulp:
+                err += f" = {float(self.abs_error / Fraction(self.ulp)):.4g} ulp"
+            if self.rel_error is not None:
+                err += (f", rel {float(self.rel_error):.6g} = "
+                        f"{float(self.rel_error / Fraction(fmt.unit_roundoff)):.4g} u "
+                        f"(u = {_pow2(-fmt.p)})")
+            lines.append(err)
+        raised = [k for k, v in self.flags.items() if v]
+        lines.append(f"  flags       {', '.join(raised) if raised else 'none (exact)'}")
+        return lines
+
+
+_NAN_RULE = {
+    "ieee": "exponent all ones, mantissa not 0; lowprec's NaN is quiet",
+    "fn": "S.1..1.1..1 is the only NaN pattern",
+    "fnuz": "1000...0, the pattern of -0, is the only NaN",
+    "finite": "no NaN pattern: lp.round passes NaN through, lp.encode refuses it",
+}
+
+
+def _neighbours(r, fmt):
+    """The format's values next to ``r`` on the real line, from adjacent bit patterns."""
+    if math.isnan(r):
+        return None, None
+    top = 2 ** (fmt.bits - 1)              # magnitude patterns are [0, top)
+    mag = int(encode(abs(r), fmt))
+
+    def value(pattern):
+        if not 0 <= pattern < top:
+            return None
+        v = float(decode(pattern, fmt))
+        return None if math.isnan(v) else v
+
+    if math.isinf(r):
+        away, toward = None, value(mag - 1)
+    else:
+        away = value(mag + 1)
+        toward = value(mag - 1) if mag > 0 else -value(1)
+    neg = math.copysign(1.0, r) < 0
+    if neg:
+        return (None if away is None else -away), (None if toward is None else -toward)
+    return toward, away
+
+
+def explain(value, fmt, mode="rne", *, rng=None):
+    """Round one value to ``fmt`` and return everything a student would write down.
+
+    Parameters
+    ----------
+    value : float
+        A real number, taken as a float64 (its exact binary value is what is rounded).
+    fmt : Format or str
+        Target format.
+    mode : str
+        Rounding mode (see `lowprec.round`).
+    rng : numpy.random.Generator or int, optional
+        For ``mode="sr"``.
+
+    Returns
+    -------
+    Explanation
+        Data; ``print()`` it for the text the ``lowprec explain`` command shows.
+
+    Examples
+    --------
+    >>> from lowprec.explain import explain
+    >>> e = explain(0.1, "bf16")
+    >>> e.rounded, e.sign_field, e.exponent_field, e.mantissa_field
+    (0.10009765625, '0', '01111011', '1001101')
+    >>> e.below, e.above, e.ulp
+    (0.099609375, 0.1005859375, 0.00048828125)
+    >>> print(e)
+    0.1 in BF16, rne (round to nearest, ties to even)
+      layout      S EEEEEEEE MMMMMMM = 1 sign | 8 exponent (bias 127) | 7 mantissa bits, p = 8
+      fields      sign | exponent | mantissa
+      bits           0 | 01111011 | 1001101   = 0x3dcd
+      sign        0 (+)
+      exponent    01111011 = 123, 123 - 127 = -4
+      mantissa    1001101 = 77, significand 1 + 77/128 = 1.6015625
+      value       +1.6015625 * 2**-4 = 0.10009765625 (exact)
+      neighbours  0.099609375 < 0.10009765625 < 0.1005859375
+      ulp         2**-11 = 0.00048828125
+      input       0.1 (float64, exactly 0.1000000000000000055511151231257827021181583404541015625)
+      candidates  0.099609375 <= 0.1 <= 0.10009765625: rne gives 0.10009765625
+      error       abs 9.76562e-05 = 0.2 ulp, rel 0.000976562 = 0.25 u (u = 2**-8)
+      flags       inexact
+    """
+    fmt = _format(fmt)
+    x = float(value)
+    with flags() as f:
+        r = float(_round(x, fmt, mode, rng=rng))
+    down = float(_quiet(_round, x, fmt, "rd"))
+    up = float(_quiet(_round, x, fmt, "ru"))
+    if math.isnan(r) and not fmt.has_nan:
+        bits = sign = exponent = mantissa = None
+    else:
+        bits = int(encode(r, fmt))   # r is a value of fmt: encoding it is exact
+        sign, exponent, mantissa = (int(v) for v in fields(bits, fmt))
+    below, above = _neighbours(r, fmt)
+    counts = {k: v for k, v in f.as_dict().items()}
+    return Explanation(x, fmt, mode, r, bits, sign, exponent, mantissa, below, above,
+                       down, up, counts)
+
+
+def explain_text(value, fmts=("fp32", "tf32", "fp16", "bf16", "e4m3", "e5m2"),
+                 mode="rne", *, rng=None):
+    """`explain` in each format, as one text (what ``lowprec explain`` prints).
+
+    Examples
+    --------
+    >>> from lowprec.explain import explain_text
+    >>> text = explain_text(1e5, ["fp16", "bf16"])
+    >>> [line for line in text.splitlines() if "flags" in line]
+    ['  flags       inexact, overflow', '  flags       inexact']
+    """
+    return "\n\n".join(str(explain(value, f, mode, rng=rng)) for f in fmts)
+
+
+# -- error against K ---------------------------------------------------------------
+
+DEMO_FORMATS = ("fp32", "fp16", "bf16")
+DEMO_MODELS = ("exact", "fp32", "fp16", "v100", "a100", "h100")
+
+
+def _reference(a, b):
+    """Dot products of ``a`` (..., M, K) and ``b`` (..., K, N), each correctly
+    rounded to float64: products of values of at most 26 bits are exact in
+    float64, and math.fsum returns the correctly rounded sum of its inputs."""
+    prods = a[..., :, :, None] * b[..., None, :, :]          # (..., M, K, N)
+    prods = np.moveaxis(prods, -2, -1)                        # (..., M, N, K)
+    flat = prods.reshape(-1, prods.shape[-1])
+    return np.array([math.fsum(row) for row in flat]).reshape(prods.shape[:-1])
+
+
+def error_vs_k(ks=(16, 64, 256, 1024, 4096), formats=DEMO_FORMATS, models=DEMO_MODELS,
+               *, trials=32, size=16, seed=0, progress=None):
+    """Relative error of dot products and matrix products against the exact result.
+
+    For each K, input format and model: ``trials`` dot products of K-long vectors
+    with entries uniform in [0, 1) (all terms positive, so errors accumulate) and
+    one product of ``size`` x K and K x ``size`` matrices with standard normal
+    entries. Inputs are rounded to the format first (RNE), so the error measured
+    is the model's accumulation error alone; the reference is the exact result
+    of those inputs (exact products summed by `math.fsum`). Dot products report
+    the mean relative error; matrix products the normwise error
+    ``||D - D_exact||_F / ||D_exact||_F``.
+
+    Parameters
+    ----------
+    ks, formats, models : sequences
+        Lengths, input formats and `matmul` models. A model that does not take an
+        input format (Tensor Cores take no FP32) gives NaN.
+    trials, size : int
+        Number of dot products, and the matrices' outer dimension.
+    seed : int
+        Seed of the data (same seed, same tables).
+    progress : callable, optional
+        Called with a label and the seconds taken after each (K, format) step.
+
+    Returns
+    -------
+    dict
+        ``{"ks": [...], "formats": [...], "models": [...], "dot": {(fmt, model):
+        [error per K]}, "matmul": {...}}``.
+
+    Examples
+    --------
+    >>> from lowprec.explain import error_vs_k
+    >>> r = error_vs_k(ks=(64,), formats=("fp16",), models=("exact", "fp16"), trials=4)
+    >>> r["dot"][("FP16", "exact")][0] < 2**-24 < r["dot"][("FP16", "fp16")][0]
+    True
+    """
+    rng = np.random.default_rng(seed)
+    result = {"ks": list(ks), "formats": [_name(_format(f)) for f in formats],
+              "models": list(models), "dot": {}, "matmul": {}}
+    for k in ks:
+        x = rng.random((trials, 1, k))
+        y = rng.random((trials, k, 1))
+        a = rng.standard_normal((size, k))
+        b = rng.standard_normal((k, size))
+        for spec in formats:
+            fmt = _format(spec)
+            start = time.perf_counter()
+            xf, yf, af, bf = (_quiet(_round, v, fmt) for v in (x, y, a, b))
+            dot_ref, mat_ref = _reference(xf, yf), _reference(af, bf)
+            for model in models:
+                key = (_name(fmt), model)
+                try:
+                    MODELS[model].for_format(fmt)
+                except ValueError:
+                    result["dot"].setdefault(key, []).append(math.nan)
+                    result["matmul"].setdefault(key, []).append(math.nan)
+                    continue
+                d = _quiet(matmul, xf, yf, model=model, in_fmt=fmt)
+                err = np.abs(d - dot_ref) / np.abs(dot_ref)
+                result["dot"].setdefault(key, []).append(float(np.mean(err)))
+                dm = _quiet(matmul, af, bf, model=model, in_fmt=fmt)
+                result["matmul"].setdefault(key, []).append(
+                    float(np.linalg.norm(dm - mat_ref) / np.linalg.norm(mat_ref)))
+            if progress is not None:
+                progress(f"K = {k}, {_name(fmt)} inputs", time.perf_counter() - start)
+    return result
+
+
+def error_table(result, which="dot"):
+    """`error_vs_k` results as a text table: one row per input format and model.
+
+    Examples
+    --------
+    >>> from lowprec.explain import error_table
+    >>> r = {"ks": [16, 64], "formats": ["FP16"], "models": ["fp16", "v100"],
+    ...      "dot": {("FP16", "fp16"): [1e-4, 3e-4], ("FP16", "v100"): [float("nan")] * 2}}
+    >>> print(error_table(r))
+    inputs | model |     K=16 |     K=64
+    -------+-------+----------+---------
+    FP16   | fp16  | 1.00e-04 | 3.00e-04
+    FP16   | v100  |        - |        -
+    """
+    data = result[which]
+    header = ["inputs", "model", *(f"K={k}" for k in result["ks"])]
+    rows = []
+    for fmt in result["formats"]:
+        for model in result["models"]:
+            errs = data[(fmt, model)]
+            rows.append([fmt, model, *("-" if math.isnan(e) else f"{e:.2e}" for e in errs)])
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells):
+        return " | ".join(c.ljust(w) if i < 2 else c.rjust(w)
+                          for i, (c, w) in enumerate(zip(cells, widths)))
+    return "\n".join([line(header), "-+-".join("-" * w for w in widths), *map(line, rows)])
+
+
+def plot_error_vs_k(result, which="dot"):
+    """Plot `error_vs_k` results: one log-log panel per input format, a line per model.
+
+    Imports matplotlib (the ``plot`` extra) when called. Returns the Figure.
+    """
+    import matplotlib.pyplot as plt
+
+    formats = result["formats"]
+    fig, axes = plt.subplots(1, len(formats), figsize=(4 * len(formats), 4),
+                             sharey=True, squeeze=False)
+    colours = dict(zip(result["models"], plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+    markers = dict(zip(result["models"], "os^vDx*P"))
+    for ax, fmt in zip(axes[0], formats):
+        for model in result["models"]:
+            errs = np.array(result[which][(fmt, model)])
+            if np.all(np.isnan(errs)):
+                continue
+            # An exact result has error 0, which a log axis cannot show: floor it.
+            ax.loglog(result["ks"], np.maximum(errs, 1e-17), color=colours[model],
+                      marker=markers[model], label=model)
+        ax.set_title(f"{fmt} inputs")
+        ax.set_xlabel("K (length of each dot product)")
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0][0].set_ylabel("mean relative error" if which == "dot"
+                          else "normwise relative error")
+    fig.suptitle("Dot products of uniform [0, 1) vectors: error against K" if which == "dot"
+                 else "Matrix products of standard normal matrices: error against K")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,178 @@
+"""lowprec.explain against oracles it did not produce: NumPy's float16, ml_dtypes'
+bit patterns and value tables, and exact Fraction / Decimal arithmetic."""
+
+import math
+from decimal import Decimal
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from lowprec.explain import error_table, error_vs_k, explain, explain_text, layout
+
+# Values that reach every branch: normal, subnormal, zero, ties, overflow, specials.
+VALUES = [0.1, -0.1, 1.0, 1 / 3, 2.0**-15, 1e-7, -3e-8, 1e-9, 0.0, -0.0, 1 + 2**-11,
+          1 + 3 * 2**-11, 65504.0, 65519.0, 65520.0, 1e6, -1e6, 0.3, 240.0, 250.0,
+          300.0, 450.0, 1e-3, math.inf, -math.inf, math.nan]
+
+ML_DTYPES = {
+    "bf16": ml_dtypes.bfloat16, "e4m3": ml_dtypes.float8_e4m3fn,
+    "e5m2": ml_dtypes.float8_e5m2, "e4m3fnuz": ml_dtypes.float8_e4m3fnuz,
+    "e5m2fnuz": ml_dtypes.float8_e5m2fnuz, "fp6": ml_dtypes.float6_e2m3fn,
+    "e3m2": ml_dtypes.float6_e3m2fn, "fp4": ml_dtypes.float4_e2m1fn,
+}
+
+
+def bit_fields(pattern, exponent_bits, mantissa_bits):
+    """Sign, exponent and mantissa of a pattern as strings of bits, by hand."""
+    text = format(int(pattern), f"0{1 + exponent_bits + mantissa_bits}b")
+    return text[0], text[1:1 + exponent_bits], text[1 + exponent_bits:]
+
+
+def test_bf16_fields_of_one_tenth_match_ml_dtypes():
+    pattern = np.array(0.1).astype(ml_dtypes.bfloat16).view(np.uint16)
+    e = explain(0.1, "bf16")
+    assert (e.sign_field, e.exponent_field, e.mantissa_field) == bit_fields(pattern, 8, 7)
+    assert (e.sign_field, e.exponent_field, e.mantissa_field) == ("0", "01111011", "1001101")
+    assert e.bits == int(pattern) == 0x3DCD
+    assert e.exact_decimal == "0.10009765625"
+    assert "0 | 01111011 | 1001101" in str(e) and "0.10009765625" in str(e)
+
+
+@pytest.mark.parametrize("x", VALUES)
+def test_fp16_against_numpy(x):
+    e = explain(x, "fp16")
+    with np.errstate(over="ignore"):
+        ref = np.float16(x)                     # NumPy's float16 cast rounds once, RNE
+    if math.isnan(x):
+        assert e.kind == "nan" and e.bits == 0x7E00
+        return
+    assert e.rounded == float(ref) and math.copysign(1, e.rounded) == math.copysign(1, ref)
+    pattern = ref.view(np.uint16)
+    assert e.bits == int(pattern)
+    assert (e.sign_field, e.exponent_field, e.mantissa_field) == bit_fields(pattern, 5, 10)
+    if np.isfinite(ref):
+        # NumPy's spacing is the gap to the next value away from zero: the ulp
+        # (at max, where that is inf, the ulp is the gap below).
+        if abs(ref) < 65504:
+            assert e.ulp == abs(float(np.spacing(ref)))
+        else:
+            assert e.ulp == abs(float(ref - np.nextafter(ref, np.float16(0))))
+        assert e.below == float(np.nextafter(ref, np.float16(-np.inf)))
+        with np.errstate(over="ignore"):             # above max: inf
+            assert e.above == float(np.nextafter(ref, np.float16(np.inf)))
+        assert Fraction(Decimal(e.exact_decimal)) == Fraction(float(ref))
+        assert e.abs_error == abs(Fraction(float(ref)) - Fraction(x))
+        if x != 0:
+            assert e.rel_error == e.abs_error / abs(Fraction(x))
+    # Flags by their definitions, from NumPy's result.
+    finite_in = math.isfinite(x)
+    assert e.flags["inexact"] == int(finite_in and float(ref) != x)
+    assert e.flags["overflow"] == int(finite_in and bool(np.isinf(ref)))
+    tiny = finite_in and 0 < abs(x) and abs(float(ref)) < 2.0**-14
+    assert e.flags["underflow"] == int(tiny and float(ref) != x)
+
+
+def _table(dtype, bits):
+    """Every finite value of an ml_dtypes format, sorted, with -0 collapsed into +0."""
+    pats = np.arange(2**bits, dtype=np.uint16 if bits == 16 else np.uint8)
+    with np.errstate(invalid="ignore"):
+        vals = pats.view(dtype).astype(np.float64)
+    return np.unique(vals[np.isfinite(vals)])
+
+
+@pytest.mark.parametrize("spec", sorted(ML_DTYPES))
+@pytest.mark.parametrize("x", [0.1, -0.1, 0.3, 1.0, 1 / 3, 2.5, -5.5, 100.0, 1e-3, 3e-5])
+def test_neighbours_and_bits_against_ml_dtypes(spec, x):
+    dtype = ML_DTYPES[spec]
+    e = explain(x, spec)
+    ref = np.array(x).astype(dtype)
+    if np.isnan(ref.astype(np.float64)):
+        pytest.skip("ml_dtypes overflow to NaN: no neighbours to compare")
+    assert e.rounded == float(ref.astype(np.float64))
+    assert e.bits == int(ref.view(np.uint16 if e.fmt.bits == 16 else np.uint8))
+    table = _table(dtype, e.fmt.bits)
+    i = int(np.searchsorted(table, e.rounded))
+    below = table[i - 1] if i > 0 else None
+    above = table[i + 1] if i + 1 < len(table) else None
+    if e.rounded == 0:
+        below, above = -table[table > 0][0], table[table > 0][0]
+    assert e.below == below
+    if above is None:
+        assert e.above in (None, math.inf)
+    else:
+        assert e.above == above
+
+
+def test_candidates_and_sr_probability():
+    e = explain(0.3, "fp4", "sr", rng=1)
+    # FP4 E2M1 values near 0.3: 0 and 0.5 (its smallest subnormal).
+    assert (e.down, e.up) == (0.0, 0.5)
+    assert e.p_up == Fraction(0.3) / Fraction(1, 2)
+    assert e.rounded in (0.0, 0.5)
+    assert explain(0.5, "fp4").p_up is None
+
+
+def test_specials():
+    nan4 = explain(math.nan, "fp4")
+    assert nan4.bits is None and nan4.kind == "nan" and "no NaN" in str(nan4)
+    assert explain(math.nan, "e4m3fnuz").bits == 0x80
+    over = explain(500.0, "e4m3")             # fn formats overflow to NaN
+    assert over.kind == "nan" and over.flags["overflow"] == 1 and over.bits == 0x7F
+    inf = explain(-math.inf, "fp16")
+    assert inf.kind == "inf" and inf.above == -65504.0 and inf.ulp is None
+    assert explain(-0.0, "e4m3fnuz").sign == 0     # fnuz has no -0
+    sub = explain(1e-7, "fp16")
+    assert sub.kind == "subnormal" and sub.power == -14
+    assert sub.significand == Fraction(2, 1024)
+
+
+def test_layout_and_text():
+    assert layout("fp16").startswith("FP16: S EEEEE MMMMMMMMMM = 1 sign | 5 exponent (bias 15)")
+    text = explain_text(1.0, ["fp16", "bf16", "e5m2"])
+    assert text.count("\n\n") == 2 and "flags       none (exact)" in text
+
+
+def test_error_vs_k_exact_model_is_one_rounding():
+    r = error_vs_k(ks=(16, 256), formats=("fp16", "bf16"), models=("exact", "fp16", "a100"),
+                   trials=8, size=4)
+    # One rounding to FP32: every relative error is at most 2**-24.
+    assert all(e <= 2.0**-24 for e in r["dot"][("FP16", "exact")] + r["matmul"][("BF16", "exact")])
+    # FP16 accumulation of positive terms is far worse, and worse for longer sums.
+    fp16 = r["dot"][("FP16", "fp16")]
+    assert fp16[0] > 2.0**-24 and fp16[1] > fp16[0]
+    table = error_table(r, "matmul")
+    assert table.splitlines()[0].split("|")[-1].strip() == "K=256"
+    assert len(table.splitlines()) == 2 + 2 * 3
+
+
+def test_error_vs_k_marks_models_without_the_format():
+    r = error_vs_k(ks=(16,), formats=("fp32",), models=("fp32", "v100"), trials=2, size=2)
+    assert math.isnan(r["dot"][("FP32", "v100")][0])
+    assert "-" in error_table(r).splitlines()[-1]
+
+
+def test_reference_is_exact():
+    from lowprec.explain import _reference
+    rng = np.random.default_rng(5)
+    a = np.round(rng.standard_normal((3, 40)) * 2**10) * 2.0**-10
+    b = np.round(rng.standard_normal((40, 2)) * 2**10) * 2.0**-10
+    ref = _reference(a, b)
+    for i in range(3):
+        for j in range(2):
+            exact = sum(Fraction(a[i, k]) * Fraction(b[k, j]) for k in range(40))
+            assert ref[i, j] == float(exact)
+
+
+def test_plot_has_labels_and_titles():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+    matplotlib.use("Agg")
+    from lowprec.explain import plot_error_vs_k
+    r = error_vs_k(ks=(16, 64), formats=("fp16",), models=("fp32", "a100"), trials=2, size=2)
+    fig = plot_error_vs_k(r, "matmul")
+    ax = fig.axes[0]
+    assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title() == "FP16 inputs"
+    assert fig._suptitle.get_text().startswith("Matrix products")
+    assert len(ax.get_lines()) == 2
