@@ -34,7 +34,6 @@ MEMORY_BOUND = 256 * 2**20
 
 _ZERO_EXP = -16000          # exponent of a zero operand: no sum of two reaches any real one
 _FLOOR_EXP = -600           # below every exponent a product or an addend can have
-_E8M13 = Format(8, 13, name="e8m13")
 
 
 def _quiet(fn, *args, **kwargs):
@@ -522,6 +521,14 @@ def _record_flags(result, a, b, c):
            invalid=int(np.count_nonzero(np.isnan(result) & ~nan_in)))
 
 
+def _k_spans(K, k, width, bytes_per_entry):
+    """Slices of range(K), each a multiple of ``k`` long, so that copies of the
+    operands' entries in one slice (``width`` rows and columns of them, at
+    ``bytes_per_entry`` each) stay under a quarter of ``MEMORY_BOUND``."""
+    span = max(k, (MEMORY_BOUND // 4 // max(1, width * bytes_per_entry)) // k * k)
+    return [slice(j, min(K, j + span)) for j in range(0, K, span)]
+
+
 # -- exponents and output rounding -------------------------------------------------
 
 _EXP_MASK = np.uint64(0x7FF0_0000_0000_0000)
@@ -551,19 +558,15 @@ def _pow2(e):
     return ((e.astype(np.int64) + 1023).astype(np.uint64) << np.uint64(52)).view(np.float64)
 
 
-def _to_output(d, fmt, mode, bits, extremes=None):
+def _to_output(d, fmt, mode, bits, extremes):
     """Round exact float64 values ``d`` to ``fmt`` (FP32 keeping ``bits`` fraction bits,
     or FP16) by ``mode``; results beyond the range are ±inf, even under RZ (§2.8).
 
-    FP32 with RZ works in place. ``extremes``, when given, is (whether some result
-    may lie below 2**-126, whether some may reach 2**128); otherwise it is measured.
-    Returns the result and whether some nonzero result lies below 2**-126.
+    FP32 with RZ works in place; ``extremes`` says whether some result may lie below
+    2**-126 and whether some may reach 2**128. Returns the result and whether some
+    nonzero result lies below 2**-126.
     """
     if fmt == FP32 and mode == "rz":
-        raw = d.view(np.uint64)
-        if extremes is None:
-            mag = raw & _ABS_MASK
-            extremes = (mag.min() < _B126, mag.max() >= _B128)
         may_be_tiny, may_be_big = extremes
         tiny = False
         if may_be_tiny:
@@ -578,18 +581,14 @@ def _to_output(d, fmt, mode, bits, extremes=None):
             d[big] = np.copysign(np.inf, d[big])
         # Clearing low bits of a float64 truncates toward zero (normal FP32 range;
         # subnormal results are already multiples of their quantum, inf stays inf).
-        raw &= np.uint64(~((1 << (52 - bits)) - 1) & 0xFFFF_FFFF_FFFF_FFFF)
+        d.view(np.uint64)[...] &= np.uint64(~((1 << (52 - bits)) - 1) & 0xFFFF_FFFF_FFFF_FFFF)
         return d, tiny
-    if fmt == FP32 and mode == "rne" and bits == 23:
+    if fmt == FP32 and bits == 23:
         out = d.astype(np.float32).astype(np.float64)   # one IEEE rounding of a float64
-    elif fmt == FP16 and mode == "rne":
+    elif fmt == FP16:
         out = d.astype(np.float16).astype(np.float64)   # NumPy's correctly rounded cast
-    else:
-        target = Format(8, bits) if fmt == FP32 else fmt
-        out = _quiet(_round, d, target, mode)
-        if mode == "rz":
-            big = (np.abs(d) >= 2.0 ** (fmt.emax + 1)) & np.isfinite(d)
-            out[big] = np.copysign(np.inf, d[big])
+    else:   # FP32 keeping fewer bits, to nearest: past the top is 2**128, so inf
+        out = _quiet(_round, d, Format(8, bits), mode)
     small = (out != 0) & (np.abs(out) < 2.0**-126)
     return out, bool(small.any())
 
@@ -635,16 +634,11 @@ class _BlockFMA:
 
     def __call__(self, a, b, c):
         K = a.shape[-1]
-        at = np.ascontiguousarray(np.moveaxis(a, -1, 0))[..., None]      # (K, bc, mc, 1)
-        bt = np.ascontiguousarray(np.moveaxis(b, 1, 0))[:, :, None, :]   # (K, bc, 1, nc)
-        # ±1/16 units: (1023 + 2 * 127) * 16 and 2 * _ZERO_EXP * 16 fit in int16.
-        ea = _exponents(at, self.fmt.emin, bias=1023, unit=16)
-        eb = _exponents(bt, self.fmt.emin, unit=16)
         d = np.array(c, dtype=np.float64)
-        self.special = not (np.isfinite(at).all() and np.isfinite(bt).all()
-                            and np.isfinite(d).all())
+        shape = d.shape
         k = min(self.k, K)
-        shape = np.broadcast_shapes(at.shape[1:], bt.shape[1:])
+        self.special = not (np.isfinite(a).all() and np.isfinite(b).all()
+                            and np.isfinite(d).all())
         self.e = np.empty((k + 1,) + shape, dtype=np.int16)
         self.lanes = np.zeros(shape, dtype=np.uint64)
         self.lane16 = self.lanes.view(np.int16).reshape(shape + (4,))[..., _TOP_LANE]
@@ -658,20 +652,28 @@ class _BlockFMA:
         self.narrow = (_products_fit_float32(self.fmt)
                        and (k + 1) * 2 ** (self.F + 2) <= 2**31)
         if self.narrow:
-            at32, bt32 = at.astype(np.float32), bt.astype(np.float32)
             self.t32 = np.empty((k,) + shape, dtype=np.float32)
             self.ti = np.empty((k,) + shape, dtype=np.int32)
             self.si = np.empty(shape, dtype=np.int32)
             self.scale32 = np.empty(shape, dtype=np.float32)
         tiny = bool(np.any((d != 0) & (np.abs(d) < 2.0**-126)))
-        for j0 in range(0, K, self.k):
-            blk = slice(j0, j0 + self.k)
-            ops = (at[blk], bt[blk], at32[blk] if self.narrow else None,
-                   bt32[blk] if self.narrow else None, ea[blk], eb[blk])
-            if self.p.mma_split:
-                d, tiny = self._mma_split(ops, d, tiny)
-            else:
-                d, tiny = self._block(ops, d, tiny)
+        for span in _k_spans(K, self.k, a.shape[0] * (a.shape[1] + b.shape[2]), 24):
+            at = np.ascontiguousarray(np.moveaxis(a[..., span], -1, 0))[..., None]
+            bt = np.ascontiguousarray(np.moveaxis(b[:, span, :], 1, 0))[:, :, None, :]
+            # at: (K, bc, mc, 1), bt: (K, bc, 1, nc). Exponents in 1/16 units:
+            # (1023 + 2 * 127) * 16 and 2 * _ZERO_EXP fit in int16.
+            ea = _exponents(at, self.fmt.emin, bias=1023, unit=16)
+            eb = _exponents(bt, self.fmt.emin, unit=16)
+            at32 = at.astype(np.float32) if self.narrow else None
+            bt32 = bt.astype(np.float32) if self.narrow else None
+            for j0 in range(0, at.shape[0], self.k):
+                blk = slice(j0, j0 + self.k)
+                ops = (at[blk], bt[blk], at32[blk] if self.narrow else None,
+                       bt32[blk] if self.narrow else None, ea[blk], eb[blk])
+                if self.p.mma_split:
+                    d, tiny = self._mma_split(ops, d, tiny)
+                else:
+                    d, tiny = self._block(ops, d, tiny)
         return d.copy() if d is self.s else d
 
     def _mma_split(self, ops, c, tiny):
@@ -684,7 +686,7 @@ class _BlockFMA:
         d2, _ = self._block([None if x is None else x[g2] for x in ops], d1, tiny1)
         # Both are FP32 (FP16) values: float64 then FP32 (FP16) is one rounding
         # (53 >= 2 * 24 + 2, Figueroa's double-rounding theorem).
-        return _to_output(d2 + c, self.out, "rne", 10 if self.fp16 else 23)
+        return _to_output(d2 + c, self.out, "rne", 10 if self.fp16 else 23, None)
 
     def _block(self, ops, c, c_tiny):
         """One block FMA d = c + sum(a_i * b_i) for every output of the chunk (§2)."""
@@ -779,28 +781,29 @@ class _Sequential:
 
     def _cast(self, s):
         if self.acc == FP32:
-            return s.astype(np.float32).astype(np.float64)
-        if self.acc == FP16:
-            return s.astype(np.float16).astype(np.float64)
-        return _quiet(_round, s, self.acc)
+            return s.astype(np.float32).astype(np.float64)   # one IEEE rounding
+        return s.astype(np.float16).astype(np.float64)       # NumPy's correctly rounded cast
 
     def _finish(self, d):
         return d if self.out == self.acc else _quiet(_round, d, self.out)
 
     def __call__(self, a, b, c):
         K = a.shape[-1]
+        spans = _k_spans(K, 1, a.shape[0] * (a.shape[1] + b.shape[2]), 8)
         if self.float32:
             # Products are exact float32s and float32 addition is correctly rounded.
-            a32, b32 = a.astype(np.float32), b.astype(np.float32)
             acc = c.astype(np.float32)
             p = np.empty_like(acc)
-            for k in range(K):
-                np.multiply(a32[..., :, k, None], b32[..., None, k, :], out=p)
-                acc += p
+            for span in spans:
+                a32, b32 = a[..., span].astype(np.float32), b[:, span].astype(np.float32)
+                for k in range(a32.shape[-1]):
+                    np.multiply(a32[..., :, k, None], b32[..., None, k, :], out=p)
+                    acc += p
             return self._finish(acc.astype(np.float64))
         acc = self._cast(np.array(c, dtype=np.float64))
         p = np.empty_like(acc)
         for k in range(K):
+            # Products of two significands of at most 26 bits are exact in float64.
             np.multiply(a[..., :, k, None], b[..., None, k, :], out=p)
             if self.innocuous:
                 acc = self._cast(acc + p)
@@ -904,34 +907,44 @@ class _Exact:
                         & c_fin)
             a0, b0, c0 = a, b, c
             a, b, c = np.where(a_fin, a, 0.0), np.where(b_fin, b, 0.0), np.where(c_fin, c, 0.0)
-        y = _blas(a, b)
-        bound = _blas(np.abs(a), np.abs(b))
-        y += c
-        # |fl(sum) - sum| <= K u sum|p| / (1 - K u) in any order; the bound and the
-        # addition of c are themselves rounded: twice the rigorous bound covers both.
-        bound *= (K + 2) * 2.0**-50
+        y, bound = np.array(c), np.zeros(c.shape)
+        for span in _k_spans(K, 1, a.shape[0] * (a.shape[1] + b.shape[2]), 8):
+            y += _blas(a[..., span], b[:, span, :])
+            bound += _blas(np.abs(a[..., span]), np.abs(b[:, span, :]))
+        # Any order of summing the K + 1 terms (BLAS blocks, then the spans, c first)
+        # errs by at most (K + 1) u (|c| + sum|p|) / (1 - (K + 1) u); the bound and
+        # y +- bound are rounded too: four times the rigorous bound covers all of it.
+        bound += np.abs(c)
+        bound *= (K + 3) * 2.0**-51
         bound += np.abs(y) * 2.0**-50
         lo = _quiet(_round, y - bound, self.out)
         d = _quiet(_round, y + bound, self.out)
         unsure = lo != d
         if unsure.any():
-            ib, im, jn = np.nonzero(unsure)
-            d[unsure] = self._exact(a[ib, im, :], np.moveaxis(b, -1, -2)[ib, jn, :],
-                                    c[ib, im, jn])
+            d[unsure] = _gathered(self._exact_sum, np.nonzero(unsure), a, b, c)
         if special is not None and special.any():
-            ib, im, jn = np.nonzero(special)
-            rows, cols = a0[ib, im, :], np.moveaxis(b0, -1, -2)[ib, jn, :]
-            # An inf or NaN operand makes the float64 sum inf or NaN exactly as IEEE
-            # products would: finite products of these formats never overflow float64.
-            d[special] = (rows * cols).sum(axis=-1) + c0[ib, im, jn]
+            d[special] = _gathered(_ieee_sum, np.nonzero(special), a0, b0, c0)
         return d + 0.0
 
-    def _exact(self, rows, cols, c):
-        out = np.empty(rows.shape[0])
-        step = max(1, MEMORY_BOUND // (64 * (rows.shape[1] + 1)))
-        for i in range(0, rows.shape[0], step):
-            sl = slice(i, i + step)
-            # Products of two significands of at most 26 bits are exact in float64.
-            terms = np.concatenate([rows[sl] * cols[sl], c[sl, None]], axis=1)
-            out[sl] = _exact_round(terms, self.out)
-        return out
+    def _exact_sum(self, rows, cols, c):
+        # Products of two significands of at most 26 bits are exact in float64.
+        return _exact_round(np.concatenate([rows * cols, c[:, None]], axis=1), self.out)
+
+
+def _ieee_sum(rows, cols, c):
+    """The float64 sum where an operand is inf or NaN: inf or NaN exactly as IEEE
+    products would give, since finite products of these formats never overflow."""
+    return (rows * cols).sum(axis=-1) + c
+
+
+def _gathered(fn, where, a, b, c):
+    """``fn(rows, cols, c)`` on the rows of ``a`` and columns of ``b`` of the outputs
+    at ``where`` (batch, row, column indices), a bounded number at a time."""
+    ib, im, jn = where
+    K = a.shape[-1]
+    out = np.empty(ib.size)
+    step = max(1, MEMORY_BOUND // (32 * (K + 1)))
+    for i in range(0, ib.size, step):
+        sl = slice(i, i + step)
+        out[sl] = fn(a[ib[sl], im[sl], :], b[ib[sl], :, jn[sl]], c[ib[sl], im[sl], jn[sl]])
+    return out

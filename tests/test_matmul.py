@@ -1,0 +1,612 @@
+"""lp.matmul against oracles it did not produce.
+
+* Published GPU measurements (tests/data/tensorcore, Khattak & Mikaitis, BSD-2-Clause):
+  every row of every file, bit for bit, by the model TENSORCORE.md §6 names.
+* The vectors of TENSORCORE.md §5 (V100's non-monotonic sum).
+* `exact`, `fp32` and `fp16` against loops on `Fraction`s, each addition rounded by
+  the test's own Fraction rounding (itself checked against NumPy's casts).
+* The block-FMA models against a slow scalar reference of TENSORCORE.md §2 and §4
+  written here on Python integers and Fractions, sharing no code with lowprec.matmul.
+* Shapes against np.matmul on integer data (exact in float64), and NumPy's errors.
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lowprec as lp
+
+DATA = pathlib.Path(__file__).parent / "data" / "tensorcore"
+FILES = sorted(DATA.glob("*.npz"))
+
+
+# -- Fraction rounding, the test's own -----------------------------------------------
+
+def _floor_log2(q):
+    e = q.numerator.bit_length() - q.denominator.bit_length()
+    return e if Fraction(2) ** e <= q else e - 1
+
+
+def round_fraction(q, p, emin, emax, mode="rne"):
+    """Round the exact rational q to a binary format with p significant bits,
+    smallest normal 2**emin (subnormals below it), largest exponent emax; "rne" or
+    "rz". Overflow gives ±inf under "rne" and ±max under "rz" (IEEE 754)."""
+    q = Fraction(q)
+    if q == 0:
+        return 0.0
+    sign, q = (-1 if q < 0 else 1), abs(q)
+    quantum = Fraction(2) ** (max(_floor_log2(q), emin) - (p - 1))
+    n, r = divmod(q, quantum)
+    if mode == "rne" and (2 * r > quantum or (2 * r == quantum and n % 2 == 1)):
+        n += 1
+    value = n * quantum
+    top = (2 - Fraction(2) ** (1 - p)) * Fraction(2) ** emax
+    if value > top:
+        return sign * (math.inf if mode == "rne" else float(top))
+    return sign * float(value)
+
+
+FP32_GRID = dict(p=24, emin=-126, emax=127)
+FP16_GRID = dict(p=11, emin=-14, emax=15)
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_round_fraction_matches_numpy_casts(x):
+    # NumPy's float64 -> float32 / float16 casts are single IEEE roundings.
+    with np.errstate(over="ignore"):
+        assert round_fraction(x, **FP32_GRID) == float(np.float32(x))
+        assert round_fraction(x, **FP16_GRID) == float(np.float16(x))
+
+
+# -- published hardware data ---------------------------------------------------------
+
+def _cases():
+    for path in FILES:
+        gpu, fmt = path.stem.split("_")
+        with np.load(path) as data:
+            keys = [k for k in ("d_fp32", "d_fp16") if k in data.files]
+        for key in keys:
+            yield pytest.param(path, gpu, fmt, key, id=f"{path.stem}-{key}")
+
+
+def _model_for(gpu, fmt, key):
+    """TENSORCORE.md §6: which model and which c each file's results need."""
+    fp8 = fmt in ("e4m3", "e5m2")
+    if fp8 and gpu == "b200":
+        return "b200-mma", True
+    if fp8 and gpu == "h100":
+        return ("h100-mma", True) if key == "d_fp16" else ("h100", False)
+    return gpu, True
+
+
+def test_the_data_is_all_there():
+    assert len(FILES) == 19
+    assert (DATA / "LICENCE").exists() and (DATA / "README.md").exists()
+    rows = sum(np.load(p)["a"].shape[0] for p in FILES)
+    assert rows == 95_000
+
+
+@pytest.mark.parametrize("path, gpu, fmt, key", list(_cases()))
+def test_published_tensor_core_results_bit_for_bit(path, gpu, fmt, key):
+    with np.load(path) as data:
+        a, b, c = (data[k].view(np.float32).astype(np.float64) for k in ("a", "b", "c"))
+        expected = data[key]
+    model, use_c = _model_for(gpu, fmt, key)
+    c = c if use_c else np.zeros_like(c)
+    out = "fp32" if key == "d_fp32" else "fp16"
+    # One output per row: a stack of (1 x K) @ (K x 1) products.
+    d = lp.matmul(a[:, None, :], b[:, :, None], model=model, c=c[:, None, None],
+                  in_fmt=fmt, out_fmt=out)[:, 0, 0]
+    got = d.astype(np.float32).view(np.uint32)
+    mismatched = np.flatnonzero(got != expected)
+    assert mismatched.size == 0, (
+        f"{path.stem} {key} with {model}: {expected.size - mismatched.size}/{expected.size} "
+        f"rows match; first bad row {mismatched[:1]}")
+
+
+# -- TENSORCORE.md §5 ----------------------------------------------------------------
+
+U = 2.0**-24
+VECTORS = {  # id: (a, b, c, {model: FP32 bits})
+    "D1": ([1], [1], -(1 - U), dict(v100=0x34000000, a100=0x33800000, h100=0x33800000,
+                                    exact=0x33800000)),
+    "D3": ([1, 1], [1, -U], -1 + U, dict(v100=0x34000000, a100=0, h100=0, exact=0)),
+    "D2": ([1] * 4, [U] * 4, 1 - U, dict(v100=0x3F800001, a100=0x3F800001,
+                                         h100=0x3F800001, exact=0x3F800002)),
+    "D5": ([1] * 4, [U] * 4, 1.0, dict(v100=0x3F800000, a100=0x3F800002,
+                                       h100=0x3F800002, exact=0x3F800002)),
+    "C1": ([1, 1], [2, 3 * U], 0.0, dict(v100=0x40000000, a100=0x40000000,
+                                         h100=0x40000000, exact=0x40000001)),
+    "C2": ([1, 1], [-2, -3 * U], 0.0, dict(v100=0xC0000000, a100=0xC0000000,
+                                           h100=0xC0000000, exact=0xC0000001)),
+    "D4c": ([1] * 4, [1] * 4, 1 + 2**-22 + 2**-23,
+            dict(v100=0x40A00000, a100=0x40A00000, h100=0x40A00000, exact=0x40A00001)),
+}
+
+
+@pytest.mark.parametrize("vid", list(VECTORS))
+@pytest.mark.parametrize("model", ["v100", "a100", "h100", "exact"])
+def test_tensorcore_md_vectors(vid, model):
+    a, b, c, expected = VECTORS[vid]
+    A, B = np.zeros((1, 16)), np.zeros((16, 1))
+    A[0, :len(a)], B[:len(b), 0] = a, b
+    d = lp.matmul(A, B, model=model, c=[[c]], in_fmt="fp16")
+    assert int(np.float32(d[0, 0]).view(np.uint32)) == expected[model]
+
+
+def test_v100_sum_is_not_monotonic_in_c():
+    a, b = np.ones((1, 4)), np.full((4, 1), U)
+    small = lp.matmul(a, b, model="v100", c=[[1 - U]], in_fmt="fp16")[0, 0]
+    large = lp.matmul(a, b, model="v100", c=[[1.0]], in_fmt="fp16")[0, 0]
+    assert 1 - U < 1.0 and small > large
+
+
+# -- sequential and exact models against Fraction loops ---------------------------------
+
+def _patterns(dtype, bits):
+    return st.integers(0, 2**bits - 1).map(
+        lambda v: float(np.array(v, dtype=f"u{bits // 8}").view(dtype)))
+
+
+def _tf32_values():
+    # float32 patterns with the low 13 fraction bits cleared are TF32 values.
+    return st.integers(0, 2**32 - 1).map(
+        lambda v: float(np.array(v & ~0x1FFF, np.uint32).view(np.float32)))
+
+
+FINITE_VALUES = {
+    "fp16": _patterns(np.float16, 16),
+    "bf16": _patterns(ml_dtypes.bfloat16, 16),
+    "tf32": _tf32_values(),
+    "e4m3": _patterns(ml_dtypes.float8_e4m3fn, 8),
+    "e5m2": _patterns(ml_dtypes.float8_e5m2, 8),
+    "fp32": _patterns(np.float32, 32),
+}
+
+
+def _finite(fmt):
+    return FINITE_VALUES[fmt].filter(math.isfinite)
+
+
+@st.composite
+def operands(draw, fmt, max_k=24, finite=True, max_mn=3):
+    """(a, b, c): small matrices of values of fmt, often with cancelling pairs."""
+    m, n = draw(st.integers(1, max_mn)), draw(st.integers(1, max_mn))
+    k = draw(st.integers(1, max_k))
+    values = _finite(fmt) if finite else FINITE_VALUES[fmt]
+    pool = draw(st.lists(values, min_size=1, max_size=6))
+    pool += [-v for v in pool] + [0.0]
+    pick = st.sampled_from(pool) | values
+    a = np.array(draw(st.lists(pick, min_size=m * k, max_size=m * k))).reshape(m, k)
+    b = np.array(draw(st.lists(pick, min_size=k * n, max_size=k * n))).reshape(k, n)
+    c = np.array(draw(st.lists(pick, min_size=m * n, max_size=m * n))).reshape(m, n)
+    return a, b, c
+
+
+def _sequential_oracle(a, b, c, grid):
+    m, n = c.shape
+    out = np.empty((m, n))
+    for i in range(m):
+        for j in range(n):
+            acc = round_fraction(Fraction(c[i, j]), **grid)
+            for k in range(a.shape[1]):
+                acc = round_fraction(Fraction(acc) + Fraction(a[i, k]) * Fraction(b[k, j]),
+                                     **grid)
+                if math.isinf(acc):
+                    break   # past the range: the rest is inf, or NaN on a later -inf
+            out[i, j] = acc
+    return out
+
+
+def _exact_oracle(a, b, c, grid):
+    m, n = c.shape
+    return np.array([[round_fraction(Fraction(c[i, j]) + sum(
+        Fraction(a[i, k]) * Fraction(b[k, j]) for k in range(a.shape[1])), **grid)
+        for j in range(n)] for i in range(m)])
+
+
+def _same(got, expected):
+    finite = np.isfinite(expected)
+    assert np.array_equal(got[finite], expected[finite])
+    # An infinity reached on the way may turn into NaN later (inf - inf): only check
+    # the oracle's infinities where no such cancellation followed.
+    assert np.all(np.isinf(got[~finite]) | np.isnan(got[~finite]))
+
+
+@settings(max_examples=60)
+@given(st.sampled_from(["fp16", "bf16", "tf32", "e4m3", "e5m2", "fp32"]).flatmap(
+    lambda f: st.tuples(st.just(f), operands(f))))
+def test_fp32_model_is_a_float32_loop_of_exact_products(case):
+    fmt, (a, b, c) = case
+    c = np.array([[float(np.float32(v)) for v in row] for row in c])
+    got = lp.matmul(a, b, model="fp32", c=c, in_fmt=fmt)
+    _same(got, _sequential_oracle(a, b, c, FP32_GRID))
+
+
+@settings(max_examples=40)
+@given(st.sampled_from(["fp16", "bf16", "e5m2"]).flatmap(
+    lambda f: st.tuples(st.just(f), operands(f))))
+def test_fp16_model_is_an_fp16_loop_of_exact_products(case):
+    fmt, (a, b, c) = case
+    c = np.vectorize(lambda v: float(np.float16(v)))(c)
+    got = lp.matmul(a, b, model="fp16", c=c, in_fmt=fmt)
+    assert got.dtype == np.float64
+    _same(got, _sequential_oracle(a, b, c, FP16_GRID))
+
+
+@settings(max_examples=80)
+@given(st.sampled_from(["fp16", "bf16", "tf32", "e4m3", "fp32"]).flatmap(
+    lambda f: st.tuples(st.just(f), operands(f, max_k=40))),
+    st.sampled_from(["fp32", "fp16"]))
+def test_exact_model_is_the_fraction_dot_product_rounded_once(case, out):
+    fmt, (a, b, c) = case
+    grid = FP32_GRID if out == "fp32" else FP16_GRID
+    c = np.vectorize(lambda v: round_fraction(Fraction(v), **grid))(c)
+    c[~np.isfinite(c)] = 0.0
+    got = lp.matmul(a, b, model="exact", c=c, in_fmt=fmt, out_fmt=out)
+    expected = _exact_oracle(a, b, c, grid)
+    assert np.array_equal(got, expected, equal_nan=False)
+
+
+def test_exact_model_survives_cancellation_beyond_float64():
+    # 2**30 + 2**-48 - 2**30: float64 loses the small term; the exact model must not.
+    a = np.array([[2.0**15, 2.0**-24, -(2.0**15)]])
+    b = np.array([[2.0**15], [2.0**-24], [2.0**15]])
+    assert lp.matmul(a, b, model="exact", in_fmt="fp16")[0, 0] == 2.0**-48
+    assert lp.matmul(a, b, model="exact", in_fmt="fp16", out_fmt="fp16")[0, 0] == 0.0
+
+
+def test_fp32_model_matches_numpy_float32_on_a_larger_product():
+    # FP16 products are exact float32s and float32 addition is one IEEE rounding, so
+    # NumPy's own float32 loop is the oracle here.
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((37, 300)).astype(np.float16).astype(np.float64)
+    b = rng.standard_normal((300, 29)).astype(np.float16).astype(np.float64)
+    acc = np.zeros((37, 29), np.float32)
+    for k in range(300):
+        acc += a[:, k, None].astype(np.float32) * b[None, k, :].astype(np.float32)
+    assert np.array_equal(lp.matmul(a, b, in_fmt="fp16"), acc.astype(np.float64))
+
+
+# -- a scalar reference of the block FMA (TENSORCORE.md §2, §4) --------------------------
+
+IN_BITS = {"fp16": (10, -14), "bf16": (7, -126), "tf32": (10, -126),
+           "e4m3": (3, -6), "e5m2": (2, -14)}     # fraction bits f, emin
+
+
+def _decompose(x, fmt):
+    """|x| = S * 2**(e - f) with e = max(floor(log2|x|), emin): (S, e)."""
+    f, emin = IN_BITS[fmt]
+    e = max(_floor_log2(Fraction(abs(x))), emin)
+    S = Fraction(abs(x)) / Fraction(2) ** (e - f)
+    assert S.denominator == 1
+    return int(S), e
+
+
+def _ref_round_out(value, out, out_rz_bits, mode="rz"):
+    """§2.7/§2.8 on an exact Fraction: FP32 by ``mode`` keeping out_rz_bits fraction
+    bits (FP32 subnormals), or FP16 RNE; beyond the range is ±inf."""
+    if value == 0:
+        return 0.0
+    if out == "fp16":
+        return round_fraction(value, **FP16_GRID)
+    if abs(value) >= 2**128:
+        return math.copysign(math.inf, value)
+    d = round_fraction(value, out_rz_bits + 1, -126, 127, mode=mode)
+    return math.copysign(math.inf, d) if abs(d) > 2**127 * (2 - 2.0**-out_rz_bits) else d
+
+
+def _ref_block(pairs, c, fmt, F, elim, out, out_rz_bits, mode="rz"):
+    """One block FMA d = c + sum a_i b_i by the letter of §2, on one output."""
+    specials = [x for ab in pairs for x in ab] + [c]
+    if any(math.isnan(x) for x in specials):
+        return math.nan
+    infs = []
+    for x, y in pairs:
+        if math.isinf(x) or math.isinf(y):
+            if x == 0 or y == 0:
+                return math.nan
+            infs.append(math.copysign(1, x) * math.copysign(1, y))
+    if math.isinf(c):
+        infs.append(math.copysign(1, c))
+    if infs:
+        return math.nan if len(set(infs)) > 1 else infs[0] * math.inf
+    f = IN_BITS[fmt][0]
+    terms = []   # (sign, exact magnitude, exponent)
+    for x, y in pairs:
+        if x == 0 or y == 0:
+            continue
+        (sa, ea), (sb, eb) = _decompose(x, fmt), _decompose(y, fmt)
+        mag = Fraction(sa * sb) * Fraction(2) ** (ea + eb - 2 * f)
+        sign = 1 if (x > 0) == (y > 0) else -1
+        terms.append((sign, mag, ea + eb))
+    if c != 0:
+        terms.append((1 if c > 0 else -1, abs(Fraction(c)),
+                      max(_floor_log2(abs(Fraction(c))), -126)))
+    if not terms:
+        return 0.0
+    E = max(e for _, _, e in terms)
+    if elim is not None:
+        E = max(E, elim)
+    total = sum(s * math.floor(m * Fraction(2) ** (F - E)) for s, m, _ in terms)
+    return _ref_round_out(Fraction(total) * Fraction(2) ** (E - F), out, out_rz_bits, mode)
+
+
+def reference_dot(a_row, b_col, c, fmt, params, out):
+    """One output of a block-FMA model: chained blocks, or the §4 split."""
+    elim = params["elim_fp16"] if out == "fp16" else params["elim"]
+    rz_bits = params.get("out_bits", 23)
+    F, k, K = params["F"], params["block"], len(a_row)
+    d = c
+    if params.get("split"):
+        for j0 in range(0, K, 32):
+            idx = range(j0, min(j0 + 32, K))
+            g1 = [(a_row[i], b_col[i]) for i in idx if i % 4 < 2]
+            g2 = [(a_row[i], b_col[i]) for i in idx if i % 4 >= 2]
+            d1 = _ref_block(g1, 0.0, fmt, F, elim, out, rz_bits)
+            d2 = _ref_block(g2, d1, fmt, F, elim, out, rz_bits)
+            if math.isnan(d2) or math.isnan(d) or (math.isinf(d2) and math.isinf(d)
+                                                    and d2 != d):
+                d = math.nan
+            elif math.isinf(d2) or math.isinf(d):
+                d = d2 if math.isinf(d2) else d
+            else:   # one correctly rounded (RNE) addition
+                d = round_fraction(Fraction(d2) + Fraction(d),
+                                   **(FP16_GRID if out == "fp16" else FP32_GRID))
+        return d
+    for j0 in range(0, K, k):
+        pairs = [(a_row[i], b_col[i]) for i in range(j0, min(j0 + k, K))]
+        d = _ref_block(pairs, d, fmt, F, elim, out, rz_bits, params.get("mode", "rz"))
+    return d
+
+
+# The parameters of TENSORCORE.md §3, restated from the spec (not read from matmul.py).
+SPEC = {
+    ("v100", "fp16"): dict(block=4, F=23, elim=None, elim_fp16=-19),
+    ("t4", "fp16"): dict(block=8, F=24, elim=-132, elim_fp16=-20),
+    ("a100", "fp16"): dict(block=8, F=24, elim=-132, elim_fp16=-20),
+    ("a100", "bf16"): dict(block=8, F=24, elim=-132, elim_fp16=-20),
+    ("a100", "tf32"): dict(block=4, F=24, elim=-132, elim_fp16=None),
+    ("ada", "bf16"): dict(block=8, F=24, elim=-132, elim_fp16=-20),
+    ("ada", "tf32"): dict(block=4, F=24, elim=-132, elim_fp16=None),
+    ("ada", "e4m3"): dict(block=16, F=13, out_bits=13, elim=-132, elim_fp16=None),
+    ("ada", "e5m2"): dict(block=16, F=13, out_bits=13, elim=-132, elim_fp16=None),
+    ("h100", "fp16"): dict(block=16, F=25, elim=-133, elim_fp16=-21),
+    ("h100", "bf16"): dict(block=16, F=25, elim=-133, elim_fp16=-21),
+    ("h100", "tf32"): dict(block=8, F=25, elim=-133, elim_fp16=None),
+    ("h100", "e4m3"): dict(block=32, F=13, out_bits=13, elim=-133, elim_fp16=-133),
+    ("h100-mma", "e5m2"): dict(block=16, F=25, elim=-133, elim_fp16=-21, split=True),
+    ("b200", "bf16"): dict(block=16, F=25, elim=-133, elim_fp16=-21),
+    ("b200", "tf32"): dict(block=8, F=25, elim=-133, elim_fp16=None),
+    ("b200", "e5m2"): dict(block=32, F=25, elim=-133, elim_fp16=-21),
+    ("b200-mma", "e4m3"): dict(block=16, F=25, elim=-133, elim_fp16=-21, split=True),
+}
+
+
+def _check_against_reference(model, fmt, params, a, b, c, out):
+    got = lp.matmul(a, b, model=model, c=c, in_fmt=fmt, out_fmt=out)
+    for i in range(a.shape[0]):
+        for j in range(b.shape[1]):
+            want = reference_dot(list(a[i]), list(b[:, j]), c[i, j], fmt, params, out)
+            if math.isnan(want):
+                assert math.isnan(got[i, j]), (i, j, got[i, j], want)
+            else:
+                assert got[i, j] == want and (
+                    math.copysign(1, got[i, j]) == math.copysign(1, want)), \
+                    (i, j, got[i, j], want)
+
+
+def _addend(c, out):
+    grid = FP16_GRID if out == "fp16" else FP32_GRID
+    return np.vectorize(lambda v: v if not math.isfinite(v)
+                        else round_fraction(Fraction(v), **grid))(c)
+
+
+@settings(max_examples=150)
+@given(st.sampled_from(sorted(SPEC)).flatmap(lambda key: st.tuples(
+    st.just(key), operands(key[1], max_k=70, finite=False, max_mn=2),
+    st.sampled_from(["fp32", "fp16"] if SPEC[key]["elim_fp16"] is not None or
+                    key[1] in ("e4m3", "e5m2") else ["fp32"]))))
+def test_named_models_agree_with_the_scalar_reference(case):
+    (model, fmt), (a, b, c), out = case
+    _check_against_reference(model, fmt, SPEC[(model, fmt)], a, b, _addend(c, out), out)
+
+
+@settings(max_examples=120)
+@given(st.integers(1, 9), st.integers(3, 30), st.one_of(st.none(), st.integers(-140, 5)),
+       st.sampled_from(["fp16", "bf16", "e4m3"]).flatmap(
+           lambda f: st.tuples(st.just(f), operands(f, max_k=30, finite=False, max_mn=2))),
+       st.sampled_from(["fp32", "fp16"]))
+def test_custom_models_agree_with_the_scalar_reference(block, F, elim, case, out):
+    fmt, (a, b, c) = case
+    model = lp.TensorCoreModel(block=block, fraction_bits=F, elim=elim, elim_fp16=elim,
+                               inputs=(fmt,))
+    params = dict(block=block, F=F, elim=elim, elim_fp16=elim)
+    _check_against_reference(model, fmt, params, a, b, _addend(c, out), out)
+
+
+@pytest.mark.parametrize("model, fmt", [("a100", "bf16"), ("h100", "bf16"), ("b200", "tf32"),
+                                        ("a100", "fp16"), ("h100", "e4m3")])
+@pytest.mark.parametrize("scale", [2.0**-60, 2.0**-66, 2.0**-70, 2.0**-75])
+def test_fp32_subnormal_results_are_truncated(model, fmt, scale):
+    # Products near 2**-140 (or a subnormal c with FP16/FP8 inputs) give FP32
+    # subnormal results, truncated to multiples of 2**-149.
+    rng = np.random.default_rng(int(-math.log2(scale)))
+    small = fmt in ("fp16", "e4m3")
+    a = lp.round(rng.standard_normal((3, 9)) * (1.0 if small else scale), fmt)
+    b = lp.round(rng.standard_normal((9, 2)) * (2.0**-20 if small else scale), fmt)
+    c = lp.round(rng.standard_normal((3, 2)) * scale**2 * 2.0**10, "fp32")
+    if small:
+        a[:, ::2] = 0.0
+    _check_against_reference(model, fmt, SPEC[(model, fmt)], a, b, c, "fp32")
+
+
+@settings(max_examples=40)
+@given(st.integers(1, 6), st.integers(3, 26), st.integers(5, 23),
+       operands("bf16", max_k=20, finite=False, max_mn=2))
+def test_custom_round_to_nearest_fp32_output(block, F, bits, case):
+    a, b, c = case
+    model = lp.TensorCoreModel(block=block, fraction_bits=F, out_rounding="rne",
+                               out_bits=bits, elim=-140, inputs=("bf16",))
+    params = dict(block=block, F=F, elim=-140, elim_fp16=None, out_bits=bits, mode="rne")
+    _check_against_reference(model, "bf16", params, a, b, _addend(c, "fp32"), "fp32")
+
+
+@pytest.mark.parametrize("a, b, c, expected", [
+    ([[2.0**-14 * 2**-10]], [[2.0**-24]], [[0.0]], 2.0**-48),     # subnormal inputs kept
+    ([[65504.0, 65504.0]], [[65504.0], [65504.0]], [[0.0]], 2 * 65504.0**2),
+    ([[1.0, -1.0]], [[3.0], [3.0]], [[-0.0]], 0.0),               # zero sum is +0
+    ([[np.inf, 1.0]], [[0.0], [1.0]], [[0.0]], np.nan),           # inf * 0
+    ([[np.inf, -np.inf]], [[1.0], [1.0]], [[0.0]], np.nan),       # inf - inf
+    ([[np.inf, 1.0]], [[2.0], [1.0]], [[-5.0]], np.inf),
+    ([[1.0]], [[1.0]], [[np.nan]], np.nan),
+])
+def test_block_fma_edge_cases(a, b, c, expected):
+    d = lp.matmul(a, b, model="a100", c=c, in_fmt="fp16")[0, 0]
+    if np.isnan(expected):
+        assert np.isnan(d)
+    else:
+        assert d == expected and not np.signbit(d)
+
+
+def test_block_fma_overflow_is_inf_even_under_round_toward_zero():
+    big = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
+    with lp.flags() as f:
+        d = lp.matmul([[big, big]], [[big], [big]], model="h100", in_fmt="bf16")
+    assert d[0, 0] == np.inf and f.overflow == 1 and f.invalid == 0
+
+
+def test_flags_count_overflow_and_invalid_outputs():
+    a = np.array([[60000.0, 60000.0], [np.inf, 1.0]])
+    b = np.array([[60000.0, 0.0], [60000.0, 1.0]])
+    for model in ("exact", "fp32", "fp16", "a100"):
+        with lp.flags() as f:
+            d = lp.matmul(a, b, model=model, in_fmt="fp16", out_fmt="fp16")
+        assert f.overflow == 1, model      # [0, 0]: 7.2e9 from finite inputs
+        assert f.invalid == 1, model       # [1, 1]: inf * 0
+        assert np.isnan(d[1, 1]) and d[1, 0] == np.inf
+
+
+# -- shapes, chunks and operands ---------------------------------------------------------
+
+SHAPES = [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((3, 4), (2, 4, 5)), ((2, 1, 3, 4), (5, 4, 2)),
+          ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)), ((0, 4), (4, 2)), ((3, 0), (0, 2))]
+
+
+@pytest.mark.parametrize("model", ["exact", "fp32", "fp16", "v100", "h100", "b200-mma"])
+@pytest.mark.parametrize("sa, sb", SHAPES)
+def test_shapes_follow_np_matmul(model, sa, sb):
+    rng = np.random.default_rng(0)
+    fmt = "e4m3" if model == "b200-mma" else "fp16"
+    a = rng.integers(-4, 5, sa).astype(np.float64)
+    b = rng.integers(-4, 5, sb).astype(np.float64)
+    expected = np.matmul(a, b)          # small integers: exact in every model
+    got = lp.matmul(a, b, model=model, in_fmt=fmt)
+    assert np.shape(got) == expected.shape
+    assert np.array_equal(got, expected)
+
+
+def test_chunks_do_not_change_results(monkeypatch):
+    mm = __import__("sys").modules["lowprec.matmul"]
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((2, 7, 37)) * 2.0 ** rng.integers(-12, 8, (2, 7, 37))
+    b = rng.standard_normal((37, 5)) * 2.0 ** rng.integers(-12, 8, (37, 5))
+    a, b = lp.round(a, "fp16"), lp.round(b, "fp16")
+    c = lp.round(rng.standard_normal((7, 5)), "fp32")
+    monkeypatch.setattr(mm, "MEMORY_BOUND", 3000)
+    for model in ("exact", "fp32", "a100", "h100"):
+        got = lp.matmul(a, b, model=model, c=c, in_fmt="fp16")
+        params = SPEC.get((model, "fp16"))
+        for i in range(2):
+            for m in range(7):
+                for n in range(5):
+                    if params is not None:
+                        want = reference_dot(list(a[i, m]), list(b[:, n]), c[m, n], "fp16",
+                                             params, "fp32")
+                    elif model == "exact":
+                        want = _exact_oracle(a[i, m:m + 1], b[:, n:n + 1],
+                                             c[m:m + 1, n:n + 1], FP32_GRID)[0, 0]
+                    else:
+                        want = _sequential_oracle(a[i, m:m + 1], b[:, n:n + 1],
+                                                  c[m:m + 1, n:n + 1], FP32_GRID)[0, 0]
+                    assert got[i, m, n] == want, (model, i, m, n)
+
+
+class _Duck:
+    """Stands in for lp.Tensor: values and a format."""
+
+    def __init__(self, values, fmt):
+        self.values, self.fmt = np.asarray(values, dtype=np.float64), lp.format(fmt)
+
+
+def test_tensor_like_operands_supply_their_format():
+    a, b = [[1.0, 2.0**-12]], [[1.0], [2.0**-11]]
+    plain = lp.matmul(a, b, model="exact", in_fmt="fp16")
+    assert plain[0, 0] == 1 + 2.0**-23
+    duck = lp.matmul(_Duck(a, "fp16"), _Duck(b, "fp16"), model="exact")
+    assert duck[0, 0] == 1 + 2.0**-23
+    with pytest.raises(ValueError, match="different formats"):
+        lp.matmul(_Duck(a, "fp16"), _Duck(b, "bf16"))
+
+
+def test_plain_arrays_are_rounded_into_in_fmt():
+    # 1 + 2**-11 is a tie in FP16: RNE gives 1.
+    assert lp.matmul([[1 + 2.0**-11]], [[1.0]], model="exact", in_fmt="fp16")[0, 0] == 1.0
+
+
+# -- errors -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sa, sb", [((3, 4), (3, 4)), ((2, 3, 4), (3, 4, 5)),
+                                    ((), (3, 4)), ((4,), (3,))])
+def test_shape_errors_are_numpys(sa, sb):
+    with pytest.raises(ValueError) as numpy_error:
+        np.matmul(np.zeros(sa), np.zeros(sb))
+    with pytest.raises(ValueError) as ours:
+        lp.matmul(np.zeros(sa), np.zeros(sb), in_fmt="fp16")
+    assert str(ours.value) == str(numpy_error.value)
+
+
+def test_addend_broadcasts_to_vector_results():
+    a, b = np.ones((3, 4)), np.ones(4)
+    assert np.array_equal(lp.matmul(a, b, c=[1.0, 2.0, 3.0], in_fmt="fp16"), [5.0, 6.0, 7.0])
+    assert np.array_equal(lp.matmul(b, a.T, c=2.0, model="a100", in_fmt="fp16"), [6.0] * 3)
+
+
+def test_clear_errors():
+    a, b = np.ones((2, 2)), np.ones((2, 2))
+    with pytest.raises(ValueError, match="in_fmt"):
+        lp.matmul(a, b)
+    with pytest.raises(ValueError, match="does not take BF16"):
+        lp.matmul(a, b, model="v100", in_fmt="bf16")
+    with pytest.raises(ValueError, match="does not take FP16"):
+        lp.matmul(a, b, model="h100-mma", in_fmt="fp16")
+    with pytest.raises(ValueError, match="FP32 output"):
+        lp.matmul(a, b, model="a100", in_fmt="tf32", out_fmt="fp16")
+    with pytest.raises(ValueError, match="unknown matmul model"):
+        lp.matmul(a, b, model="tpu", in_fmt="fp16")
+    with pytest.raises(ValueError, match="does not broadcast"):
+        lp.matmul(a, b, c=np.ones(3), in_fmt="fp16")
+    with pytest.raises(ValueError, match="at most 51 bits"):
+        lp.matmul(a, b, model="exact", in_fmt="fp16", out_fmt="fp64")
+    with pytest.raises(ValueError, match="at most 26 bits"):
+        lp.matmul(a, b, model="exact", in_fmt="fp64")
+    with pytest.raises(ValueError, match="fraction_bits"):
+        lp.TensorCoreModel(block=32, fraction_bits=50)
+
+
+def test_models_table():
+    assert list(lp.MODELS) == ["exact", "fp32", "fp16", "v100", "t4", "a100", "ada", "h100",
+                               "h100-mma", "b200", "b200-mma"]
+    for name, model in lp.MODELS.items():
+        assert model.name == name and model.__doc__
+    for name in ("v100", "a100", "h100", "b200"):
+        assert isinstance(lp.MODELS[name], lp.TensorCoreModel)
+        assert "arXiv 2512.07004" in lp.MODELS[name].__doc__
