@@ -22,6 +22,7 @@ __all__ = ["round", "round_exact", "MODES", "as_real_array"]
 #: The rounding modes, in the order the docs list them.
 MODES = ("rne", "rna", "rz", "ru", "rd", "ro", "sr")
 DETERMINISTIC_MODES = MODES[:-1]
+_ENCODING_MODES = ("rz", "rna", "ro", "sr")  # cheaper on the float64 encoding
 
 CHUNK = 1 << 16  # elements per chunk: the working buffers stay in cache
 
@@ -99,6 +100,7 @@ class _Plan:
         self.m_bits = np.uint64(m << 52)
         self.shift = np.uint64(52 - m)
         self.low_mask = np.uint64((1 << (52 - m)) - 1)
+        self.half_low = np.uint64((1 << (52 - m)) >> 1)
         self.lo_f = 2.0 ** fmt.emin
         # Without a top clamp the scale 2**-q of inf/NaN stays normal when m >= 2;
         # finite values need none (rounding has an unbounded exponent range).
@@ -172,20 +174,42 @@ def _draw(plan, buf):
     return buf
 
 
-def _round_to_odd_bits(plan, x, out, ubuf, fbuf):
-    """Round to odd on the float64 encoding: for |x| >= 2**emin the format's last
-    bit is float64's mantissa bit 52 - m, so truncate there and OR in the sticky
-    bit (no carry, so no exponent or sign can change). Smaller |x| go through
-    the scaling path."""
+def _round_on_encoding(plan, x, out, ubuf):
+    """Modes rz, rna, ro and sr on the float64 encoding itself.
+
+    For |x| >= 2**emin the format's last bit is float64's mantissa bit 52 - m, and
+    the encoding is sign-magnitude, so rounding the magnitude is integer work on
+    the low 52 - m bits: clear them (rz); add half of them first (rna: a carry
+    moves into the exponent exactly as the value's next binade); OR in a sticky
+    bit (ro); add that many random bits (sr: the carry happens with probability
+    equal to the dropped fraction). Smaller |x| go through the scaling path."""
     xb, e, ob = x.view(np.uint64), ubuf, out.view(np.uint64)
     np.bitwise_and(xb, _EXP, out=e)
     top = e.max()
-    small = np.flatnonzero(e < plan.tiny_bits) if e.min() < plan.tiny_bits else None
-    np.bitwise_and(xb, plan.low_mask, out=e)
-    np.minimum(e, np.uint64(1), out=e)                 # sticky bit
-    np.left_shift(e, plan.shift, out=e)
-    np.bitwise_and(xb, ~plan.low_mask, out=ob)
-    np.bitwise_or(ob, e, out=ob)
+    small = None
+    if e.min() < plan.tiny_bits:
+        small = np.flatnonzero(e < plan.tiny_bits)
+        small = small[x[small] != 0]    # zeros are right on every path
+    mode, keep = plan.mode, ~plan.low_mask
+    if mode == "rz":
+        np.bitwise_and(xb, keep, out=ob)
+    elif mode == "rna":
+        np.add(xb, plan.half_low, out=ob)
+        np.bitwise_and(ob, keep, out=ob)
+    elif mode == "ro":
+        np.bitwise_and(xb, plan.low_mask, out=e)
+        np.minimum(e, np.uint64(1), out=e)                 # sticky bit
+        np.left_shift(e, plan.shift, out=e)
+        np.bitwise_and(xb, keep, out=ob)
+        np.bitwise_or(ob, e, out=ob)
+    else:
+        bits = plan.rng.bit_generator.random_raw(x.size)
+        r = int(plan.shift) if plan.sr_bits is None else min(plan.sr_bits, int(plan.shift))
+        np.right_shift(bits, np.uint64(64 - r), out=bits)
+        if r < plan.shift:
+            np.left_shift(bits, plan.shift - np.uint64(r), out=bits)
+        np.add(xb, bits, out=ob)
+        np.bitwise_and(ob, keep, out=ob)
     if small is not None and small.size:
         xs = x[small]
         rs = np.empty_like(xs)
@@ -211,8 +235,8 @@ def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None):
                 r = _draw(plan, np.empty_like(t)) if plan.mode == "sr" else None
                 _to_integer(t, plan.mode, np.empty_like(t), r)
                 out[small] = t * (-(2.0 ** -1022) if plan.mode == "sr" else 2.0 ** -1022)
-    elif plan.mode == "ro" and lo_e is None and plan.subnormals:
-        top = _round_to_odd_bits(plan, x, out, ubuf, fbuf)
+    elif plan.mode in _ENCODING_MODES and lo_e is None and plan.subnormals:
+        top = _round_on_encoding(plan, x, out, ubuf)
     else:
         e = ubuf
         np.bitwise_and(x.view(np.uint64), _EXP, out=e)   # bits of 2**floor(log2|x|)
@@ -252,6 +276,9 @@ def _overflow(plan, x, out):
     result = {"overflow": big, "inf_in": infs}
     if plan.fmt.has_inf and infs.any():
         out[infs] = x[infs]  # the integer step of some modes turns inf into NaN
+    nans = np.isnan(x)
+    if nans.any():
+        out[nans] = x[nans]  # a carry into a NaN payload may have made it finite
     if not big.any() and not (infs.any() and not plan.fmt.has_inf):
         return result
     fmt, neg = plan.fmt, np.signbit(out)
