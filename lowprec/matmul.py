@@ -28,8 +28,9 @@ from .rounding import round_exact as _round_exact
 
 __all__ = ["matmul", "TensorCoreModel", "MODELS", "MEMORY_BOUND"]
 
-#: Bytes of work buffers one `matmul` call allocates at most, beyond the rounded
-#: operands, the output and per-element masks of operand size.
+#: Bytes of work buffers one `matmul` call allocates at most. On top come the
+#: float64 operands (rounded into the input format), boolean masks of the operands'
+#: and the output's size, and the output itself.
 MEMORY_BOUND = 256 * 2**20
 
 _ZERO_EXP = -16000          # exponent of a zero operand: no sum of two reaches any real one
@@ -376,10 +377,11 @@ def matmul(a, b, *, model="fp32", c=None, in_fmt=None, out_fmt=None):
 
     Notes
     -----
-    Every model is vectorised over the outputs and works on chunks of outputs, so
-    that the work buffers of one call stay below ``MEMORY_BOUND`` (256 MiB) whatever
-    the size (the rounded operands, the output and boolean masks of their size come
-    on top). Exception flags: ``overflow`` counts outputs that are infinite from
+    Every model is vectorised over the outputs and works on chunks of outputs and
+    spans of K, so that the work buffers of one call stay below ``MEMORY_BOUND``
+    (256 MiB) whatever the size; on top come the float64 operands rounded into
+    ``in_fmt``, boolean masks of the operands' and the output's size, the output,
+    and, only where an operand holds inf or NaN, float64 copies of the operands. Exception flags: ``overflow`` counts outputs that are infinite from
     finite inputs, ``invalid`` outputs that are NaN from NaN-free inputs (inf * 0,
     inf - inf). The Tensor Core models floor the reference exponent at Elim as
     Khattak & Mikaitis do (MMA-Sim aligns against c instead; they differ only when
@@ -430,7 +432,7 @@ def matmul(a, b, *, model="fp32", c=None, in_fmt=None, out_fmt=None):
                          f"{fmt.name or fmt!r} inputs gives "
                          f"{' or '.join(f.name for f in allowed)} output, not "
                          f"{out.name or out!r}")
-    if allowed is None and out.p > 51 and out != FP32:
+    if allowed is None and out.p > 51:
         raise ValueError(f"out_fmt must have at most 51 bits of precision, got {out!r}")
 
     av = _round(av, fmt) if af is None or af != fmt else av
@@ -627,7 +629,7 @@ class _BlockFMA:
         return max(1, (1 << 18) // min(self.k, K))   # a 2 MiB float64 work array
 
     def bytes_per_output(self, K):
-        return 10 * (min(self.k, K) + 1) + 64
+        return 18 * (min(self.k, K) + 1) + 64   # float64, int16, float32, int32 terms
 
     def empty(self, c):
         return c + 0.0
@@ -893,7 +895,7 @@ class _Exact:
         return 1 << 22          # BLAS wants large blocks; operands are views, not copies
 
     def bytes_per_output(self, K):
-        return 96
+        return 128
 
     def empty(self, c):
         return _quiet(_round, c, self.out) + 0.0
@@ -943,7 +945,7 @@ def _gathered(fn, where, a, b, c):
     ib, im, jn = where
     K = a.shape[-1]
     out = np.empty(ib.size)
-    step = max(1, MEMORY_BOUND // (32 * (K + 1)))
+    step = max(1, MEMORY_BOUND // (64 * (K + 1)))   # about six (step, K + 1) arrays
     for i in range(0, ib.size, step):
         sl = slice(i, i + step)
         out[sl] = fn(a[ib[sl], im[sl], :], b[ib[sl], :, jn[sl]], c[ib[sl], im[sl], jn[sl]])
