@@ -158,8 +158,8 @@ def _fp64_slow(plan, h, l_, E, ref, counts):
     fin = ~inf
     hf, lf, Ef, rf = h[fin], l_[fin], E[fin], ref[fin]
     back = np.ldexp(rf, -Ef)                       # exact: ref * 2**-E lies near h
-    x1 = _odd(hf, lf, np.empty_like(hf))
-    d = x1 - back                                  # sign of v - ref
+    # h - back is exact (Sterbenz, or back == 0), so fl(that + l) has the sign of v - ref.
+    d = (hf - back) + lf
     n = np.nextafter(rf, np.copysign(np.inf, d))
     n2 = np.ldexp(n, -Ef)
     if mode == "rne":
@@ -177,13 +177,14 @@ def _fp64_slow(plan, h, l_, E, ref, counts):
         tie = (d != 0) & (lf == 0) & (2 * (hf - back) == n2 - back)
         take = tie & (np.abs(n) > np.abs(rf))
     else:
-        frac = np.abs((hf - back) + lf) / np.abs(n2 - back)
+        frac = np.abs(d) / np.abs(n2 - back)
         take = (d != 0) & (plan.rng.random(d.shape) < frac)
     res = np.where(take, n, rf)
     out[fin] = res
     inexact = d != 0
     counts["inexact"] += int(np.count_nonzero(inexact)) + int(np.count_nonzero(inf))
-    counts["overflow"] += int(np.count_nonzero(inf | (inexact & np.isinf(res))))
+    counts["overflow"] += int(np.count_nonzero(inf)) + int(np.count_nonzero(
+        inexact & np.isinf(res)))
     counts["underflow"] += int(np.count_nonzero(inexact & (np.abs(res) < _TINY64)))
     return out
 
@@ -778,15 +779,6 @@ del _f, _ops
 
 # -- reductions -------------------------------------------------------------------
 
-def _binary(plan, kernel, a, b):
-    """One rounded elementwise operation on two equal-shape 1-D float64 arrays."""
-    return _apply(plan, kernel, (a, b), a.size)
-
-
-def _round_terms(plan, x):
-    return _apply(plan, _copy_kernel, (x,), x.size)
-
-
 def _copy_kernel(plan, a, w, counts):
     h = w.h
     h[...] = a
@@ -798,27 +790,32 @@ def _reduce(plan, x, order):
     n, m = x.shape
     if n == 0:
         return np.zeros(m)
+    buffers = _Buffers(max(1, min(_CHUNK, m)))
+
+    def step(kernel, *operands):
+        return _apply(plan, kernel, [np.ascontiguousarray(v).reshape(-1) for v in operands],
+                      operands[0].size, buffers)
+
     if order == "pairwise":
         level = x
         while level.shape[0] > 1:
             k = level.shape[0] // 2
-            pairs = _binary(plan, _add_kernel, np.ascontiguousarray(level[0:2 * k:2]).ravel(),
-                            np.ascontiguousarray(level[1:2 * k:2]).ravel()).reshape(k, m)
+            pairs = step(_add_kernel, level[0:2 * k:2], level[1:2 * k:2]).reshape(k, m)
             if level.shape[0] % 2:
                 pairs = np.concatenate([pairs, level[-1:]])
             level = pairs
-        return _round_terms(plan, np.ascontiguousarray(level[0])) if n == 1 else level[0]
-    acc = _round_terms(plan, np.ascontiguousarray(x[0]))
+        return step(_copy_kernel, level[0]) if n == 1 else level[0]
+    acc = step(_copy_kernel, x[0])
     if order == "sequential":
         for i in range(1, n):
-            acc = _binary(plan, _add_kernel, acc, np.ascontiguousarray(x[i]))
+            acc = step(_add_kernel, acc, x[i])
         return acc
     comp = np.zeros(m)
     for i in range(1, n):
-        # Kahan: c carries the part of the previous term that the sum lost.
-        y = _binary(plan, _sub_kernel, np.ascontiguousarray(x[i]), comp)
-        t = _binary(plan, _add_kernel, acc, y)
-        comp = _binary(plan, _sub_kernel, _binary(plan, _sub_kernel, t, acc), y)
+        # Kahan: comp carries the part of the previous term that the sum lost.
+        y = step(_sub_kernel, x[i], comp)
+        t = step(_add_kernel, acc, y)
+        comp = step(_sub_kernel, step(_sub_kernel, t, acc), y)
         acc = t
     return acc
 

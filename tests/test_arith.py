@@ -428,15 +428,38 @@ def test_sqrt_against_mpfr(name, mode):
     assert_same(lp.sqrt(a, name, mode), want, a)
 
 
-@pytest.mark.parametrize("mode", sorted(_GMPY_MODES))
-@pytest.mark.parametrize("op", ("add", "sub", "mul", "div", "sqrt"))
-def test_fp64_normal_range_against_mpfr(op, mode):
-    gmpy2 = pytest.importorskip("gmpy2")
-    rng = np.random.default_rng(11)
-    n = 5000
+def _fp64_operands(op, n, seed):
+    """Normal-range operands, cancellations, and pairs whose results land in
+    float64's subnormal range (exact ties included) or beyond its max."""
+    rng = np.random.default_rng(seed)
     a = rng.standard_normal(n) * np.ldexp(1.0, rng.integers(-200, 200, n))
     b = rng.standard_normal(n) * np.ldexp(1.0, rng.integers(-200, 200, n))
-    b[: n // 4] = -a[: n // 4] * (1 + rng.standard_normal(n // 4) * 1e-10)
+    k = n // 5
+    b[:k] = -a[:k] * (1 + rng.standard_normal(k) * 1e-10)
+    a[k:2 * k] = _arbitrary_floats(rng, k)
+    b[k:2 * k] = _arbitrary_floats(rng, k)
+    small = np.ldexp(rng.integers(1, 64, k).astype(float), -1074)
+    if op in ("mul", "div"):
+        a[2 * k:3 * k] = small
+        b[2 * k:3 * k] = rng.choice([0.5, 0.25, 0.75, 1.5, 3.0, 2.0 / 3.0], k)
+        b[3 * k:4 * k] = np.ldexp(rng.standard_normal(k), rng.integers(-560, -500, k))
+        a[3 * k:4 * k] = np.ldexp(rng.standard_normal(k), rng.integers(-560, -460, k))
+        if op == "div":
+            b[3 * k:4 * k] = 1 / b[3 * k:4 * k]
+    else:
+        a[2 * k:3 * k] = small * 2.0**52
+        b[2 * k:3 * k] = -np.nextafter(a[2 * k:3 * k], 0) * rng.choice([1.0, 0.5], k)
+        a[3 * k:4 * k] = np.ldexp(rng.random(k) + 1, 1023)
+        b[3 * k:4 * k] = np.ldexp(rng.random(k) + 1, rng.integers(960, 1024, k))
+    keep = np.isfinite(a) & np.isfinite(b)
+    return a[keep], b[keep]
+
+
+@pytest.mark.parametrize("mode", sorted(_GMPY_MODES))
+@pytest.mark.parametrize("op", ("add", "sub", "mul", "div", "sqrt"))
+def test_fp64_against_mpfr(op, mode):
+    gmpy2 = pytest.importorskip("gmpy2")
+    a, b = _fp64_operands(op, 5000, seed=11)
     if op == "sqrt":
         a = np.abs(a)
         want = _mpfr_map(gmpy2.sqrt, "FP64", mode, a)
@@ -444,6 +467,15 @@ def test_fp64_normal_range_against_mpfr(op, mode):
         return
     fn = {"add": gmpy2.add, "sub": gmpy2.sub, "mul": gmpy2.mul, "div": gmpy2.div}[op]
     want = _mpfr_map(fn, "FP64", mode, a, b)
+    assert_same(getattr(lp, op)(a, b, "FP64", mode), want, a, b)
+
+
+@pytest.mark.parametrize("mode", ("rna", "ro"))
+@pytest.mark.parametrize("op", OPS)
+def test_fp64_other_modes_against_fraction(op, mode):
+    a, b = _fp64_operands(op, 2000, seed=12)
+    want = [reference_round(exact_result(op, x, y, mode), "FP64", mode)
+            for x, y in zip(a.tolist(), b.tolist())]
     assert_same(getattr(lp, op)(a, b, "FP64", mode), want, a, b)
 
 
