@@ -2,12 +2,14 @@
 
 Every other module rounds through :func:`round` (one float64 value per element)
 or :func:`round_exact` (an unevaluated sum ``hi + lo`` of two float64 values, for
-results of error-free transformations). The method: scale each element by a power
-of two so that the format's quantum at that element becomes 1, round to an integer
-with a NumPy ufunc (``rint``, ``trunc``, ``floor``, ``ceil``), and scale back. Both
-scalings are exact, so each element is rounded once. Work is done in cache-sized
-chunks so that extra memory stays bounded. This module must never read a global
-default (modes and rngs are explicit arguments) and never modifies its input.
+results of error-free transformations). Two exact methods, chosen per mode: the
+scaling path multiplies each element by a power of two so that the format's
+quantum becomes 1, rounds to an integer with a NumPy ufunc (``rint``, ``trunc``,
+``floor``, ``ceil``) and scales back; the encoding path (rz, rna, ro, sr, for
+elements in the normal range) works on the float64 bit pattern with integer
+adds and masks. Either way each element is rounded once, in cache-sized chunks
+so that extra memory stays bounded. This module never reads a global default
+(modes and rngs are explicit arguments) and never modifies its input.
 """
 
 from __future__ import annotations
@@ -198,10 +200,9 @@ def _round_on_encoding(plan, x, out, ubuf):
         np.bitwise_and(ob, keep, out=ob)
     elif mode == "ro":
         np.bitwise_and(xb, plan.low_mask, out=e)
-        np.minimum(e, np.uint64(1), out=e)                 # sticky bit
-        np.left_shift(e, plan.shift, out=e)
-        np.bitwise_and(xb, keep, out=ob)
-        np.bitwise_or(ob, e, out=ob)
+        np.add(e, plan.low_mask, out=e)    # reaches bit 52 - m exactly when sticky
+        np.bitwise_or(xb, e, out=ob)
+        np.bitwise_and(ob, keep, out=ob)
     else:
         bits = plan.rng.bit_generator.random_raw(x.size)
         r = int(plan.shift) if plan.sr_bits is None else min(plan.sr_bits, int(plan.shift))
