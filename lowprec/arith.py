@@ -481,8 +481,9 @@ def _three_sum(p, e, c):
     s1, t1 = _two_sum_alloc(p, c)                # p + c == s1 + t1
     s2, t2 = _two_sum_alloc(t1, e)               # t1 + e == s2 + t2
     s3, t3 = _two_sum_alloc(s1, s2)              # exact value == s3 + t3 + t2
-    # |t2| <= 2**-51 ulp(s3) unless p + c cancelled exactly (then t1 = t2 = 0): s3 is
-    # faithful, and fl(t3 + t2) has the sign of t3 + t2.
+    # Either p + c is exact (t1 = t2 = 0: s3 = RN of the exact value), or
+    # |s1| >= max(|p|, |c|)/2, so |s2| <= 2 ulp(s1) and |t2| <= 2**-49 ulp(s3):
+    # s3 is faithful, and fl(t3 + t2) has the sign of t3 + t2, which is exact - s3.
     return s3, t3 + t2
 
 

@@ -482,7 +482,8 @@ def test_fp64_other_modes_against_fraction(op, mode):
 # -- Hypothesis: the format's interesting values, any float64 --------------------
 
 @settings(max_examples=300)
-@given(st.sampled_from(("FP16", "BF16", "FP32", "FP8_E5M2", "FP6_E2M3")),
+@given(st.sampled_from(("FP16", "BF16", "FP32", "TF32", "FP8_E5M2", "FP8_E4M3FNUZ",
+                        "FP8_E5M2FNUZ", "FP6_E2M3", "FP64")),
        st.sampled_from(OPS), st.sampled_from(DET_MODES), st.data())
 def test_hypothesis_values(name, op, mode, data):
     a = data.draw(values(name))
@@ -652,6 +653,20 @@ def test_bad_arguments():
         lp.sum([1.0], "fp16", order="random")
     with pytest.raises(ValueError, match="precision"):
         lp.add(1.0, 2.0, lp.Format(11, 51))
+
+
+@pytest.mark.parametrize("mode", DET_MODES)
+def test_no_subnormals_and_saturate_against_fraction(mode):
+    rng = np.random.default_rng(13)
+    n = 2000
+    a = np.ldexp(rng.random(n) + 0.5, rng.integers(-14, -6, n)) * rng.choice([-1, 1], n)
+    b = np.ldexp(rng.random(n) + 0.5, rng.integers(-12, 0, n))
+    b[: n // 4] = rng.random(n // 4) * 4e5
+    for op in OPS:
+        for kw in ({"subnormals": False}, {"saturate": True}):
+            want = [reference_round(exact_result(op, x, y, mode), "FP16", mode, **kw)
+                    for x, y in zip(a.tolist(), b.tolist())]
+            assert_same(getattr(lp, op)(a, b, "FP16", mode, **kw), want, a, b, [op, kw])
 
 
 def test_saturate_and_subnormals_options():
