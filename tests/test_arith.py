@@ -531,16 +531,19 @@ def test_fma_against_fraction(name, mode):
     assert_same(lp.fma(a, b, c, name, mode), _fma_oracle(a, b, c, name, mode), a, b, c)
 
 
+@pytest.mark.parametrize("name", ("BF16", "FP32"))
 @pytest.mark.parametrize("mode", DET_MODES)
-def test_fma_arbitrary_float64_operands(mode):
+def test_fma_arbitrary_float64_operands(name, mode):
     rng = np.random.default_rng(6)
     n = 3000
     a, b = _arbitrary_floats(rng, n), _arbitrary_floats(rng, n)
-    c = np.where(rng.random(n) < 0.5, -(a * b) * (1 + 1e-12 * rng.standard_normal(n)),
-                 _arbitrary_floats(rng, n))
-    keep = np.isfinite(a) & np.isfinite(b) & np.isfinite(c) & np.isfinite(a * b)
+    with np.errstate(all="ignore"):
+        near = -(a * b) * (1 + np.ldexp(rng.standard_normal(n), rng.integers(-60, -20, n)))
+    c = np.where(rng.random(n) < 0.5, near, _arbitrary_floats(rng, n))
+    c[:300] = np.ldexp(rng.standard_normal(300), rng.integers(-1074, 1000, 300))
+    keep = np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
     a, b, c = a[keep], b[keep], c[keep]
-    assert_same(lp.fma(a, b, c, "BF16", mode), _fma_oracle(a, b, c, "BF16", mode), a, b, c)
+    assert_same(lp.fma(a, b, c, name, mode), _fma_oracle(a, b, c, name, mode), a, b, c)
 
 
 # -- IEEE special cases and flags -------------------------------------------------
