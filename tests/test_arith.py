@@ -276,12 +276,14 @@ def _format_values(rng, name, n):
 
 def _format_values_quiet(rng, name, n):
     if name == "FP16":
-        return rng.integers(0, 2**16, n, dtype=np.uint64).astype(np.uint16).view(np.float16).astype(np.float64)
+        bits = rng.integers(0, 2**16, n, dtype=np.uint64).astype(np.uint16)
+        return bits.view(np.float16).astype(np.float64)
     if name == "BF16":
         bits = rng.integers(0, 2**16, n, dtype=np.uint64).astype(np.uint32) << np.uint32(16)
         return bits.view(np.float32).astype(np.float64)
     if name == "FP32":
-        return rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32).view(np.float32).astype(np.float64)
+        bits = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+        return bits.view(np.float32).astype(np.float64)
     v = _all_values(name)
     return rng.choice(v, n)
 
@@ -299,7 +301,8 @@ def _scaled_values(rng, name, n):
 
 def _arbitrary_floats(rng, n):
     """Any float64: random bit patterns (huge, tiny, subnormal) and scaled normals."""
-    bits = rng.integers(0, 2**63, n, dtype=np.uint64) | (rng.integers(0, 2, n, dtype=np.uint64) << np.uint64(63))
+    bits = rng.integers(0, 2**63, n, dtype=np.uint64)
+    bits |= rng.integers(0, 2, n, dtype=np.uint64) << np.uint64(63)
     x = bits.view(np.float64)
     y = rng.standard_normal(n) * np.ldexp(1.0, rng.integers(-30, 30, n))
     return np.where(rng.random(n) < 0.5, x, y)
@@ -329,7 +332,8 @@ def _targeted_pairs(rng, name, op, n):
             sgn * (half + nudge),                                    # ties, nudged ties
             sgn * (half * rng.integers(1, 8, n) + nudge),
             sgn * np.copysign(fmt.max, a) * rng.choice([0.5, 1.0, -1.0], n),  # overflow
-            sgn * (-a + rng.choice([-1.0, 1.0], n) * fmt.smallest_subnormal * rng.integers(0, 5, n)),
+            sgn * (-a + rng.choice([-1.0, 1.0], n) * fmt.smallest_subnormal
+                   * rng.integers(0, 5, n)),
         ])
     elif op == "mul":
         b = np.choose(kind, [
@@ -726,7 +730,8 @@ def test_sum_against_stepwise_reference(order, mode):
     x = rng.standard_normal((37, 5)) * np.ldexp(1.0, rng.integers(-8, 8, (37, 5)))
     for axis, name in ((0, "BF16"), (1, "FP16"), (None, "FP8_E4M3")):
         got = lp.sum(x, name, axis=axis, mode=mode, order=order)
-        cols = [x.ravel()] if axis is None else list(np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis]))
+        cols = ([x.ravel()] if axis is None
+                else list(np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis])))
         want = np.array([_REFS[order](c.tolist(), name, mode) for c in cols])
         assert_same(np.reshape(got, -1), want, [order, mode, axis])
 
@@ -745,11 +750,8 @@ def test_kahan_at_least_as_accurate_as_sequential():
     for _ in range(5):
         x = lp.round(rng.random(2000), "bf16")
         exact = float(np.sum(x.astype(np.longdouble)))
-        err = {o: abs(lp.sum(x, "bf16", order=o) - exact) for o in ORDERS_}
+        err = {o: abs(lp.sum(x, "bf16", order=o) - exact) for o in lp.arith.ORDERS}
         assert err["kahan"] <= err["sequential"]
-
-
-ORDERS_ = ("sequential", "pairwise", "kahan")
 
 
 @pytest.mark.parametrize("fused", (False, True))
