@@ -236,9 +236,14 @@ def main(argv=None):
     0.1 -> 0.10009765625
     -1e-08 -> -1.0011717677116394e-08
     0
+    >>> main(["round", "0.1", "--fmt", "bf17"])   # the one-line message goes to stderr
+    2
     """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:       # --help, and bad arguments (already reported)
+        return exc.code
     try:
         _run(args)
     except (_Error, ValueError, TypeError, OSError) as exc:
