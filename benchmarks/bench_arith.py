@@ -37,14 +37,16 @@ def main(quick=False):
             r, tc, tb = ratio(call, baseline, rounds=rounds, inner=1 if not quick else 2)
             print(row(f"{op} ({label} operands, {tc * 1e3:.0f} ms vs {tb * 1e3:.0f} ms)", r,
                       LIMITS[op]))
-    m = 10**4 if quick else 10**5
-    x = lp.round(rng.standard_normal((m, 8)), fmt)
-    r, tc, tb = ratio(lambda: lp.sum(x, fmt, axis=0), lambda: lp.round(x, fmt), rounds=3, inner=1)
-    print(row(f"sum over axis 0 of ({m:,}, 8), sequential", r))
-    r, tc, tb = ratio(lambda: lp.sum(x, fmt, axis=0, order="pairwise"), lambda: lp.round(x, fmt),
-                      rounds=3, inner=1)
-    print(row(f"sum over axis 0 of ({m:,}, 8), pairwise", r))
-
+    # Reductions: a Python loop over the reduced axis, vectorised across the others.
+    rows, cols = (100, 10**4) if quick else (1000, 10**4)
+    x = lp.round(rng.standard_normal((rows, cols)), fmt)
+    for order in ("sequential", "pairwise", "kahan"):
+        r, tc, tb = ratio(lambda order=order: lp.sum(x, fmt, axis=0, order=order),
+                          lambda: lp.round(x, fmt), rounds=3, inner=1)
+        print(row(f"sum axis 0 of ({rows:,}, {cols:,}), {order} ({tc * 1e3:.0f} ms)", r))
+    ones = np.ones(2000)
+    r, tc, tb = ratio(lambda: lp.sum(ones, fmt), lambda: lp.round(ones, fmt), rounds=3, inner=1)
+    print(f"  1-D sequential sum: {tc / ones.size * 1e6:.0f} us per term (per-step overhead)")
 
 if __name__ == "__main__":
     main()

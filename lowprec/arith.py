@@ -236,7 +236,7 @@ def _needs_error(plan, hi, w):
     mode: only the other elements (and inf, NaN, zeros) need the error term.
     Returns None (no element), ``_ALL`` (most of them) or their indices."""
     m = plan.fmt.mantissa_bits
-    if m > 50:
+    if m > 50 or hi.size < 256:      # tiny arrays: the test would cost more than it saves
         return _ALL
     np.bitwise_and(hi.view(_U), _U((1 << (51 - m)) - 1), out=w.u)
     need = np.equal(w.u, 0, out=w.b)
