@@ -650,7 +650,9 @@ _COMMON_DOC = """
         Result format (anything `lowprec.format` accepts): formats of at most 51
         bits of precision, and FP64.
     mode : {{"rne", "rna", "rz", "ru", "rd", "ro", "sr"}}
-        Rounding mode, as in `lowprec.round`.
+        Rounding mode, as in `lowprec.round`. The deterministic modes are exact;
+        ``"sr"`` draws against a 53-bit round-to-odd stand-in for the exact result,
+        so its probabilities are exact to within ``2**(p - 53)`` of the gap.
     rng : numpy.random.Generator or int, optional
         Randomness for ``"sr"``.
     subnormals : bool, optional
