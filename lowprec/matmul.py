@@ -641,7 +641,8 @@ class _BlockFMA:
         k = min(self.k, K)
         self.special = not (np.isfinite(a).all() and np.isfinite(b).all()
                             and np.isfinite(d).all())
-        self.e = np.empty((k + 1,) + shape, dtype=np.int16)
+        self.e = np.empty((k + 2,) + shape, dtype=np.int16)
+        self.e[-1] = self.floor16
         self.lanes = np.zeros(shape, dtype=np.uint64)
         self.lane16 = self.lanes.view(np.int16).reshape(shape + (4,))[..., _TOP_LANE]
         self.e16 = np.empty(shape, dtype=np.int16)
@@ -653,9 +654,11 @@ class _BlockFMA:
         # products can be formed in float32 and summed as int32 (half the traffic).
         self.narrow = (_products_fit_float32(self.fmt)
                        and (k + 1) * 2 ** (self.F + 2) <= 2**31)
+        self.c_in_int32 = k * 2 ** (self.F + 2) + 2 ** (self.F + 1) <= 2**31
         if self.narrow:
             self.t32 = np.empty((k,) + shape, dtype=np.float32)
-            self.ti = np.empty((k,) + shape, dtype=np.int32)
+            self.ti = np.empty((k + 1,) + shape, dtype=np.int32)
+            self.tc = np.empty(shape)
             self.si = np.empty(shape, dtype=np.int32)
             self.scale32 = np.empty(shape, dtype=np.float32)
         tiny = bool(np.any((d != 0) & (np.abs(d) < 2.0**-126)))
@@ -694,25 +697,30 @@ class _BlockFMA:
         """One block FMA d = c + sum(a_i * b_i) for every output of the chunk (§2)."""
         a, b, a32, b32, ea, eb = ops
         kk = a.shape[0]
-        e, ebits, cbits = self.e[:kk + 1], self.ebits, self.cbits
-        # E = max over nonzero products of e_a + e_b, at least Elim (row kk), then e_c.
+        e, ebits, cbits = self.e[:kk + 2], self.ebits, self.cbits
+        # E = max of e_a + e_b over nonzero products, of e_c (row kk) and of Elim
+        # (row kk + 1), biased, in 1/16 units.
         np.add(ea, eb, out=e[:kk])
-        e[kk] = self.floor16
+        # The top 16 bits of a float64 are sign, exponent, 4 fraction bits: masked,
+        # 16 * its biased exponent (0 for c = 0, below every floor).
+        top = np.ascontiguousarray(c).view(np.uint16).reshape(c.shape + (4,))
+        np.bitwise_and(top[..., _TOP_LANE], np.uint16(0x7FF0), out=e.view(np.uint16)[kk])
+        if c_tiny:                                       # e_c = max(floor(log2|c|), -126)
+            ec = e[kk]
+            ec[(ec > 0) & (ec < 16 * (1023 - 126))] = 16 * (1023 - 126)
+        if kk < self.k:
+            e[kk + 1] = self.floor16                     # (row k + 1 holds it already)
         np.maximum.reduce(e, axis=0, out=self.e16)
         np.copyto(self.lane16, self.e16)                 # self.lanes: bits of 2**E
-        np.bitwise_and(c.view(np.uint64), _EXP_MASK, out=cbits)   # 2**floor(log2|c|)
-        if c_tiny:                                       # e_c = max(floor(log2|c|), -126)
-            cbits[(cbits != 0) & (cbits < _B126)] = _B126
-        if self.special:
-            np.minimum(cbits, _B1000, out=cbits)         # inf/NaN c: its own term decides
-        np.maximum(self.lanes, cbits, out=ebits)
-        lowest, highest = int(ebits.min() >> np.uint64(52)) - 1023, \
-            int(ebits.max() >> np.uint64(52)) - 1023
-        scale = np.subtract(self.scale_bits, ebits, out=cbits).view(np.float64)
+        lowest = int(self.e16.min()) // 16 - 1023
+        highest = int(self.e16.max()) // 16 - 1023
+        # An inf or NaN c (E = 1024) leaves both scales normal: its own term decides.
+        scale = np.subtract(self.scale_bits, self.lanes, out=cbits).view(np.float64)
+        inverse = np.subtract(self.lanes, self.f_bits, out=ebits).view(np.float64)
         # Terms: exact products (at most 2 * 12 significant bits) and c, scaled by a
         # power of two, then truncated toward zero: sign * floor(|term| * 2**(F - E)).
         if self.narrow and not self.special:
-            s = self._narrow_sum(a32, b32, c, scale)
+            s = self._narrow_sum(a32, b32, c, scale, inverse, lowest)
         else:
             t = self.t[:kk + 1]
             np.multiply(a, b, out=t[:kk])
@@ -721,7 +729,7 @@ class _BlockFMA:
             np.trunc(t, out=t)
             # The terms are integers below 2**(F + 2): their float64 sum is exact.
             s = np.add.reduce(t, axis=0, initial=0.0, out=self.s)   # 0 sums to +0
-        s *= np.subtract(ebits, self.f_bits, out=ebits).view(np.float64)  # exact: 2**(E - F)
+            s *= inverse                                 # exact: a power of two
         big = highest + self.headroom >= 128
         d, tiny = _to_output(s, self.out, self.mode, self.bits,
                              (lowest - self.F < -126, big))
@@ -729,21 +737,31 @@ class _BlockFMA:
             self.special = not np.isfinite(d).all()
         return d, tiny
 
-    def _narrow_sum(self, a32, b32, c, scale):
-        """The truncated terms' sum with float32 products and int32 sums."""
+    def _narrow_sum(self, a32, b32, c, scale, inverse, lowest):
+        """The scaled sum of the truncated terms, with float32 products and int32 sums."""
         kk = a32.shape[0]
-        t32, ti = self.t32[:kk], self.ti[:kk]
-        # Nonzero products have exponents far above 2**-100, so a scale clamped at
-        # 2**127 (float32's largest power of two) only ever multiplies zeros.
-        np.copyto(self.scale32, np.minimum(scale, 2.0**127), casting="unsafe")
-        np.multiply(a32, b32, out=t32)          # exact: products fit float32
+        t32, ti = self.t32[:kk], self.ti[:kk + 1]
+        if lowest < self.F - 126:
+            # Nonzero products have exponents far above 2**-100, so a scale clamped
+            # at 2**127 (float32's largest power of two) only ever multiplies zeros.
+            np.copyto(self.scale32, np.minimum(scale, 2.0**127), casting="unsafe")
+        else:
+            np.copyto(self.scale32, scale, casting="unsafe")   # exact: a power of two
+        np.multiply(a32, b32, out=t32)           # exact: products fit float32
         np.multiply(t32, self.scale32, out=t32)  # exact, or below 1 (truncated to 0)
-        np.copyto(ti, t32, casting="unsafe")     # float -> int conversion truncates
-        # kk terms below 2**(F + 2) sum inside int32 (checked in __call__).
-        np.add.reduce(ti, axis=0, out=self.si, dtype=np.int32)
-        tc = np.multiply(c, scale)              # before self.s, which may be c, is written
+        np.copyto(ti[:kk], t32, casting="unsafe")   # float -> int conversion truncates
+        tc = np.multiply(c, scale, out=self.tc)  # before self.s, which may be c, is written
+        if self.c_in_int32:
+            np.copyto(ti[kk], tc, casting="unsafe")
+            # kk + 1 terms, the products' below 2**(F + 2), c's below 2**(F + 1): the
+            # int32 sum is exact (checked in __call__); int to float64 is exact.
+            np.add.reduce(ti, axis=0, out=self.si, dtype=np.int32)
+            return np.multiply(self.si, inverse, out=self.s)   # 0 gives +0
+        np.add.reduce(ti[:kk], axis=0, out=self.si, dtype=np.int32)
         np.trunc(tc, out=tc)
-        return np.add(self.si, tc, out=self.s)   # exact: integers below 2**53; 0 is +0
+        s = np.add(self.si, tc, out=self.s)      # exact: integers below 2**53; 0 is +0
+        s *= inverse                             # exact: a power of two
+        return s
 
 
 # -- sequential accumulation -------------------------------------------------------
