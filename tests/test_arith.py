@@ -459,6 +459,37 @@ def _fp64_operands(op, n, seed):
     return a[keep], b[keep]
 
 
+def _mpfr_sqrt_rna_ro(a, name):
+    """sqrt in rna and ro from MPFR's directed results: for x = sqrt(a) > 0 inexact,
+    rz and ru are its neighbours; ro takes the odd one; rna takes ru exactly when
+    x is their midpoint (x exact at one more bit of precision)."""
+    gmpy2 = pytest.importorskip("gmpy2")
+    fmt = lp.format(name)
+    down = _mpfr_map(gmpy2.sqrt, name, "rz", a)
+    up = _mpfr_map(gmpy2.sqrt, name, "ru", a)
+    nearest = _mpfr_map(gmpy2.sqrt, name, "rne", a)
+    wide = lp.Format(fmt.exponent_bits, fmt.mantissa_bits + 1, bias=fmt.bias)
+    half_down = _mpfr_map(gmpy2.sqrt, wide, "rz", a)
+    half_up = _mpfr_map(gmpy2.sqrt, wide, "ru", a)
+    e = np.maximum(np.frexp(down)[1] - 1, fmt.emin)
+    k = np.ldexp(down, fmt.mantissa_bits - e)             # integer significand of rz
+    ro = np.where((down == up) | (k % 2 == 1), down, up)
+    tie = (down != up) & (half_down == half_up) & (half_down == (down + up) / 2)
+    rna = np.where(tie, up, nearest)
+    return rna, ro
+
+
+@pytest.mark.parametrize("name", ("FP16", "BF16", "FP32"))
+def test_sqrt_rna_ro_against_mpfr(name):
+    fmt = lp.format(name)
+    a = np.abs(_sqrt_operands(name, 20_000, seed=9 + len(name)))
+    with np.errstate(all="ignore"):
+        a = a[np.isfinite(a) & (a > 0) & (np.sqrt(a) < fmt.max / 2)]
+    rna, ro = _mpfr_sqrt_rna_ro(a, name)
+    assert_same(lp.sqrt(a, name, "rna"), rna, a)
+    assert_same(lp.sqrt(a, name, "ro"), ro, a)
+
+
 @pytest.mark.parametrize("mode", sorted(_GMPY_MODES))
 @pytest.mark.parametrize("op", ("add", "sub", "mul", "div", "sqrt"))
 def test_fp64_against_mpfr(op, mode):
