@@ -6,8 +6,8 @@
 block-FMA models of ``TENSORCORE.md`` (`TensorCoreModel`: unnormalised exact
 products, terms truncated to ``F`` fraction bits below the block's largest exponent,
 one rounding per block). Every model is vectorised over the outputs (Python loops
-run only over K-blocks and over chunks of outputs) and works on float64 and int16
-arrays whose exactness is argued where it is used. This module is a kernel: it takes
+run only over K-blocks and over chunks of outputs) and works on float64, float32 and
+integer arrays whose exactness is argued where it is used. This module is a kernel: it takes
 ndarrays and `Format`\\ s, returns float64 ndarrays, and must never import `Tensor`,
 read a context default or keep state between calls.
 """
@@ -132,9 +132,11 @@ class TensorCoreModel:
                 raise ValueError(f"{attr} must be None or an int in [-300, 300], got {value!r}")
         inputs = tuple(_format(f) for f in self.inputs)
         for f in inputs:
-            if f.p > 12:
-                raise ValueError(f"block-FMA inputs need at most 12 bits of precision, "
-                                 f"got {f!r}")
+            # Exact float64 products; int16 exponent sums (1/16 units) with room for
+            # the zero sentinel; every exponent far above the -600 floor.
+            if f.p > 12 or f.emax > 127 or f.emin - f.mantissa_bits < -149:
+                raise ValueError("block-FMA inputs need at most 12 bits of precision and "
+                                 f"FP32's exponent range, got {f!r}")
         object.__setattr__(self, "inputs", inputs)
         variants = tuple((_format(f), m) for f, m in self.variants)
         object.__setattr__(self, "variants", variants)

@@ -601,6 +601,8 @@ def test_clear_errors():
         lp.matmul(a, b, model="exact", in_fmt="fp64")
     with pytest.raises(ValueError, match="fraction_bits"):
         lp.TensorCoreModel(block=32, fraction_bits=50)
+    with pytest.raises(ValueError, match="at most 12 bits"):
+        lp.TensorCoreModel(inputs=("fp32",))
 
 
 def test_models_table():
