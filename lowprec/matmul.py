@@ -536,10 +536,6 @@ def _k_spans(K, k, width, bytes_per_entry):
 # -- exponents and output rounding -------------------------------------------------
 
 _EXP_MASK = np.uint64(0x7FF0_0000_0000_0000)
-_ABS_MASK = np.uint64(0x7FFF_FFFF_FFFF_FFFF)
-_B126 = np.uint64((1023 - 126) << 52)      # bits of 2.0**-126
-_B128 = np.uint64((1023 + 128) << 52)      # bits of 2.0**128
-_B1000 = np.uint64((1023 + 1000) << 52)    # bits of 2.0**1000
 
 
 def _exponents(x, emin, bias=0, unit=1):
