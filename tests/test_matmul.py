@@ -1,4 +1,4 @@
-"""lp.matmul against oracles it did not produce.
+"""lowprec.matmul against oracles it did not produce.
 
 * Published GPU measurements (tests/data/tensorcore, Khattak & Mikaitis, BSD-2-Clause):
   every row of every file, bit for bit, by the model TENSORCORE.md §6 names.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import pathlib
+import sys
 from fractions import Fraction
 
 import ml_dtypes
@@ -23,6 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lowprec as lp
+from lowprec.matmul import matmul   # the kernel itself (lp.matmul may wrap it for Tensors)
 
 DATA = pathlib.Path(__file__).parent / "data" / "tensorcore"
 FILES = sorted(DATA.glob("*.npz"))
@@ -103,7 +105,7 @@ def test_published_tensor_core_results_bit_for_bit(path, gpu, fmt, key):
     c = c if use_c else np.zeros_like(c)
     out = "fp32" if key == "d_fp32" else "fp16"
     # One output per row: a stack of (1 x K) @ (K x 1) products.
-    d = lp.matmul(a[:, None, :], b[:, :, None], model=model, c=c[:, None, None],
+    d = matmul(a[:, None, :], b[:, :, None], model=model, c=c[:, None, None],
                   in_fmt=fmt, out_fmt=out)[:, 0, 0]
     got = d.astype(np.float32).view(np.uint32)
     mismatched = np.flatnonzero(got != expected)
@@ -138,14 +140,14 @@ def test_tensorcore_md_vectors(vid, model):
     a, b, c, expected = VECTORS[vid]
     A, B = np.zeros((1, 16)), np.zeros((16, 1))
     A[0, :len(a)], B[:len(b), 0] = a, b
-    d = lp.matmul(A, B, model=model, c=[[c]], in_fmt="fp16")
+    d = matmul(A, B, model=model, c=[[c]], in_fmt="fp16")
     assert int(np.float32(d[0, 0]).view(np.uint32)) == expected[model]
 
 
 def test_v100_sum_is_not_monotonic_in_c():
     a, b = np.ones((1, 4)), np.full((4, 1), U)
-    small = lp.matmul(a, b, model="v100", c=[[1 - U]], in_fmt="fp16")[0, 0]
-    large = lp.matmul(a, b, model="v100", c=[[1.0]], in_fmt="fp16")[0, 0]
+    small = matmul(a, b, model="v100", c=[[1 - U]], in_fmt="fp16")[0, 0]
+    large = matmul(a, b, model="v100", c=[[1.0]], in_fmt="fp16")[0, 0]
     assert 1 - U < 1.0 and small > large
 
 
@@ -227,7 +229,7 @@ def _same(got, expected):
 def test_fp32_model_is_a_float32_loop_of_exact_products(case):
     fmt, (a, b, c) = case
     c = np.array([[float(np.float32(v)) for v in row] for row in c])
-    got = lp.matmul(a, b, model="fp32", c=c, in_fmt=fmt)
+    got = matmul(a, b, model="fp32", c=c, in_fmt=fmt)
     _same(got, _sequential_oracle(a, b, c, FP32_GRID))
 
 
@@ -238,7 +240,7 @@ def test_fp16_model_is_an_fp16_loop_of_exact_products(case):
     fmt, (a, b, c) = case
     c = np.vectorize(lambda v: round_fraction(Fraction(v), **FP16_GRID))(c)
     c[~np.isfinite(c)] = 0.0
-    got = lp.matmul(a, b, model="fp16", c=c, in_fmt=fmt)
+    got = matmul(a, b, model="fp16", c=c, in_fmt=fmt)
     assert got.dtype == np.float64
     _same(got, _sequential_oracle(a, b, c, FP16_GRID))
 
@@ -252,7 +254,7 @@ def test_exact_model_is_the_fraction_dot_product_rounded_once(case, out):
     grid = FP32_GRID if out == "fp32" else FP16_GRID
     c = np.vectorize(lambda v: round_fraction(Fraction(v), **grid))(c)
     c[~np.isfinite(c)] = 0.0
-    got = lp.matmul(a, b, model="exact", c=c, in_fmt=fmt, out_fmt=out)
+    got = matmul(a, b, model="exact", c=c, in_fmt=fmt, out_fmt=out)
     expected = _exact_oracle(a, b, c, grid)
     assert np.array_equal(got, expected, equal_nan=False)
 
@@ -261,8 +263,8 @@ def test_exact_model_survives_cancellation_beyond_float64():
     # 2**30 + 2**-48 - 2**30: float64 loses the small term; the exact model must not.
     a = np.array([[2.0**15, 2.0**-24, -(2.0**15)]])
     b = np.array([[2.0**15], [2.0**-24], [2.0**15]])
-    assert lp.matmul(a, b, model="exact", in_fmt="fp16")[0, 0] == 2.0**-48
-    assert lp.matmul(a, b, model="exact", in_fmt="fp16", out_fmt="fp16")[0, 0] == 0.0
+    assert matmul(a, b, model="exact", in_fmt="fp16")[0, 0] == 2.0**-48
+    assert matmul(a, b, model="exact", in_fmt="fp16", out_fmt="fp16")[0, 0] == 0.0
 
 
 def test_fp32_model_matches_numpy_float32_on_a_larger_product():
@@ -274,7 +276,7 @@ def test_fp32_model_matches_numpy_float32_on_a_larger_product():
     acc = np.zeros((37, 29), np.float32)
     for k in range(300):
         acc += a[:, k, None].astype(np.float32) * b[None, k, :].astype(np.float32)
-    assert np.array_equal(lp.matmul(a, b, in_fmt="fp16"), acc.astype(np.float64))
+    assert np.array_equal(matmul(a, b, in_fmt="fp16"), acc.astype(np.float64))
 
 
 # -- a scalar reference of the block FMA (TENSORCORE.md §2, §4) --------------------------
@@ -393,7 +395,7 @@ SPEC = {
 
 
 def _check_against_reference(model, fmt, params, a, b, c, out):
-    got = lp.matmul(a, b, model=model, c=c, in_fmt=fmt, out_fmt=out)
+    got = matmul(a, b, model=model, c=c, in_fmt=fmt, out_fmt=out)
     for i in range(a.shape[0]):
         for j in range(b.shape[1]):
             want = reference_dot(list(a[i]), list(b[:, j]), c[i, j], fmt, params, out)
@@ -471,7 +473,7 @@ def test_custom_round_to_nearest_fp32_output(block, F, bits, case):
     ([[1.0]], [[1.0]], [[np.nan]], np.nan),
 ])
 def test_block_fma_edge_cases(a, b, c, expected):
-    d = lp.matmul(a, b, model="a100", c=c, in_fmt="fp16")[0, 0]
+    d = matmul(a, b, model="a100", c=c, in_fmt="fp16")[0, 0]
     if np.isnan(expected):
         assert np.isnan(d)
     else:
@@ -481,7 +483,7 @@ def test_block_fma_edge_cases(a, b, c, expected):
 def test_block_fma_overflow_is_inf_even_under_round_toward_zero():
     big = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
     with lp.flags() as f:
-        d = lp.matmul([[big, big]], [[big], [big]], model="h100", in_fmt="bf16")
+        d = matmul([[big, big]], [[big], [big]], model="h100", in_fmt="bf16")
     assert d[0, 0] == np.inf and f.overflow == 1 and f.invalid == 0
 
 
@@ -490,7 +492,7 @@ def test_flags_count_overflow_and_invalid_outputs():
     b = np.array([[60000.0, 0.0], [60000.0, 1.0]])
     for model in ("exact", "fp32", "fp16", "a100"):
         with lp.flags() as f:
-            d = lp.matmul(a, b, model=model, in_fmt="fp16", out_fmt="fp16")
+            d = matmul(a, b, model=model, in_fmt="fp16", out_fmt="fp16")
         assert f.overflow == 1, model      # [0, 0]: 7.2e9 from finite inputs
         assert f.invalid == 1, model       # [1, 1]: inf * 0
         assert np.isnan(d[1, 1]) and d[1, 0] == np.inf
@@ -510,13 +512,13 @@ def test_shapes_follow_np_matmul(model, sa, sb):
     a = rng.integers(-4, 5, sa).astype(np.float64)
     b = rng.integers(-4, 5, sb).astype(np.float64)
     expected = np.matmul(a, b)          # small integers: exact in every model
-    got = lp.matmul(a, b, model=model, in_fmt=fmt)
+    got = matmul(a, b, model=model, in_fmt=fmt)
     assert np.shape(got) == expected.shape
     assert np.array_equal(got, expected)
 
 
 def test_chunks_do_not_change_results(monkeypatch):
-    mm = __import__("sys").modules["lowprec.matmul"]
+    mm = sys.modules["lowprec.matmul"]
     rng = np.random.default_rng(3)
     a = rng.standard_normal((2, 7, 37)) * 2.0 ** rng.integers(-12, 8, (2, 7, 37))
     b = rng.standard_normal((37, 5)) * 2.0 ** rng.integers(-12, 8, (37, 5))
@@ -524,7 +526,7 @@ def test_chunks_do_not_change_results(monkeypatch):
     c = lp.round(rng.standard_normal((7, 5)), "fp32")
     monkeypatch.setattr(mm, "MEMORY_BOUND", 3000)
     for model in ("exact", "fp32", "a100", "h100"):
-        got = lp.matmul(a, b, model=model, c=c, in_fmt="fp16")
+        got = matmul(a, b, model=model, c=c, in_fmt="fp16")
         params = SPEC.get((model, "fp16"))
         for i in range(2):
             for m in range(7):
@@ -550,17 +552,17 @@ class _Duck:
 
 def test_tensor_like_operands_supply_their_format():
     a, b = [[1.0, 2.0**-12]], [[1.0], [2.0**-11]]
-    plain = lp.matmul(a, b, model="exact", in_fmt="fp16")
+    plain = matmul(a, b, model="exact", in_fmt="fp16")
     assert plain[0, 0] == 1 + 2.0**-23
-    duck = lp.matmul(_Duck(a, "fp16"), _Duck(b, "fp16"), model="exact")
+    duck = matmul(_Duck(a, "fp16"), _Duck(b, "fp16"), model="exact")
     assert duck[0, 0] == 1 + 2.0**-23
     with pytest.raises(ValueError, match="different formats"):
-        lp.matmul(_Duck(a, "fp16"), _Duck(b, "bf16"))
+        matmul(_Duck(a, "fp16"), _Duck(b, "bf16"))
 
 
 def test_plain_arrays_are_rounded_into_in_fmt():
     # 1 + 2**-11 is a tie in FP16: RNE gives 1.
-    assert lp.matmul([[1 + 2.0**-11]], [[1.0]], model="exact", in_fmt="fp16")[0, 0] == 1.0
+    assert matmul([[1 + 2.0**-11]], [[1.0]], model="exact", in_fmt="fp16")[0, 0] == 1.0
 
 
 # -- errors -------------------------------------------------------------------------------
@@ -571,34 +573,34 @@ def test_shape_errors_are_numpys(sa, sb):
     with pytest.raises(ValueError) as numpy_error:
         np.matmul(np.zeros(sa), np.zeros(sb))
     with pytest.raises(ValueError) as ours:
-        lp.matmul(np.zeros(sa), np.zeros(sb), in_fmt="fp16")
+        matmul(np.zeros(sa), np.zeros(sb), in_fmt="fp16")
     assert str(ours.value) == str(numpy_error.value)
 
 
 def test_addend_broadcasts_to_vector_results():
     a, b = np.ones((3, 4)), np.ones(4)
-    assert np.array_equal(lp.matmul(a, b, c=[1.0, 2.0, 3.0], in_fmt="fp16"), [5.0, 6.0, 7.0])
-    assert np.array_equal(lp.matmul(b, a.T, c=2.0, model="a100", in_fmt="fp16"), [6.0] * 3)
+    assert np.array_equal(matmul(a, b, c=[1.0, 2.0, 3.0], in_fmt="fp16"), [5.0, 6.0, 7.0])
+    assert np.array_equal(matmul(b, a.T, c=2.0, model="a100", in_fmt="fp16"), [6.0] * 3)
 
 
 def test_clear_errors():
     a, b = np.ones((2, 2)), np.ones((2, 2))
     with pytest.raises(ValueError, match="in_fmt"):
-        lp.matmul(a, b)
+        matmul(a, b)
     with pytest.raises(ValueError, match="does not take BF16"):
-        lp.matmul(a, b, model="v100", in_fmt="bf16")
+        matmul(a, b, model="v100", in_fmt="bf16")
     with pytest.raises(ValueError, match="does not take FP16"):
-        lp.matmul(a, b, model="h100-mma", in_fmt="fp16")
+        matmul(a, b, model="h100-mma", in_fmt="fp16")
     with pytest.raises(ValueError, match="FP32 output"):
-        lp.matmul(a, b, model="a100", in_fmt="tf32", out_fmt="fp16")
+        matmul(a, b, model="a100", in_fmt="tf32", out_fmt="fp16")
     with pytest.raises(ValueError, match="unknown matmul model"):
-        lp.matmul(a, b, model="tpu", in_fmt="fp16")
+        matmul(a, b, model="tpu", in_fmt="fp16")
     with pytest.raises(ValueError, match="does not broadcast"):
-        lp.matmul(a, b, c=np.ones(3), in_fmt="fp16")
+        matmul(a, b, c=np.ones(3), in_fmt="fp16")
     with pytest.raises(ValueError, match="at most 51 bits"):
-        lp.matmul(a, b, model="exact", in_fmt="fp16", out_fmt="fp64")
+        matmul(a, b, model="exact", in_fmt="fp16", out_fmt="fp64")
     with pytest.raises(ValueError, match="at most 26 bits"):
-        lp.matmul(a, b, model="exact", in_fmt="fp64")
+        matmul(a, b, model="exact", in_fmt="fp64")
     with pytest.raises(ValueError, match="fraction_bits"):
         lp.TensorCoreModel(block=32, fraction_bits=50)
     with pytest.raises(ValueError, match="at most 12 bits"):
