@@ -212,8 +212,8 @@ V100 = _tc(
 T4 = _tc(
     "t4", f"""Turing (T4) Tensor Cores, FP16 inputs (unverified: no published data).
 
-    block 8, F = 24, RZ to FP32, RNE to FP16, Elim -132 / -20: the A100 parameters,
-    which {_FASI} found T4 to share on their tests; {_KM}.
+    block 8, F = 24, RZ to FP32, RNE to FP16, Elim -132 / -20, the parameters of
+    {_KM}; T4's tensor cores were first measured by {_FASI}.
     """, block=8, fraction_bits=24, elim=-132, elim_fp16=-20, inputs=(FP16,))
 
 _AMPERE_TF32 = TensorCoreModel(block=4, fraction_bits=24, elim=-132, fp16_output=False,
@@ -222,8 +222,8 @@ A100 = _tc(
     "a100", f"""Ampere (A100, A30, A2) Tensor Cores.
 
     FP16 and BF16: block 8 (m16n8k16 = blocks [0:8] then [8:16], {_PTX}), F = 24,
-    RZ to FP32, RNE to FP16, Elim -132 (FP32 out) / -20 (FP16 out) ({_KM}; the
-    extra alignment bit over V100 and the block of 8: {_FASI}).
+    RZ to FP32, RNE to FP16, Elim -132 (FP32 out) / -20 (FP16 out) ({_KM};
+    first measurements of A100's tensor cores: {_FASI}).
     TF32: block 4, F = 24, FP32 output only, Elim -132 ({_KM}).
     Reproduces a100_fp16, a100_bf16, a100_tf32 of the published data. The Elim floor
     follows K&M; {_MMASIM} instead always aligns against c (a zero c counting as
