@@ -784,9 +784,11 @@ class _Sequential:
     def __init__(self, fmt, acc, out):
         self.fmt, self.acc, self.out = fmt, acc, out
         self.float32 = acc == FP32 and _products_fit_float32(fmt)
-        # Sums of two numbers of at most 24 bits: float64 then FP32 is one rounding
-        # (53 >= 2 * 24 + 2, Figueroa's double-rounding theorem).
-        self.innocuous = acc == FP32 and 2 * fmt.p <= 24
+        # When float64 then acc is one rounding of acc + p:
+        # FP32: both have at most 24 bits (53 >= 2 * 24 + 2, Figueroa's theorem).
+        # FP16, products of at most 22 bits: acc + p is exact in float64 unless
+        # |p| < 2**-30 |acc| (both roundings give acc) or |p| >= 2**17 (both overflow).
+        self.innocuous = 2 * fmt.p <= (24 if acc == FP32 else 22)
 
     def target_outputs(self, K):
         return 1 << 15
