@@ -480,7 +480,8 @@ def _run_chunks(kernel, a, b, c, batch, shape):
     if out.size == 0:
         return out
     if K == 0:
-        out[...] = kernel.empty(c)
+        with np.errstate(all="ignore"):
+            out[...] = kernel.empty(c)
         return out
     per_output = kernel.bytes_per_output(K)
     target = max(1, min(kernel.target_outputs(K), MEMORY_BOUND // per_output))
@@ -558,6 +559,24 @@ def _pow2(e):
     return ((e.astype(np.int64) + 1023).astype(np.uint64) << np.uint64(52)).view(np.float64)
 
 
+def _round_fp16(s):
+    """RNE of float64 values to FP16 (IEEE overflow, signed zeros, inf and NaN kept):
+    five fast passes where NumPy's float64 -> float16 cast is done in software."""
+    c = (s.view(np.uint64) & _EXP_MASK).view(np.float64)   # 2**floor(log2|s|)
+    np.maximum(c, 2.0**-14, out=c)                          # subnormals: quantum 2**-24
+    # c = 1.5 * 2**(e + 42) has float64 ulp 2**(e - 10), FP16's quantum at s, and
+    # s + c stays in c's binade: fl(s + c) - c is s rounded to nearest even, exactly.
+    c *= 1.5 * 2.0**42
+    out = s + c
+    out -= c
+    np.copysign(out, s, out=out)                            # a zero keeps s's sign
+    top = np.max(np.abs(out), initial=0.0)
+    if not top <= 65504.0:                                  # overflow, inf or NaN
+        beyond = ~(np.abs(out) <= 65504.0)
+        out[beyond] = np.where(np.isnan(s[beyond]), np.nan, np.copysign(np.inf, s[beyond]))
+    return out
+
+
 def _to_output(d, fmt, mode, bits, extremes):
     """Round exact float64 values ``d`` to ``fmt`` (FP32 keeping ``bits`` fraction bits,
     or FP16) by ``mode``; results beyond the range are ±inf, even under RZ (§2.8).
@@ -586,7 +605,7 @@ def _to_output(d, fmt, mode, bits, extremes):
     if fmt == FP32 and bits == 23:
         out = d.astype(np.float32).astype(np.float64)   # one IEEE rounding of a float64
     elif fmt == FP16:
-        out = d.astype(np.float16).astype(np.float64)   # NumPy's correctly rounded cast
+        out = _round_fp16(d)
     else:   # FP32 keeping fewer bits, to nearest: past the top is 2**128, so inf
         out = _quiet(_round, d, Format(8, bits), mode)
     small = (out != 0) & (np.abs(out) < 2.0**-126)
@@ -802,7 +821,7 @@ class _Sequential:
     def _cast(self, s):
         if self.acc == FP32:
             return s.astype(np.float32).astype(np.float64)   # one IEEE rounding
-        return s.astype(np.float16).astype(np.float64)       # NumPy's correctly rounded cast
+        return _round_fp16(s)
 
     def _finish(self, d):
         return d if self.out == self.acc else _quiet(_round, d, self.out)

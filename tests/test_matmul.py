@@ -68,6 +68,18 @@ def test_round_fraction_matches_numpy_casts(x):
         assert round_fraction(x, **FP16_GRID) == float(np.float16(x))
 
 
+@given(st.lists(st.floats(width=64), min_size=1, max_size=40))
+def test_fast_fp16_rounding_matches_numpys_cast(xs):
+    # The kernels round to FP16 arithmetically; NumPy's (slow) cast is the oracle.
+    x = np.array(xs)
+    with np.errstate(all="ignore"):
+        expected = x.astype(np.float16).astype(np.float64)
+        got = sys.modules["lowprec.matmul"]._round_fp16(x)
+    assert np.array_equal(got.view(np.uint64), expected.view(np.uint64)) or (
+        np.array_equal(got, expected, equal_nan=True)
+        and np.array_equal(np.signbit(got), np.signbit(expected)))
+
+
 # -- published hardware data ---------------------------------------------------------
 
 def _cases():
