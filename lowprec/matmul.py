@@ -954,8 +954,14 @@ class _Exact:
         # errs by at most (K + 1) u (|c| + sum|p|) / (1 - (K + 1) u); the bound and
         # y +- bound are rounded too: four times the rigorous bound covers all of it.
         bound += np.abs(c)
+        # Every product is a multiple of q = (row's smallest quantum) * (column's), c of
+        # its own quantum: while sum|p| + |c| < 2**53 q every partial sum is exact.
+        q = np.minimum(_quanta(a, self.fmt).min(axis=-1)[..., :, None]
+                       * _quanta(b, self.fmt).min(axis=-2)[..., None, :], _quanta(c, self.out))
+        exact = bound * (1 + (K + 2) * 2.0**-50) < q * 2.0**53
         bound *= (K + 3) * 2.0**-51
         bound += np.abs(y) * 2.0**-50
+        bound[exact] = 0.0
         lo = _quiet(_round, y - bound, self.out)
         d = _quiet(_round, y + bound, self.out)
         unsure = lo != d
@@ -968,6 +974,16 @@ class _Exact:
     def _exact_sum(self, rows, cols, c):
         # Products of two significands of at most 26 bits are exact in float64.
         return _exact_round(np.concatenate([rows * cols, c[:, None]], axis=1), self.out)
+
+
+def _quanta(x, fmt):
+    """The quantum of each value of ``fmt`` (2**(max(floor(log2|x|), emin) - m));
+    inf for zeros, which add nothing."""
+    q = (x.view(np.uint64) & _EXP_MASK).view(np.float64)   # 2**floor(log2|x|)
+    np.maximum(q, 2.0**fmt.emin, out=q)
+    q *= 2.0**-fmt.mantissa_bits
+    q[x == 0] = np.inf
+    return q
 
 
 def _ieee_sum(rows, cols, c):
