@@ -105,7 +105,15 @@ def _parse_k(text):
 
 
 def build_parser():
-    """The argparse parser of the ``lowprec`` command."""
+    """The argparse parser of the ``lowprec`` command.
+
+    Examples
+    --------
+    >>> from lowprec.cli import build_parser
+    >>> args = build_parser().parse_args(["explain", "-1e-8", "--fmt", "fp16", "bf16"])
+    >>> args.value, [f.name for f in args.fmt], args.mode
+    (-1e-08, ['FP16', 'BF16'], 'rne')
+    """
     parser = _Parser(prog="lowprec", description="Emulate low-precision floating point: "
                      "format tables, rounding, bit-level explanations and a demo.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,

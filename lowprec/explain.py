@@ -110,6 +110,17 @@ class Explanation:
         The candidates: ``value`` rounded toward -inf and toward +inf.
     flags : dict
         `lp.flags()` counts of the rounding (``inexact``, ``underflow``, ...).
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> e = lp.explain(1e-7, "fp16")             # below 2**-14: a subnormal
+    >>> e.kind, e.exponent_field, e.mantissa, e.significand, e.power
+    ('subnormal', '00000', 2, Fraction(1, 512), -14)
+    >>> e.ulp == lp.FP16.smallest_subnormal, e.flags["underflow"]
+    (True, 1)
+    >>> e.abs_error == abs(e.error), float(e.rel_error) > lp.FP16.unit_roundoff
+    (True, True)
     """
 
     value: float
@@ -521,6 +532,16 @@ def plot_error_vs_k(result, which="dot"):
     """Plot `error_vs_k` results: one log-log panel per input format, a line per model.
 
     Imports matplotlib (the ``plot`` extra) when called. Returns the Figure.
+
+    Examples
+    --------
+    >>> from lowprec.explain import error_vs_k, plot_error_vs_k
+    >>> r = error_vs_k(ks=(16, 64), formats=("fp16", "bf16"), models=("fp32", "a100"),
+    ...                trials=2, size=2)
+    >>> fig = plot_error_vs_k(r)
+    >>> [ax.get_title() for ax in fig.axes], fig.axes[0].get_xlabel()
+    (['FP16 inputs', 'BF16 inputs'], 'K (length of each dot product)')
+    >>> import matplotlib.pyplot as plt; plt.close(fig)
     """
     import matplotlib.pyplot as plt
 
