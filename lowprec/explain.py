@@ -325,7 +325,8 @@ def _neighbours(r, fmt):
     def value(pattern):
         if not 0 <= pattern < top:
             return None
-        v = float(decode(pattern, fmt))
+        with np.errstate(over="ignore"):   # decode of FP64's inf pattern warns
+            v = float(decode(pattern, fmt))
         return None if math.isnan(v) else v
 
     if math.isinf(r):

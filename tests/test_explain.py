@@ -40,37 +40,47 @@ def test_bf16_fields_of_one_tenth_match_ml_dtypes():
     assert "0 | 01111011 | 1001101" in str(e) and "0.10009765625" in str(e)
 
 
-@pytest.mark.parametrize("x", VALUES)
-def test_fp16_against_numpy(x):
-    e = explain(x, "fp16")
+NUMPY = {"fp16": (np.float16, np.uint16, 5, 10), "fp32": (np.float32, np.uint32, 8, 23),
+         "fp64": (np.float64, np.uint64, 11, 52)}
+CANONICAL_NAN = {"fp16": 0x7E00, "fp32": 0x7FC00000, "fp64": 0x7FF8000000000000}
+
+
+@pytest.mark.parametrize("spec", sorted(NUMPY))
+@pytest.mark.parametrize("x", VALUES + [1e-45, 3e38, 1e39, 5e-324, 1.7976931348623157e308])
+def test_ieee_formats_against_numpy(spec, x):
+    dtype, uint, exponent_bits, mantissa_bits = NUMPY[spec]
+    info = np.finfo(dtype)
+    e = explain(x, spec)
     with np.errstate(over="ignore"):
-        ref = np.float16(x)                     # NumPy's float16 cast rounds once, RNE
+        ref = dtype(x)                          # NumPy's cast of a float64 rounds once, RNE
     if math.isnan(x):
-        assert e.kind == "nan" and e.bits == 0x7E00
+        assert e.kind == "nan" and e.bits == CANONICAL_NAN[spec]
         return
     assert e.rounded == float(ref) and math.copysign(1, e.rounded) == math.copysign(1, ref)
-    pattern = ref.view(np.uint16)
+    pattern = ref.view(uint)
     assert e.bits == int(pattern)
-    assert (e.sign_field, e.exponent_field, e.mantissa_field) == bit_fields(pattern, 5, 10)
+    assert (e.sign_field, e.exponent_field, e.mantissa_field) == bit_fields(
+        pattern, exponent_bits, mantissa_bits)
     if np.isfinite(ref):
         # NumPy's spacing is the gap to the next value away from zero: the ulp
         # (at max, where that is inf, the ulp is the gap below).
-        if abs(ref) < 65504:
+        if abs(ref) < info.max:
             assert e.ulp == abs(float(np.spacing(ref)))
         else:
-            assert e.ulp == abs(float(ref - np.nextafter(ref, np.float16(0))))
-        assert e.below == float(np.nextafter(ref, np.float16(-np.inf)))
+            assert e.ulp == abs(float(ref - np.nextafter(ref, dtype(0))))
+        assert e.below == float(np.nextafter(ref, dtype(-np.inf)))
         with np.errstate(over="ignore"):             # above max: inf
-            assert e.above == float(np.nextafter(ref, np.float16(np.inf)))
+            assert e.above == float(np.nextafter(ref, dtype(np.inf)))
         assert Fraction(Decimal(e.exact_decimal)) == Fraction(float(ref))
         assert e.abs_error == abs(Fraction(float(ref)) - Fraction(x))
         if x != 0:
             assert e.rel_error == e.abs_error / abs(Fraction(x))
-    # Flags by their definitions, from NumPy's result.
+    # Flags by their definitions, from NumPy's result (no input here lies just below
+    # the smallest normal, where tininess after rounding would need more care).
     finite_in = math.isfinite(x)
     assert e.flags["inexact"] == int(finite_in and float(ref) != x)
     assert e.flags["overflow"] == int(finite_in and bool(np.isinf(ref)))
-    tiny = finite_in and 0 < abs(x) and abs(float(ref)) < 2.0**-14
+    tiny = finite_in and 0 < abs(x) and abs(float(ref)) < info.smallest_normal
     assert e.flags["underflow"] == int(tiny and float(ref) != x)
 
 
