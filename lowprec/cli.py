@@ -183,7 +183,10 @@ def _demo(args):
           file=sys.stderr, flush=True)
 
     def progress(label, seconds):
-        print(f"  {label}: {seconds:.1f} s", file=sys.stderr, flush=True)
+        if seconds is None:
+            print(f"  {label} ...", end="", file=sys.stderr, flush=True)
+        else:
+            print(f" {seconds:.1f} s", file=sys.stderr, flush=True)
 
     result = error_vs_k(ks, progress=progress)
     print("\n== Dot products: mean relative error of 32 K-long dot products ==")

@@ -453,7 +453,8 @@ def error_vs_k(ks=(16, 64, 256, 1024, 4096), formats=DEMO_FORMATS, models=DEMO_M
     seed : int
         Seed of the data (same seed, same tables).
     progress : callable, optional
-        Called with a label and the seconds taken after each (K, format) step.
+        Called as ``progress(label, None)`` before each (K, format) step and as
+        ``progress(label, seconds)`` after it.
 
     Returns
     -------
@@ -478,6 +479,9 @@ def error_vs_k(ks=(16, 64, 256, 1024, 4096), formats=DEMO_FORMATS, models=DEMO_M
         b = rng.standard_normal((k, size))
         for spec in formats:
             fmt = _format(spec)
+            label = f"K = {k}, {_name(fmt)} inputs"
+            if progress is not None:
+                progress(label, None)
             start = time.perf_counter()
             xf, yf, af, bf = (_quiet(_round, v, fmt) for v in (x, y, a, b))
             dot_ref, mat_ref = _reference(xf, yf), _reference(af, bf)
@@ -496,7 +500,7 @@ def error_vs_k(ks=(16, 64, 256, 1024, 4096), formats=DEMO_FORMATS, models=DEMO_M
                 result["matmul"].setdefault(key, []).append(
                     float(np.linalg.norm(dm - mat_ref) / np.linalg.norm(mat_ref)))
             if progress is not None:
-                progress(f"K = {k}, {_name(fmt)} inputs", time.perf_counter() - start)
+                progress(label, time.perf_counter() - start)
     return result
 
 
