@@ -246,7 +246,7 @@ def test_fp32_model_is_a_float32_loop_of_exact_products(case):
 
 
 @settings(max_examples=40)
-@given(st.sampled_from(["fp16", "bf16", "e5m2"]).flatmap(
+@given(st.sampled_from(["fp16", "bf16", "e5m2", "fp32"]).flatmap(
     lambda f: st.tuples(st.just(f), operands(f))))
 def test_fp16_model_is_an_fp16_loop_of_exact_products(case):
     fmt, (a, b, c) = case
