@@ -257,6 +257,17 @@ def main(argv=None):
         return exc.code
     try:
         _run(args)
+    except BrokenPipeError:
+        # The reader left (``lowprec formats | head``): say nothing more, and keep
+        # Python's flush of stdout at exit from failing again (Python docs' recipe).
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 1
+    except KeyboardInterrupt:
+        print("lowprec: interrupted", file=sys.stderr)
+        return 130
     except (_Error, ValueError, TypeError, OSError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"lowprec: error: {message}", file=sys.stderr)

@@ -183,3 +183,11 @@ def test_demo_plot_into_a_file_is_one_line(tmp_path, capsys):
     status, _, err = call(["demo", "--max-k", "16", "--plot", str(blocker)], capsys)
     assert status == 2 and err.strip().splitlines() == [
         f"lowprec: error: [Errno 17] File exists: '{blocker}'"]
+
+
+def test_a_closed_pipe_is_not_an_error_message():
+    p = subprocess.Popen([sys.executable, "-m", "lowprec.cli", "formats"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()                      # the reader leaves before anything is written
+    err = p.stderr.read().decode()
+    assert p.wait() == 1 and err == ""
