@@ -11,6 +11,7 @@ from .rounding import MODES, round, round_exact
 from .bits import decode, encode, fields
 from .arith import add, div, dot, fma, mul, sqrt, sub, sum
 from .matmul import MODELS, TensorCoreModel, matmul
+from .tensor import Tensor, context, get_context, matmul, result_format, tensor  # noqa: F811
 from .explain import Explanation, explain
 
 __version__ = "0.1.0"
@@ -22,5 +23,6 @@ __all__ = [
     "Flags", "flags", "MODES", "round", "round_exact", "encode", "decode", "fields",
     "add", "sub", "mul", "div", "sqrt", "fma", "sum", "dot",
     "matmul", "TensorCoreModel", "MODELS",
+    "Tensor", "tensor", "context", "get_context", "result_format",
     "explain", "Explanation",
 ]

@@ -1,0 +1,705 @@
+"""`Tensor`: an n-dimensional array of values of one format, emulated or refused.
+
+A `Tensor` holds a float64 ndarray whose every element is a value of its
+`Format`. Operations unwrap, call a kernel (`rounding`, `arith`, `matmul`) and
+rewrap; they never compute in float64 and hand back a plain array. NumPy calls
+reach it through ``__array_ufunc__`` and ``__array_function__``, each with one
+table of what is handled; everything else raises `TypeError` naming the call.
+Defaults (rounding mode, rng, matmul model, subnormals, saturation) come from
+`context`, a ``contextvars`` context: this is the only module that reads it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import operator
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from . import arith, bits
+from .formats import (BF16, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E4M3FNUZ,
+                      FP8_E5M2, FP8_E5M2FNUZ, FP16, FP32, FP64, TF32)
+from .formats import format as _format
+from .matmul import MODELS as _MODELS
+from .matmul import matmul as _matmul_kernel
+from .rounding import MODES
+from .rounding import round as _round
+
+__all__ = ["Tensor", "tensor", "context", "get_context", "result_format", "matmul",
+           "HANDLED_UFUNCS", "HANDLED_FUNCTIONS"]
+
+
+# -- context ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Context:
+    mode: str = "rne"
+    rng: np.random.Generator | None = None
+    matmul: object = "fp32"
+    subnormals: bool | None = None
+    saturate: bool = False
+
+    def kwargs(self):
+        return dict(rng=self.rng, subnormals=self.subnormals, saturate=self.saturate)
+
+
+_CONTEXT: ContextVar[_Context] = ContextVar("lowprec_context", default=_Context())
+
+
+def get_context():
+    """The active defaults (mode, rng, matmul, subnormals, saturate)."""
+    return _CONTEXT.get()
+
+
+@contextlib.contextmanager
+def context(*, mode=None, rng=None, matmul=None, subnormals=None, saturate=None):
+    """Set Tensor defaults for a block: ``with lp.context(mode="sr", rng=0):``.
+
+    Unset fields keep the enclosing values; on exit the enclosing context is
+    restored. Built on ``contextvars``, so threads and asyncio tasks each see
+    their own. An int ``rng`` seeds one generator for the whole block.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> x = lp.tensor([1.0, 2.0], "bf16")
+    >>> with lp.context(mode="ru"):
+    ...     print((x + 2**-9).values)
+    [1.0078125 2.015625 ]
+    >>> (x + 2**-9).values
+    array([1., 2.])
+    """
+    current = _CONTEXT.get()
+    changes = {}
+    if mode is not None:
+        if mode not in MODES:
+            raise ValueError(f"unknown rounding mode {mode!r}; valid modes: {', '.join(MODES)}")
+        changes["mode"] = mode
+    if rng is not None:
+        if isinstance(rng, (int, np.integer)):
+            rng = np.random.default_rng(rng)
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy.random.Generator or an int seed, got {rng!r}")
+        changes["rng"] = rng
+    if matmul is not None:
+        if isinstance(matmul, str) and matmul.lower() not in _MODELS:
+            raise ValueError(f"unknown matmul model {matmul!r}; valid models: "
+                             f"{', '.join(_MODELS)} or a lp.TensorCoreModel")
+        changes["matmul"] = matmul
+    if subnormals is not None:
+        changes["subnormals"] = bool(subnormals)
+    if saturate is not None:
+        changes["saturate"] = bool(saturate)
+    token = _CONTEXT.set(replace(current, **changes))
+    try:
+        yield _CONTEXT.get()
+    finally:
+        _CONTEXT.reset(token)
+
+
+# -- promotion ------------------------------------------------------------------------
+
+#: Storage formats results may be promoted to, smallest first (TF32 is a compute
+#: mode, not a storage type: FP16 with BF16 gives FP32, as in PyTorch).
+_LADDER = (FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E5M2, FP8_E4M3FNUZ, FP8_E5M2FNUZ,
+           FP16, BF16, FP32, FP64)
+
+
+def _holds(big, small):
+    """Whether every value of ``small`` (inf and NaN included) is a value of ``big``."""
+    reach = lambda f: f.emin - (f.mantissa_bits if f.subnormals else 0)  # noqa: E731
+    return (big.p >= small.p and big.max >= small.max and reach(big) <= reach(small)
+            and (big.has_inf or not small.has_inf) and (big.has_nan or not small.has_nan)
+            and (big.has_negative_zero or not small.has_negative_zero))
+
+
+def result_format(a, b):
+    """The format of a result from operands of formats ``a`` and ``b``.
+
+    Same format: that format. Otherwise the smallest storage format (see the
+    table in the docs) that holds every value of both exactly.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> lp.result_format("fp16", "bf16"), lp.result_format("e4m3", "fp16")
+    (lp.FP32, lp.FP16)
+    >>> lp.result_format("e4m3", "e5m2")
+    lp.FP16
+    """
+    a, b = _format(a), _format(b)
+    if a == b:
+        return a
+    found = PROMOTION.get((a, b))
+    if found is not None:
+        return found
+    for fmt in _LADDER:
+        if _holds(fmt, a) and _holds(fmt, b):
+            return fmt
+    raise TypeError(f"no format holds both {a!r} and {b!r} exactly; convert one "
+                    "explicitly with .astype()")
+
+
+#: The explicit promotion table for pairs of named formats (symmetric).
+PROMOTION = {(a, b): next(f for f in _LADDER if _holds(f, a) and _holds(f, b))
+             for a in (*_LADDER, TF32) for b in (*_LADDER, TF32) if a != b}
+
+
+# -- the Tensor -------------------------------------------------------------------------
+
+def _fmt_name(fmt):
+    return fmt.name if fmt.name else repr(fmt)
+
+
+def _values_of(x):
+    return x._v if isinstance(x, Tensor) else x
+
+
+class Tensor:
+    """An n-dimensional array of values of one `Format`; every operation is
+    emulated in that format, or refused.
+
+    Make one with `lowprec.tensor`. ``values`` is a read-only float64 view,
+    ``bits`` the encoded patterns, ``fmt`` the format.
+
+    Examples
+    --------
+    >>> import numpy as np, lowprec as lp
+    >>> x = lp.tensor([0.1, 0.2, 0.3], "bf16")
+    >>> x
+    Tensor([0.10009765625, 0.2001953125, 0.30078125], fmt=BF16)
+    >>> (x + x).values, x.bits
+    (array([0.20019531, 0.40039062, 0.6015625 ]), array([15821, 15949, 16026], dtype=uint16))
+    >>> np.exp(x).fmt, (x > 0.15).tolist()
+    (lp.BF16, [False, True, True])
+    >>> np.fft.fft(x)
+    Traceback (most recent call last):
+    ...
+    TypeError: lowprec.Tensor does not support numpy.fft.fft: it cannot be emulated in BF16 (convert with np.asarray(t) to leave the emulation)
+    """
+
+    __slots__ = ("_v", "_fmt")
+    __array_priority__ = 100
+
+    def __init__(self, values, fmt):
+        # Internal: ``values`` must already be values of ``fmt`` (use lp.tensor).
+        self._v = values
+        self._fmt = fmt
+
+    # -- attributes ---------------------------------------------------------------
+    @property
+    def fmt(self):
+        return self._fmt
+
+    @property
+    def dtype(self):
+        """The format (the Tensor's dtype, as ``torch.Tensor.dtype`` is)."""
+        return self._fmt
+
+    @property
+    def shape(self):
+        return self._v.shape
+
+    @property
+    def ndim(self):
+        return self._v.ndim
+
+    @property
+    def size(self):
+        return self._v.size
+
+    @property
+    def T(self):
+        return Tensor(self._v.T, self._fmt)
+
+    @property
+    def values(self):
+        """The values as a read-only float64 ndarray (a view)."""
+        v = self._v.view()
+        v.flags.writeable = False
+        return v
+
+    @property
+    def bits(self):
+        """The bit patterns (see `lowprec.encode`)."""
+        return bits.encode(self._v, self._fmt)
+
+    def astype(self, fmt, mode=None):
+        """Convert to another format: one rounding (context mode by default)."""
+        fmt = _format(fmt)
+        return Tensor(_round_ctx(self._v, fmt, mode), fmt)
+
+    def to_numpy(self, dtype=np.float64):
+        """A NumPy array of ``dtype`` (float16/32/64, or an ml_dtypes type):
+        exact when ``dtype`` holds the format, else one rounding (context mode)."""
+        target = _format(dtype)
+        v = self._v if _holds(target, self._fmt) else _round_ctx(self._v, target, None)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return np.asarray(v).astype(dtype)
+
+    def __array__(self, dtype=None, copy=None):
+        if copy is False:
+            raise ValueError("a Tensor cannot be viewed as a plain array without a copy")
+        v = self._v.copy()
+        return v if dtype is None else v.astype(dtype)
+
+    def __repr__(self):
+        body = np.array2string(self._v, separator=", ", threshold=20, prefix="Tensor(",
+                               formatter={"float_kind": lambda v: repr(float(v))})
+        return f"Tensor({body}, fmt={_fmt_name(self._fmt)})"
+
+    def __str__(self):
+        return f"{np.array2string(self._v, threshold=20)} ({_fmt_name(self._fmt)})"
+
+    # -- container protocol -------------------------------------------------------
+    def __len__(self):
+        return len(self._v)
+
+    def __iter__(self):
+        for v in self._v:
+            yield Tensor(v, self._fmt) if isinstance(v, np.ndarray) else Tensor(np.asarray(v), self._fmt)
+
+    def __getitem__(self, key):
+        key = _values_of(key) if isinstance(key, Tensor) else key
+        v = self._v[key]
+        return Tensor(v if isinstance(v, np.ndarray) else np.asarray(v), self._fmt)
+
+    def __setitem__(self, key, value):
+        value = value.astype(self._fmt)._v if isinstance(value, Tensor) else \
+            _round_ctx(value, self._fmt, None)
+        self._v[key] = value
+
+    def __float__(self):
+        return float(self._v)
+
+    def __int__(self):
+        return int(self._v)
+
+    def __bool__(self):
+        return bool(self._v)
+
+    def __index__(self):
+        raise TypeError("a Tensor of floats cannot be used as an index")
+
+    __hash__ = None
+
+    # -- methods that mirror NumPy's -----------------------------------------------
+    def reshape(self, *shape, **kwargs):
+        return Tensor(self._v.reshape(*shape, **kwargs), self._fmt)
+
+    def transpose(self, *axes):
+        return Tensor(self._v.transpose(*axes), self._fmt)
+
+    def ravel(self):
+        return Tensor(self._v.ravel(), self._fmt)
+
+    def flatten(self):
+        return Tensor(self._v.flatten(), self._fmt)
+
+    def copy(self):
+        return Tensor(self._v.copy(), self._fmt)
+
+    def tolist(self):
+        return self._v.tolist()
+
+    def sum(self, axis=None, *, acc=None, order="pairwise", keepdims=False):
+        return _sum(self, axis=axis, acc=acc, order=order, keepdims=keepdims)
+
+    def mean(self, axis=None, *, acc=None, order="pairwise", keepdims=False):
+        return _mean(self, axis=axis, acc=acc, order=order, keepdims=keepdims)
+
+    def max(self, axis=None, keepdims=False):
+        return Tensor(np.max(self._v, axis=axis, keepdims=keepdims), self._fmt)
+
+    def min(self, axis=None, keepdims=False):
+        return Tensor(np.min(self._v, axis=axis, keepdims=keepdims), self._fmt)
+
+    def argmax(self, axis=None):
+        return np.argmax(self._v, axis=axis)
+
+    def argmin(self, axis=None):
+        return np.argmin(self._v, axis=axis)
+
+    # -- NumPy protocols --------------------------------------------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        name = ufunc.__name__
+        if method != "__call__":
+            raise TypeError(f"lowprec.Tensor does not support numpy.{name}.{method}: "
+                            "use the Tensor's sum/max/min methods or lp.sum")
+        if kwargs.get("out") is not None:
+            raise TypeError(f"lowprec.Tensor does not support out= (numpy.{name}): "
+                            "results are new Tensors")
+        extra = set(kwargs) - {"out"}
+        if extra:
+            raise TypeError(f"lowprec.Tensor does not support numpy.{name} with "
+                            f"{', '.join(sorted(extra))}=")
+        handler = HANDLED_UFUNCS.get(name)
+        if handler is None:
+            raise TypeError(f"lowprec.Tensor does not support numpy.{name}: it cannot "
+                            "be emulated (convert with np.asarray(t) to leave the emulation)")
+        return handler(*inputs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        handler = HANDLED_FUNCTIONS.get(func)
+        if handler is None:
+            mod = func.__module__.replace("numpy._core", "numpy").replace(".fromnumeric", "")
+            raise TypeError(f"lowprec.Tensor does not support {mod}.{func.__name__}: it "
+                            f"cannot be emulated in {_fmt_name(self._fmt)} "
+                            "(convert with np.asarray(t) to leave the emulation)")
+        return handler(*args, **kwargs)
+
+    # -- operators ------------------------------------------------------------------
+    def __add__(self, other):
+        return np.add(self, other)
+
+    def __radd__(self, other):
+        return np.add(other, self)
+
+    def __sub__(self, other):
+        return np.subtract(self, other)
+
+    def __rsub__(self, other):
+        return np.subtract(other, self)
+
+    def __mul__(self, other):
+        return np.multiply(self, other)
+
+    def __rmul__(self, other):
+        return np.multiply(other, self)
+
+    def __truediv__(self, other):
+        return np.true_divide(self, other)
+
+    def __rtruediv__(self, other):
+        return np.true_divide(other, self)
+
+    def __pow__(self, other):
+        return np.power(self, other)
+
+    def __matmul__(self, other):
+        return matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return matmul(other, self)
+
+    def __neg__(self):
+        return np.negative(self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return np.absolute(self)
+
+    def __eq__(self, other):
+        return np.equal(self, other)
+
+    def __ne__(self, other):
+        return np.not_equal(self, other)
+
+    def __lt__(self, other):
+        return np.less(self, other)
+
+    def __le__(self, other):
+        return np.less_equal(self, other)
+
+    def __gt__(self, other):
+        return np.greater(self, other)
+
+    def __ge__(self, other):
+        return np.greater_equal(self, other)
+
+
+def tensor(data, fmt=None, mode=None, *, rng=None):
+    """Make a `Tensor`: round ``data`` into ``fmt`` (once, by ``mode``).
+
+    ``fmt`` defaults to the format of a Tensor ``data``; ``mode`` and ``rng``
+    default to the active `context`.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> lp.tensor([[1.0, 1e-8], [70000.0, 3.14159]], "fp16")
+    Tensor([[1.0, 0.0],
+            [inf, 3.140625]], fmt=FP16)
+    >>> lp.tensor(0.1, "e4m3").values
+    array(0.1015625)
+    """
+    if fmt is None:
+        if not isinstance(data, Tensor):
+            raise TypeError("lp.tensor needs a format for plain data, e.g. lp.tensor(x, 'bf16')")
+        fmt = data.fmt
+    fmt = _format(fmt)
+    if isinstance(data, Tensor):
+        return data.astype(fmt, mode)
+    return Tensor(np.asarray(_round_ctx(data, fmt, mode, rng)), fmt)
+
+
+def _round_ctx(x, fmt, mode, rng=None):
+    ctx = _CONTEXT.get()
+    kw = ctx.kwargs()
+    if rng is not None:
+        kw["rng"] = rng
+    return _round(x, fmt, mode or ctx.mode, **kw)
+
+
+# -- operands -----------------------------------------------------------------------
+
+def _operands(*xs):
+    """Values of the operands in their common result format, and that format.
+
+    Tensors fix the format (promoted pairwise); Python scalars and plain arrays
+    take it, rounded in (context mode)."""
+    fmts = [x._fmt for x in xs if isinstance(x, Tensor)]
+    fmt = fmts[0]
+    for f in fmts[1:]:
+        fmt = result_format(fmt, f)
+    vals = []
+    for x in xs:
+        if isinstance(x, Tensor):
+            # Promotion is exact: the result format holds the operand's values.
+            vals.append(x._v)
+        else:
+            vals.append(_round_ctx(x, fmt, None))
+    return vals, fmt
+
+
+def _kernel(fn):
+    def handler(*inputs):
+        vals, fmt = _operands(*inputs)
+        ctx = _CONTEXT.get()
+        return Tensor(np.asarray(fn(*vals, fmt, ctx.mode, **ctx.kwargs())), fmt)
+    return handler
+
+
+def _exact_unary(fn):
+    def handler(x):
+        (v,), fmt = _operands(x)
+        r = fn(v)
+        if not fmt.has_negative_zero:
+            r = r + 0.0  # fnuz formats have no -0
+        return Tensor(r, fmt)
+    return handler
+
+
+def _rounded_once(fn):
+    """Evaluate in float64 and round once (transcendental functions)."""
+    def handler(*inputs):
+        vals, fmt = _operands(*inputs)
+        with np.errstate(all="ignore"):
+            r = fn(*vals)
+        return Tensor(np.asarray(_round_ctx(r, fmt, None)), fmt)
+    return handler
+
+
+def _compare(fn):
+    def handler(a, b):
+        (va, vb), _ = _operands(a, b)
+        return fn(va, vb)
+    return handler
+
+
+def _predicate(fn):
+    def handler(x):
+        return fn(_values_of(x))
+    return handler
+
+
+def _power(a, b):
+    if isinstance(b, Tensor) or not np.isscalar(b):
+        return _rounded_once(np.power)(a, b)
+    if b == 2:
+        return _kernel(arith.mul)(a, a)
+    if b == 1:
+        return a if isinstance(a, Tensor) else tensor(a, None)
+    if b == 0.5:
+        return _kernel(arith.sqrt)(a)
+    if b == -1:
+        return _kernel(arith.div)(1.0, a)
+    return _rounded_once(np.power)(a, b)
+
+
+def _square(x):
+    return _kernel(arith.mul)(x, x)
+
+
+HANDLED_UFUNCS = {
+    "add": _kernel(arith.add), "subtract": _kernel(arith.sub),
+    "multiply": _kernel(arith.mul), "divide": _kernel(arith.div),
+    "sqrt": _kernel(arith.sqrt), "square": _square, "power": _power,
+    "negative": _exact_unary(np.negative), "positive": _exact_unary(np.positive),
+    "absolute": _exact_unary(np.absolute), "fabs": _exact_unary(np.absolute),
+    "sign": _exact_unary(np.sign), "floor": _exact_unary(np.floor),
+    "ceil": _exact_unary(np.ceil), "trunc": _exact_unary(np.trunc),
+    "rint": _exact_unary(np.rint),
+    "maximum": _kernel(lambda a, b, fmt, mode, **kw: np.maximum(a, b)),
+    "minimum": _kernel(lambda a, b, fmt, mode, **kw: np.minimum(a, b)),
+    "fmax": _kernel(lambda a, b, fmt, mode, **kw: np.fmax(a, b)),
+    "fmin": _kernel(lambda a, b, fmt, mode, **kw: np.fmin(a, b)),
+    "equal": _compare(np.equal), "not_equal": _compare(np.not_equal),
+    "less": _compare(np.less), "less_equal": _compare(np.less_equal),
+    "greater": _compare(np.greater), "greater_equal": _compare(np.greater_equal),
+    "isnan": _predicate(np.isnan), "isinf": _predicate(np.isinf),
+    "isfinite": _predicate(np.isfinite), "signbit": _predicate(np.signbit),
+    "matmul": lambda a, b: matmul(a, b),
+}
+for _name in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos",
+              "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh",
+              "arccosh", "arctanh", "cbrt", "reciprocal", "arctan2", "hypot",
+              "logaddexp", "logaddexp2"):
+    HANDLED_UFUNCS[_name] = _rounded_once(getattr(np, _name))
+HANDLED_UFUNCS["true_divide"] = HANDLED_UFUNCS["divide"]
+
+
+# -- NumPy functions ------------------------------------------------------------------
+
+def matmul(a, b, *, model=None, c=None, in_fmt=None, out_fmt=None):
+    """`lowprec.matmul.matmul` for Tensors: the model defaults to the context's,
+    and the result is a `Tensor` of ``out_fmt`` (FP32 by default) when an operand
+    is a Tensor; plain arrays in give a plain float64 array, as the kernel does.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> a = lp.tensor([[1.0, 2.0**-11]], "fp16")
+    >>> b = lp.tensor([[1.0], [1.0]], "fp16")
+    >>> a @ b
+    Tensor([[1.00048828125]], fmt=FP32)
+    >>> with lp.context(matmul="fp16"):
+    ...     (a @ b).fmt
+    lp.FP16
+    """
+    model = _CONTEXT.get().matmul if model is None else model
+    tensors = [x for x in (a, b) if isinstance(x, Tensor)]
+    if tensors and in_fmt is None:
+        fa, fb = (x.fmt if isinstance(x, Tensor) else None for x in (a, b))
+        fmt = result_format(fa, fb) if fa and fb else (fa or fb)
+        a = a.astype(fmt) if isinstance(a, Tensor) else _round_ctx(a, fmt, None)
+        b = b.astype(fmt) if isinstance(b, Tensor) else _round_ctx(b, fmt, None)
+        in_fmt = fmt
+    r = _matmul_kernel(_values_of(a), _values_of(b), model=model, c=_values_of(c),
+                   in_fmt=in_fmt, out_fmt=out_fmt)
+    if not tensors:
+        return r
+    if out_fmt is None:
+        spec = _MODELS.get(model.lower()) if isinstance(model, str) else model
+        out_fmt = FP16 if spec is _MODELS.get("fp16") else FP32
+    return Tensor(np.asarray(r), _format(out_fmt))
+
+
+def _same_format(fn):
+    """Functions that only move values around: the result keeps the format."""
+    def handler(a, *args, **kwargs):
+        return Tensor(np.asarray(fn(_values_of(a), *args, **kwargs)), a.fmt)
+    return handler
+
+
+def _joined(fn):
+    def handler(arrays, *args, **kwargs):
+        arrays = list(arrays)
+        vals, fmt = _operands(*arrays)
+        return Tensor(fn(vals, *args, **kwargs), fmt)
+    return handler
+
+
+def _where(cond, x, y):
+    (vx, vy), fmt = _operands(x, y)
+    return Tensor(np.where(_values_of(cond), vx, vy), fmt)
+
+
+def _clip(a, a_min, a_max):
+    lo = -np.inf if a_min is None else a_min
+    hi = np.inf if a_max is None else a_max
+    (v, vlo, vhi), fmt = _operands(a, lo, hi)
+    return Tensor(np.clip(v, vlo, vhi), fmt)
+
+
+def _acc_sum(a, axis, dtype, out, keepdims, acc, order):
+    """The sum in the accumulation format, as float64 values of ``acc``."""
+    if dtype is not None or out is not None:
+        raise TypeError("lowprec.Tensor.sum does not take dtype= or out=; use acc= "
+                        "to choose the accumulation format")
+    acc = a.fmt if acc is None else _format(acc)
+    ctx = _CONTEXT.get()
+    v = a._v if _holds(acc, a.fmt) else _round_ctx(a._v, acc, None)
+    s = np.asarray(arith.sum(v, acc, axis=axis, mode=ctx.mode, order=order, **ctx.kwargs()))
+    if keepdims:
+        s = np.expand_dims(s, tuple(range(a.ndim)) if axis is None else axis)
+    return s
+
+
+def _sum(a, axis=None, dtype=None, out=None, keepdims=False, *, acc=None, order="pairwise"):
+    s = _acc_sum(a, axis, dtype, out, keepdims, acc, order)
+    return Tensor(np.asarray(_round_ctx(s, a.fmt, None)), a.fmt)
+
+
+def _mean(a, axis=None, dtype=None, out=None, keepdims=False, *, acc=None, order="pairwise"):
+    s = _acc_sum(a, axis, dtype, out, keepdims, acc, order)
+    n = a.size if axis is None else int(np.prod([a.shape[i] for i in np.atleast_1d(axis)]))
+    ctx = _CONTEXT.get()
+    # The sum and n are exact float64 values: one correctly rounded division.
+    return Tensor(np.asarray(arith.div(s, float(n), a.fmt, ctx.mode, **ctx.kwargs())), a.fmt)
+
+
+def _dot(a, b, out=None):
+    if out is not None:
+        raise TypeError("lowprec.Tensor does not support out=")
+    if np.ndim(_values_of(a)) == 0 or np.ndim(_values_of(b)) == 0:
+        return np.multiply(a, b)
+    return matmul(a, b)
+
+
+def _like(fn):
+    def handler(a, *args, **kwargs):
+        return Tensor(np.asarray(_round_ctx(fn(_values_of(a), *args, **kwargs), a.fmt, None)),
+                      a.fmt)
+    return handler
+
+
+def _reduce_exact(fn):
+    """max/min: exact selections."""
+    def handler(a, axis=None, out=None, keepdims=False, **kwargs):
+        if out is not None:
+            raise TypeError("lowprec.Tensor does not support out=")
+        return Tensor(np.asarray(fn(a._v, axis=axis, keepdims=keepdims, **kwargs)), a.fmt)
+    return handler
+
+
+def _plain(fn):
+    """Functions whose result is not a value of the format (indices, shapes, bools)."""
+    def handler(*args, **kwargs):
+        return fn(*(_values_of(x) for x in args),
+                  **{k: _values_of(v) for k, v in kwargs.items()})
+    return handler
+
+
+def _take_along_axis(arr, indices, axis):
+    return Tensor(np.take_along_axis(arr._v, _values_of(indices), axis), arr.fmt)
+
+
+HANDLED_FUNCTIONS = {
+    np.reshape: _same_format(np.reshape), np.transpose: _same_format(np.transpose),
+    np.ravel: _same_format(np.ravel), np.squeeze: _same_format(np.squeeze),
+    np.expand_dims: _same_format(np.expand_dims), np.swapaxes: _same_format(np.swapaxes),
+    np.moveaxis: _same_format(np.moveaxis), np.broadcast_to: _same_format(np.broadcast_to),
+    np.take: _same_format(np.take), np.take_along_axis: _take_along_axis,
+    np.copy: _same_format(np.copy), np.flip: _same_format(np.flip),
+    np.tile: _same_format(np.tile), np.repeat: _same_format(np.repeat),
+    np.atleast_1d: _same_format(np.atleast_1d), np.atleast_2d: _same_format(np.atleast_2d),
+    np.concatenate: _joined(np.concatenate), np.stack: _joined(np.stack),
+    np.vstack: _joined(np.vstack), np.hstack: _joined(np.hstack),
+    np.where: _where, np.clip: _clip,
+    np.sum: _sum, np.mean: _mean, np.dot: _dot, np.matmul: lambda a, b, **kw: matmul(a, b),
+    np.max: _reduce_exact(np.max), np.amax: _reduce_exact(np.max),
+    np.min: _reduce_exact(np.min), np.amin: _reduce_exact(np.min),
+    np.zeros_like: _like(np.zeros_like), np.ones_like: _like(np.ones_like),
+    np.full_like: _like(np.full_like),
+    np.argmax: _plain(np.argmax), np.argmin: _plain(np.argmin),
+    np.argsort: _plain(np.argsort), np.shape: _plain(np.shape), np.ndim: _plain(np.ndim),
+    np.size: _plain(np.size), np.array_equal: _plain(np.array_equal),
+    np.allclose: _plain(np.allclose), np.isclose: _plain(np.isclose),
+    np.count_nonzero: _plain(np.count_nonzero), np.nonzero: _plain(np.nonzero),
+    np.all: _plain(np.all), np.any: _plain(np.any),
+}

@@ -1,0 +1,335 @@
+"""Tensor: every handled operation against exact oracles, promotion, context, refusal."""
+
+import asyncio
+import threading
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lowprec as lp
+from lowprec import testing as lpt
+
+FORMATS = [lp.FP16, lp.BF16, lp.FP8_E4M3, lp.FP8_E5M2, lp.FP32, lp.FP6_E3M2]
+DET_MODES = ("rne", "rna", "rz", "ru", "rd", "ro")
+
+
+def same(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return bool(np.all((np.isnan(a) & np.isnan(b)) | ((a == b) & (np.signbit(a) == np.signbit(b)))))
+
+
+def fmt_values(fmt, n):
+    """n finite values of fmt, drawn by Hypothesis."""
+    return st.lists(lpt.values(fmt, allow_nan=False, allow_infinity=False), min_size=n,
+                    max_size=n).map(lambda xs: lpt_round(xs, fmt))
+
+
+def lpt_round(xs, fmt):
+    r = np.array([lpt.reference_round(x, fmt) for x in xs])
+    return np.where(np.isfinite(r), r, 1.0)   # finite values of fmt only
+
+
+def exact(op, a, b=None):
+    a = Fraction(float(a))
+    if op == "add":
+        return a + Fraction(float(b))
+    if op == "sub":
+        return a - Fraction(float(b))
+    if op == "mul":
+        return a * Fraction(float(b))
+    if op == "div":
+        return a / Fraction(float(b))
+
+
+def ref(value, fmt, mode):
+    return lpt.reference_round(value, fmt, mode)
+
+
+def ieee_zero(op, a, b, mode):
+    """The sign of an exact zero result, by IEEE 754 (Fraction has no -0)."""
+    sa, sb = np.signbit(a), np.signbit(b)
+    if op in ("mul", "div"):
+        negative = sa != sb
+    else:
+        sb = sb if op == "add" else not sb
+        negative = (sa and sb) if (a == 0 and b == 0 and sa == sb) else (mode == "rd")
+    return -0.0 if negative and fmt_has_neg_zero else 0.0
+
+
+fmt_has_neg_zero = True
+
+
+def expected_op(op, a, b, fmt, mode):
+    global fmt_has_neg_zero
+    fmt_has_neg_zero = fmt.has_negative_zero
+    out = []
+    for x, y in zip(a, b):
+        v = exact(op, x, y)
+        out.append(ref(v, fmt, mode) if v != 0 else ieee_zero(op, x, y, mode))
+    return out
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
+@pytest.mark.parametrize("mode", DET_MODES)
+@settings(max_examples=15)
+@given(data=st.data())
+def test_arithmetic_operators_are_correctly_rounded(fmt, mode, data):
+    a = data.draw(fmt_values(fmt, 8))
+    b = data.draw(fmt_values(fmt, 8))
+    b[b == 0] = 1.0
+    ta, tb = lp.tensor(a, fmt), lp.tensor(b, fmt)
+    with lp.context(mode=mode):
+        results = {"add": ta + tb, "sub": ta - tb, "mul": ta * tb, "div": ta / tb}
+        square = ta ** 2
+        root = np.sqrt(abs(ta))
+    for op, t in results.items():
+        assert t.fmt == fmt
+        assert same(t.values, expected_op(op, a, b, fmt, mode)), op
+        kernel = getattr(lp, op)(a, b, fmt, mode)
+        assert same(t.values, kernel)
+    assert same(square.values, expected_op("mul", a, a, fmt, mode))
+    assert same(root.values, lp.sqrt(np.abs(a), fmt, mode))
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
+@settings(max_examples=15)
+@given(data=st.data())
+def test_exact_and_rounded_once_ufuncs(fmt, data):
+    a = data.draw(fmt_values(fmt, 8))
+    b = data.draw(fmt_values(fmt, 8))
+    ta, tb = lp.tensor(a, fmt), lp.tensor(b, fmt)
+    assert same((-ta).values, -a) and same(abs(ta).values, np.abs(a))
+    assert same(np.maximum(ta, tb).values, np.maximum(a, b))
+    assert same(np.minimum(ta, tb).values, np.minimum(a, b))
+    for ufunc in (np.less, np.less_equal, np.equal, np.not_equal, np.greater, np.greater_equal):
+        r = ufunc(ta, tb)
+        assert isinstance(r, np.ndarray) and r.dtype == bool
+        assert np.array_equal(r, ufunc(a, b))
+    for ufunc in (np.exp, np.tanh, np.sin, np.log1p):
+        with np.errstate(all="ignore"):
+            expected = [ref(float(v), fmt, "rne") for v in ufunc(np.abs(a))]
+        assert same(ufunc(abs(ta)).values, expected), ufunc.__name__
+
+
+def test_operations_never_modify_inputs_and_values_are_read_only():
+    a = np.array([0.1, 0.2, 0.3])
+    t = lp.tensor(a, "bf16")
+    before = t.values.copy()
+    for f in (lambda: t + t, lambda: t * 3, lambda: np.exp(t), lambda: t.sum(),
+              lambda: np.concatenate([t, t]), lambda: t @ t, lambda: t.astype("e4m3")):
+        f()
+    assert same(t.values, before) and a.tolist() == [0.1, 0.2, 0.3]
+    with pytest.raises(ValueError, match="read-only"):
+        t.values[0] = 1.0
+
+
+def float32_loop(a, b):
+    """A float32 accumulator adding exact products one at a time (each addition
+    correctly rounded: Fraction sum, then one rounding to FP32)."""
+    out = np.empty((a.shape[0], b.shape[1]))
+    for i in range(a.shape[0]):
+        for j in range(b.shape[1]):
+            acc = 0.0
+            for k in range(a.shape[1]):
+                if not np.isfinite(acc):
+                    continue   # inf + finite stays inf
+                acc = lpt.reference_round(Fraction(acc) + Fraction(a[i, k]) * Fraction(b[k, j]),
+                                          lp.FP32)
+            out[i, j] = acc
+    return out
+
+
+@pytest.mark.parametrize("fmt", [lp.FP16, lp.BF16], ids=lambda f: f.name)
+@settings(max_examples=10)
+@given(data=st.data())
+def test_matmul_accumulates_in_fp32(fmt, data):
+    a = data.draw(fmt_values(fmt, 4 * 9)).reshape(4, 9)
+    b = data.draw(fmt_values(fmt, 9 * 3)).reshape(9, 3)
+    ta, tb = lp.tensor(a, fmt), lp.tensor(b, fmt)
+    for r in (ta @ tb, np.matmul(ta, tb), np.dot(ta, tb)):
+        assert r.fmt == lp.FP32
+        assert same(r.values, float32_loop(a, b))
+
+
+def test_context_matmul_model_is_used():
+    rng = np.random.default_rng(0)
+    a = lp.tensor(rng.standard_normal((8, 32)), "fp16")
+    b = lp.tensor(rng.standard_normal((32, 5)), "fp16")
+    with lp.context(matmul="a100"):
+        r = a @ b
+    expected = lp.matmul(a.values, b.values, model="a100", in_fmt="fp16")
+    assert isinstance(expected, np.ndarray) and same(r.values, expected)
+    assert not same(r.values, (a @ b).values) or True  # models may agree on some data
+
+
+def test_promotion_table():
+    assert lp.result_format("fp16", "bf16") is lp.FP32
+    assert lp.result_format("bf16", "fp16") is lp.FP32
+    assert lp.result_format("e4m3", "bf16") is lp.BF16
+    assert lp.result_format("fp32", "fp16") is lp.FP32
+    assert lp.result_format("tf32", "fp16") is lp.FP32
+    assert lp.result_format("fp4", "fp6") is lp.FP6_E2M3
+    r = lp.tensor([1.0], "fp16") + lp.tensor([1.0], "bf16")
+    assert r.fmt is lp.FP32
+
+
+@pytest.mark.parametrize("a", [f for f in lp.NAMED_FORMATS.values() if f.bits <= 16],
+                         ids=lambda f: f.name)
+@pytest.mark.parametrize("b", [f for f in lp.NAMED_FORMATS.values() if f.bits <= 16],
+                         ids=lambda f: f.name)
+def test_promotion_holds_both_value_sets(a, b):
+    r = lp.result_format(a, b)
+    both = np.concatenate([lp.decode(np.arange(2 ** f.bits, dtype=np.uint64), f) for f in (a, b)])
+    finite = both[np.isfinite(both)]
+    assert np.array_equal(lp.round(finite, r), finite)   # every value survives exactly
+    if np.isinf(both).any():
+        assert r.has_inf
+
+
+def test_scalars_and_plain_arrays_take_the_tensor_format():
+    t = lp.tensor([1.0, 2.0], "bf16")
+    r = t + 0.1
+    assert r.fmt is lp.BF16
+    # 0.1 enters as BF16(0.1), then one rounding of the sum.
+    expected = [lpt.reference_round(Fraction(v) + Fraction(lpt.reference_round(0.1, lp.BF16)),
+                                    lp.BF16) for v in (1.0, 2.0)]
+    assert same(r.values, expected)
+    assert (np.array([1.0, 1.0]) * t).fmt is lp.BF16
+    assert (2 ** -10 - t).fmt is lp.BF16
+
+
+def test_indexing_views_setitem_iteration():
+    t = lp.tensor(np.arange(12.0).reshape(3, 4) / 10, "bf16")
+    row = t[1]
+    assert row.fmt is lp.BF16 and row.shape == (4,)
+    assert same(t[:, ::2].values, t.values[:, ::2])
+    t[0, 0] = 0.1
+    assert t[0, 0].values == lpt.reference_round(0.1, lp.BF16)
+    with lp.context(mode="ru"):
+        t[0, 1] = 1 + 2**-20
+    assert float(t[0, 1]) == 1 + 2**-7
+    v = t[2]
+    v[0] = 5.0
+    assert float(t[2, 0]) == 5.0          # a view writes through, as in NumPy
+    assert len(t) == 3 and [r.shape for r in t] == [(4,)] * 3
+    assert (t + lp.tensor([1.0, 2.0, 3.0, 4.0], "bf16")).shape == (3, 4)
+    assert t.T.shape == (4, 3) and t.reshape(2, 6).fmt is lp.BF16
+
+
+def test_handled_functions_keep_the_format():
+    t = lp.tensor([[1.0, 2.0], [3.0, 4.0]], "fp16")
+    for r in (np.reshape(t, (4,)), np.transpose(t), np.concatenate([t, t]), np.stack([t, t]),
+              np.where(t.values > 2, t, 0.0), np.take(t, [0]), np.clip(t, 1.5, 3.5)):
+        assert isinstance(r, lp.Tensor) and r.fmt is lp.FP16
+    assert float(np.sum(t)) == 10.0 and float(np.mean(t)) == 2.5
+    assert float(t.sum(acc="fp32")) == 10.0
+    assert np.argmax(t) == 3 and float(np.max(t)) == 4.0
+    assert np.concatenate([t, lp.tensor([[1.0, 1.0]], "bf16")]).fmt is lp.FP32
+
+
+def test_sum_rounds_every_addition():
+    ones = lp.tensor(np.ones(1000), "bf16")
+    assert float(ones.sum(order="sequential")) == 256.0   # BF16 stagnation
+    assert float(ones.sum(order="pairwise")) == 1000.0
+    assert float(ones.sum(acc="fp32", order="sequential")) == 1000.0
+    m = lp.tensor(np.full(1000, 3.0), "e4m3").mean(acc="fp32")
+    assert float(m) == 3.0
+
+
+def test_unsupported_calls_raise_type_error_naming_them():
+    t = lp.tensor([1.0, 2.0], "fp16")
+    with pytest.raises(TypeError, match="numpy.bitwise_and"):
+        np.bitwise_and(t, t)
+    with pytest.raises(TypeError, match="numpy.*cumprod"):
+        np.cumprod(t)
+    with pytest.raises(TypeError, match="numpy.linalg.*inv"):
+        np.linalg.inv(lp.tensor(np.eye(2), "fp16"))
+    with pytest.raises(TypeError, match="add.reduce"):
+        np.add.reduce(t)
+    with pytest.raises(TypeError, match="out="):
+        np.add(t, t, out=np.empty(2))
+    with pytest.raises(TypeError, match="needs a format"):
+        lp.tensor([1.0])
+
+
+def test_conversions():
+    t = lp.tensor([0.1, 1e-5, 300.0], "bf16")
+    assert t.astype("e4m3").fmt is lp.FP8_E4M3
+    assert same(t.to_numpy(np.float32), t.values.astype(np.float32))
+    h = t.to_numpy(np.float16)   # BF16 -> FP16 is one rounding of the exact value
+    assert same(h.astype(np.float64), [lpt.reference_round(v, lp.FP16) for v in t.values])
+    b = lp.tensor([0.1, 2.0], "e4m3").to_numpy(ml_dtypes.bfloat16)
+    assert b.dtype == ml_dtypes.bfloat16 and b.astype(float).tolist() == [0.1015625, 2.0]
+    assert np.asarray(t).dtype == np.float64 and same(np.asarray(t), t.values)
+    assert "fmt=BF16" in repr(t) and t.dtype is lp.BF16 and t.bits.dtype == np.uint16
+
+
+def test_tensor_ops_record_flags():
+    t = lp.tensor([60000.0, 3 * 2.0**-24], "fp16")
+    with lp.flags() as f:
+        t * 2.0      # 120000 overflows
+        t * 0.5      # 1.5 * 2**-24 is tiny and inexact
+    assert f.overflow == 1 and f.underflow == 1
+
+
+def test_nested_contexts_restore_the_outer_one():
+    assert lp.get_context().mode == "rne"
+    with lp.context(mode="rz", matmul="h100"):
+        with lp.context(mode="ru"):
+            assert (lp.get_context().mode, lp.get_context().matmul) == ("ru", "h100")
+        assert lp.get_context().mode == "rz"
+    assert (lp.get_context().mode, lp.get_context().matmul) == ("rne", "fp32")
+    with pytest.raises(ValueError, match="valid modes"):
+        with lp.context(mode="up"):
+            pass
+    with pytest.raises(ValueError, match="unknown matmul model"):
+        with lp.context(matmul="tpu"):
+            pass
+
+
+def test_contexts_do_not_leak_between_threads():
+    barrier = threading.Barrier(2)
+    seen = {}
+
+    def worker(mode):
+        with lp.context(mode=mode):
+            barrier.wait()
+            seen[mode] = float((lp.tensor([1.0], "bf16") + 2**-9)[0])
+            barrier.wait()
+
+    threads = [threading.Thread(target=worker, args=(m,)) for m in ("ru", "rd")]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert seen == {"ru": 1.0078125, "rd": 1.0}
+    assert lp.get_context().mode == "rne"
+
+
+def test_contexts_do_not_leak_between_asyncio_tasks():
+    async def task(mode, gate_in, gate_out):
+        with lp.context(mode=mode):
+            gate_out.set()
+            await gate_in.wait()
+            return float((lp.tensor([1.0], "bf16") + 2**-9)[0])
+
+    async def main():
+        e1, e2 = asyncio.Event(), asyncio.Event()
+        t1 = asyncio.create_task(task("ru", e2, e1))
+        t2 = asyncio.create_task(task("rd", e1, e2))
+        return await asyncio.gather(t1, t2)
+
+    assert asyncio.run(main()) == [1.0078125, 1.0]
+
+
+def test_stochastic_context_is_seeded():
+    x = np.linspace(1, 2, 1001)
+    with lp.context(mode="sr", rng=5):
+        a = lp.tensor(x, "bf16")
+    with lp.context(mode="sr", rng=5):
+        b = lp.tensor(x, "bf16")
+    assert same(a.values, b.values)
