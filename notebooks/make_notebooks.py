@@ -195,8 +195,9 @@ Hardware draws only a few random bits. With `sr_bits=r` an input rounds up with
 probability `floor(f * 2**r) / 2**r`, where `f` is its fraction of the gap, so a
 remainder below `2**-r` of the gap never rounds up. Past 4 the gap is 2**-5 and the
 step 0.01001 is 0.32 of it: one random bit gives P(up) = floor(0.64) / 2 = 0, and
-the sum stops at 4 as with round to nearest. Past 8 the step is 0.16 of the gap, and
-two bits give floor(0.64) / 4 = 0: the sum stops at 8."""),
+the sum stops at 4 as with round to nearest. With two bits it rounds up with
+probability 1/4 instead of 0.32, so it climbs more slowly, and past 8, where the step is
+0.16 of the gap, floor(0.64) / 4 = 0: it can never pass 8."""),
     ("code", """\
 def final_sum(sr_bits, trials=16, seed=2):
     rng = np.random.default_rng(seed)
