@@ -435,6 +435,25 @@ NOTEBOOKS = {
 }
 
 
+def stale():
+    """The notebooks whose cells differ from the cells above: regenerate them.
+
+    Examples
+    --------
+    >>> stale()
+    []
+    """
+    import nbformat
+
+    out = []
+    for name, cells in NOTEBOOKS.items():
+        committed = nbformat.read(HERE / name, as_version=4)
+        pairs = [(c.cell_type, c.source) for c in committed.cells]
+        if pairs != [(c.cell_type, c.source) for c in build(cells).cells]:
+            out.append(name)
+    return out
+
+
 def main():
     import nbformat
 
