@@ -186,3 +186,18 @@ def test_plot_has_labels_and_titles():
     assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title() == "FP16 inputs"
     assert fig._suptitle.get_text().startswith("Matrix products")
     assert len(ax.get_lines()) == 2
+
+
+@pytest.mark.parametrize("spec", ["fp16", "bf16", "e4m3", "e5m2fnuz", "fp6", "fp4"])
+@pytest.mark.parametrize("mode", ["rne", "rna", "rz", "ru", "rd", "ro"])
+def test_every_mode_against_the_fraction_reference(spec, mode):
+    from lowprec.testing import reference_round
+    def same(a, b):
+        return a == b or (math.isnan(a) and math.isnan(b))
+
+    for x in [0.1, -0.3, 1 / 3, 2.5, -5.5, 7.0, 1e-3, -2e-5, 300.0, 1e5]:
+        e = explain(x, spec, mode)
+        assert same(e.rounded, reference_round(Fraction(x), spec, mode)), x
+        assert same(e.down, reference_round(Fraction(x), spec, "rd")), x
+        assert same(e.up, reference_round(Fraction(x), spec, "ru")), x
+        assert e.flags["inexact"] == int(e.rounded != x)
