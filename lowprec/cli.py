@@ -202,11 +202,17 @@ def _demo(args):
           "Tensor Cores truncate (round toward zero) to FP32:\nwith terms of one sign "
           "their errors all have one sign and add up, while fp32's round-to-nearest\n"
           "errors partly cancel.")
+    # The training comparison belongs to lowprec.amp: its demo() returns the text.
     if importlib.util.find_spec("lowprec.amp") is not None:
-        amp = importlib.import_module("lowprec.amp")
-        if hasattr(amp, "demo"):
+        amp_demo = getattr(importlib.import_module("lowprec.amp"), "demo", None)
+        if callable(amp_demo):
+            print("training small networks under each precision policy ...",
+                  file=sys.stderr, flush=True)
+            start = time.perf_counter()
+            text = amp_demo()
+            print(f"  {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
             print("\n== Mixed-precision training ==\n")
-            print(amp.demo())
+            print(text)
     if args.plot is not None:
         import matplotlib.pyplot as plt
 

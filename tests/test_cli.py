@@ -191,3 +191,17 @@ def test_a_closed_pipe_is_not_an_error_message():
     p.stdout.close()                      # the reader leaves before anything is written
     err = p.stderr.read().decode()
     assert p.wait() == 1 and err == ""
+
+
+def test_demo_prints_the_amp_comparison_when_amp_offers_one(capsys, monkeypatch):
+    import importlib
+    import types
+    fake = types.ModuleType("lowprec.amp")
+    fake.demo = lambda: "policy | final loss\nfp16-mixed | 0.1"
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setitem(sys.modules, "lowprec.amp", fake)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: (
+        object() if name == "lowprec.amp" else real_find_spec(name, *a)))
+    assert main(["demo", "--max-k", "16"]) == 0
+    out = capsys.readouterr().out
+    assert "== Mixed-precision training ==\n\npolicy | final loss\nfp16-mixed | 0.1" in out
