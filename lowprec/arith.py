@@ -18,8 +18,7 @@ import numpy as np
 
 from .flags import FLAG_NAMES, recording
 from .formats import format as _format
-from .rounding import (_check_mode, _classify, _finish, _overflow, _Plan,
-                       _round_chunk, as_real_array)
+from .rounding import _check_mode, _finish, _Plan, _round_into, as_real_array
 
 __all__ = ["add", "sub", "mul", "div", "sqrt", "fma", "sum", "dot", "ORDERS"]
 
@@ -618,10 +617,8 @@ def _apply(plan, kernel, operands, n, buffers=None):
                 continue
             x = hi if lo is None else _odd(hi, lo, buffers.x[:k])
             os = out[start:stop]
-            top = _round_chunk(plan, x, os, buffers.u[:k], buffers.f[:k])
-            masks = _overflow(plan, x, os) if top >= plan.safe_top else None
-            if listener is not None:
-                _classify(plan, x, os, masks, counts)
+            _round_into(plan, x, os, buffers.u[:k], buffers.f[:k],
+                        None if listener is None else counts)
         if wide:
             out = _finish(plan, his, los)
     if listener is not None:

@@ -353,6 +353,15 @@ def _classify(plan, x, out, masks, counts):
         counts["saturated" if saturating else "invalid"] += n_inf
 
 
+def _round_into(plan, x, out, ubuf, fbuf, counts=None):
+    """The per-chunk step every caller shares: round ``x`` into ``out``, apply the
+    overflow rules, and add the flag counts to ``counts`` (None: nobody listens)."""
+    top = _round_chunk(plan, x, out, ubuf, fbuf)
+    masks = _overflow(plan, x, out) if top >= plan.safe_top else None
+    if counts is not None:
+        _classify(plan, x, out, masks, counts)
+
+
 def _run(plan, hi, lo=None):
     """Round ``hi`` (+ ``lo``) chunk by chunk into a new float64 array."""
     shape = hi.shape
@@ -371,10 +380,7 @@ def _run(plan, hi, lo=None):
         k = stop - start
         if lo is not None:
             xs = _odd_collapse(xs, lo[start:stop], tmp[:k])
-        top = _round_chunk(plan, xs, os, ubuf[:k], fbuf[:k])
-        masks = _overflow(plan, xs, os) if top >= plan.safe_top else None
-        if listener is not None:
-            _classify(plan, xs, os, masks, counts)
+        _round_into(plan, xs, os, ubuf[:k], fbuf[:k], None if listener is None else counts)
     if listener is not None:
         listener.add(counts)
     return out.reshape(shape)
