@@ -1,0 +1,361 @@
+"""The smallest honest neural-network toolkit: layers and a loss on `Tensor`\\ s.
+
+`Linear`, `relu`, `gelu`, `softmax_cross_entropy` and a `Sequential` container,
+each with a forward pass and a hand-written backward pass made only of `Tensor`
+operations, so that every multiply, add, exponential and matrix product is rounded
+as the formats and the `lp.context` say. The compute format of a layer is the format
+of its parameters' working copies (``Parameter.value``); matrix products use the
+context's matmul model and are rounded once into that format; reductions (bias
+gradients, softmax denominators, the batch mean) accumulate in FP32 or wider, as
+GPU reductions of half-precision tensors do. This module must never record a tape
+or differentiate anything automatically, and never compute in float64 behind a
+`Tensor`'s back: a value that leaves a layer is a value of its format.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .formats import FP32
+from .formats import format as _format
+from .tensor import Tensor, matmul, result_format, tensor
+
+__all__ = ["Parameter", "Linear", "ReLU", "GELU", "Sequential", "mlp", "relu",
+           "relu_backward", "gelu", "gelu_backward", "softmax_cross_entropy",
+           "softmax_cross_entropy_backward"]
+
+
+def _acc(fmt):
+    """The accumulation format of reductions over values of ``fmt``."""
+    return result_format(fmt, FP32)
+
+
+# -- activations -------------------------------------------------------------------------
+
+def relu(x):
+    """``max(x, 0)``, exact in every format.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> lp.nn.relu(lp.tensor([-1.5, 0.0, 2.5], "bf16"))
+    Tensor([0.0, 0.0, 2.5], fmt=BF16)
+    """
+    return np.maximum(x, 0.0)
+
+
+def relu_backward(x, dy):
+    """The gradient of `relu` at ``x`` times ``dy``: ``dy`` where ``x > 0``, else 0.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> x = lp.tensor([-1.0, 2.0], "fp16")
+    >>> lp.nn.relu_backward(x, lp.tensor([3.0, 3.0], "fp16"))
+    Tensor([0.0, 3.0], fmt=FP16)
+    """
+    return np.where(np.asarray(x) > 0, dy, 0.0)
+
+
+_GELU_C = float(np.sqrt(2.0 / np.pi))
+_GELU_A = 0.044715
+
+
+def gelu(x):
+    """GELU, tanh form (``torch.nn.functional.gelu(x, approximate="tanh")``):
+    ``0.5 x (1 + tanh(c (x + a x**3)))`` with ``c = sqrt(2/pi)``, ``a = 0.044715``,
+    every operation rounded to ``x.fmt`` (the constants too).
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> lp.nn.gelu(lp.tensor([-1.0, 0.0, 1.0], "fp32")).values
+    array([-0.15880799,  0.        ,  0.84119201])
+    """
+    u = (x + _GELU_A * (x * x * x)) * _GELU_C
+    return (x * 0.5) * (np.tanh(u) + 1.0)
+
+
+def gelu_backward(x, dy):
+    """The gradient of `gelu` at ``x`` times ``dy``:
+    ``0.5 (1 + t) + 0.5 x (1 - t**2) c (1 + 3 a x**2)``, ``t = tanh(c (x + a x**3))``.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> x = lp.tensor([-1.0, 0.0, 1.0], "fp32")
+    >>> lp.nn.gelu_backward(x, lp.tensor([1.0, 1.0, 1.0], "fp32")).values
+    array([-0.08296409,  0.5       ,  1.08296406])
+    """
+    x2 = x * x
+    t = np.tanh((x + _GELU_A * (x2 * x)) * _GELU_C)
+    slope = ((t * t) * -1.0 + 1.0) * ((x2 * (3 * _GELU_A) + 1.0) * _GELU_C)
+    return ((t + 1.0) * 0.5 + (x * 0.5) * slope) * dy
+
+
+# -- loss ------------------------------------------------------------------------------
+
+def _log_softmax_parts(logits, labels):
+    """Shifted logits ``s = z - max z``, ``exp(s)``, and their row sums."""
+    s = logits - logits.max(axis=1, keepdims=True)
+    e = np.exp(s)
+    total = e.sum(axis=1, keepdims=True, acc=_acc(logits.fmt))
+    return s, e, total
+
+
+def _as_tensor(x, fmt):
+    fmt = None if fmt is None else _format(fmt)
+    if isinstance(x, Tensor):
+        return x if fmt is None or x.fmt == fmt else x.astype(fmt)
+    if fmt is None:
+        raise TypeError("plain logits need a format: pass fmt=")
+    return tensor(x, fmt)
+
+
+def softmax_cross_entropy(logits, labels, *, fmt=None):
+    """Mean cross-entropy of softmax(logits) against integer ``labels``.
+
+    ``log(sum(exp(z - max z))) - (z - max z)[label]`` per row, then the mean
+    over the batch; computed in ``fmt`` (default: the logits' format; the mixed
+    policies use FP32, as ``torch.autocast`` runs softmax and cross-entropy in
+    float32), sums accumulated in FP32 or wider.
+
+    Parameters
+    ----------
+    logits : Tensor, shape (N, C)
+    labels : array_like of int, shape (N,)
+    fmt : Format or str, optional
+
+    Returns
+    -------
+    Tensor
+        A 0-d Tensor in ``fmt``.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> z = lp.tensor([[2.0, 0.0], [0.0, 2.0]], "bf16")
+    >>> lp.nn.softmax_cross_entropy(z, [0, 0])
+    Tensor(1.125, fmt=BF16)
+    >>> lp.nn.softmax_cross_entropy(z, [0, 0], fmt="fp32")
+    Tensor(1.1269280910491943, fmt=FP32)
+    """
+    z = _as_tensor(logits, fmt)
+    labels = np.asarray(labels)
+    s, e, total = _log_softmax_parts(z, labels)
+    picked = np.take_along_axis(s, labels[:, None], axis=1)
+    return (np.log(total) - picked).mean(acc=_acc(z.fmt))
+
+
+def softmax_cross_entropy_backward(logits, labels, dloss=1.0, *, fmt=None):
+    """The gradient of `softmax_cross_entropy` with respect to the logits, times
+    ``dloss``: ``(softmax(z) - onehot(labels)) * (dloss / N)``, computed in ``fmt``
+    (as the forward) and returned in the logits' format.
+
+    ``dloss`` is rounded into ``fmt`` first: a loss scale of 2**16 is infinite in
+    FP16, as it is when PyTorch back-propagates a scaled FP16 loss.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> z = lp.tensor([[2.0, 0.0], [0.0, 2.0]], "fp32")
+    >>> lp.nn.softmax_cross_entropy_backward(z, [0, 0]).values
+    array([[-0.05960149,  0.05960146],
+           [-0.44039854,  0.44039851]])
+    """
+    z = _as_tensor(logits, fmt)
+    labels = np.asarray(labels)
+    _, e, total = _log_softmax_parts(z, labels)
+    onehot = np.zeros(z.shape)
+    onehot[np.arange(len(labels)), labels] = 1.0
+    g = _as_tensor(dloss, z.fmt) / float(len(labels))
+    d = (e / total - onehot) * g
+    return d if not isinstance(logits, Tensor) else d.astype(logits.fmt)
+
+
+# -- layers -----------------------------------------------------------------------------
+
+class Parameter:
+    """A trainable array: ``value``, the working copy the layer computes with (a
+    `Tensor`, whose format is the layer's compute format), ``grad``, set by the
+    last backward pass (not accumulated), and ``grad_fmt``, the format gradients
+    are delivered in (None: the compute format).
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> p = lp.nn.Parameter(lp.tensor([1.0, 2.0], "fp32"))
+    >>> p
+    Parameter(shape=(2,), fmt=FP32, grad=None)
+    """
+
+    __slots__ = ("value", "grad", "grad_fmt")
+
+    def __init__(self, value, grad_fmt=None):
+        self.value = value
+        self.grad = None
+        self.grad_fmt = grad_fmt
+
+    def _as_grad(self, g):
+        fmt = self.grad_fmt or self.value.fmt
+        return g if g.fmt == fmt else g.astype(fmt)
+
+    def __repr__(self):
+        grad = None if self.grad is None else self.grad.fmt.name
+        return f"Parameter(shape={self.value.shape}, fmt={self.value.fmt.name}, grad={grad})"
+
+
+class Linear:
+    """``y = x @ W + b``, with ``W`` of shape (n_in, n_out).
+
+    Forward: one matrix product under the context's matmul model with ``b`` as its
+    addend (as a BLAS ``addmm`` epilogue), rounded once into the compute format.
+    Backward: ``dx = dy @ W.T`` and ``dW = x.T @ dy`` the same way (``dW`` into the
+    gradient format), ``db`` the column sums of ``dy`` accumulated in FP32.
+
+    Parameters
+    ----------
+    n_in, n_out : int
+    rng : numpy.random.Generator or int, optional
+        Glorot-uniform initialisation of ``W`` (drawn in float64, rounded to FP32);
+        ``b`` starts at zero.
+
+    Examples
+    --------
+    >>> import numpy as np, lowprec as lp
+    >>> layer = lp.nn.Linear(3, 2, rng=0)
+    >>> y = layer.forward(lp.tensor(np.ones((4, 3)), "fp32"))
+    >>> y.shape, y.fmt
+    ((4, 2), lp.FP32)
+    >>> dx = layer.backward(lp.tensor(np.ones((4, 2)), "fp32"))
+    >>> dx.shape, layer.weight.grad.shape, layer.bias.grad.values
+    ((4, 3), (3, 2), array([4., 4.]))
+    """
+
+    def __init__(self, n_in, n_out, *, rng=None):
+        rng = np.random.default_rng(rng)
+        limit = np.sqrt(6.0 / (n_in + n_out))
+        self.weight = Parameter(tensor(rng.uniform(-limit, limit, (n_in, n_out)), FP32, "rne"))
+        self.bias = Parameter(tensor(np.zeros(n_out), FP32, "rne"))
+        self._x = None
+
+    def parameters(self):
+        return [self.weight, self.bias]
+
+    def forward(self, x):
+        fmt = self.weight.value.fmt
+        x = _as_tensor(x, fmt)
+        self._x = x
+        return matmul(x, self.weight.value, c=self.bias.value).astype(fmt, "rne")
+
+    def backward(self, dy):
+        fmt = self.weight.value.fmt
+        dy = _as_tensor(dy, fmt)
+        self.weight.grad = self.weight._as_grad(matmul(self._x.T, dy))
+        self.bias.grad = self.bias._as_grad(dy.sum(axis=0, acc=_acc(fmt)))
+        return matmul(dy, self.weight.value.T).astype(fmt, "rne")
+
+    __call__ = forward
+
+    def __repr__(self):
+        n_in, n_out = self.weight.value.shape
+        return f"Linear({n_in}, {n_out})"
+
+
+class ReLU:
+    """`relu` as a layer (keeps its input for the backward pass)."""
+
+    def parameters(self):
+        return []
+
+    def forward(self, x):
+        self._x = x
+        return relu(x)
+
+    def backward(self, dy):
+        return relu_backward(self._x, dy)
+
+    __call__ = forward
+
+    def __repr__(self):
+        return "ReLU()"
+
+
+class GELU:
+    """`gelu` (tanh form) as a layer (keeps its input for the backward pass)."""
+
+    def parameters(self):
+        return []
+
+    def forward(self, x):
+        self._x = x
+        return gelu(x)
+
+    def backward(self, dy):
+        return gelu_backward(self._x, dy)
+
+    __call__ = forward
+
+    def __repr__(self):
+        return "GELU()"
+
+
+class Sequential:
+    """Layers applied in order; ``backward`` runs them in reverse and sets every
+    parameter's ``grad``.
+
+    Examples
+    --------
+    >>> import numpy as np, lowprec as lp
+    >>> model = lp.nn.Sequential(lp.nn.Linear(2, 4, rng=0), lp.nn.ReLU(), lp.nn.Linear(4, 3, rng=1))
+    >>> model
+    Sequential(Linear(2, 4), ReLU(), Linear(4, 3))
+    >>> logits = model(lp.tensor(np.ones((5, 2)), "fp32"))
+    >>> dz = lp.nn.softmax_cross_entropy_backward(logits, [0, 1, 2, 0, 1])
+    >>> _ = model.backward(dz)
+    >>> [p.grad.shape for p in model.parameters()]
+    [(2, 4), (4,), (4, 3), (3,)]
+    """
+
+    def __init__(self, *layers):
+        self.layers = list(layers)
+
+    def parameters(self):
+        return [p for layer in self.layers for p in layer.parameters()]
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer.forward(x)
+        return x
+
+    def backward(self, dy):
+        for layer in reversed(self.layers):
+            dy = layer.backward(dy)
+        return dy
+
+    __call__ = forward
+
+    def __repr__(self):
+        return f"Sequential({', '.join(map(repr, self.layers))})"
+
+
+def mlp(sizes, *, activation="relu", rng=0):
+    """A `Sequential` multilayer perceptron: `Linear` layers of the given sizes
+    with ``activation`` (``"relu"`` or ``"gelu"``) between them.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> lp.nn.mlp([8, 16, 4], activation="gelu")
+    Sequential(Linear(8, 16), GELU(), Linear(16, 4))
+    """
+    acts = {"relu": ReLU, "gelu": GELU}
+    if activation not in acts:
+        raise ValueError(f"unknown activation {activation!r}; valid: relu, gelu")
+    rng = np.random.default_rng(rng)
+    layers = []
+    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+        if i:
+            layers.append(acts[activation]())
+        layers.append(Linear(n_in, n_out, rng=rng))
+    return Sequential(*layers)
