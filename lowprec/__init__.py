@@ -13,6 +13,7 @@ from .arith import add, div, dot, fma, mul, sqrt, sub, sum
 from .matmul import MODELS, TensorCoreModel, matmul
 from .tensor import Tensor, context, get_context, matmul, result_format, tensor  # noqa: F811
 from .explain import Explanation, explain
+from . import amp, nn
 
 __version__ = "0.1.0"
 
@@ -25,4 +26,5 @@ __all__ = [
     "matmul", "TensorCoreModel", "MODELS",
     "Tensor", "tensor", "context", "get_context", "result_format",
     "explain", "Explanation",
+    "amp", "nn",
 ]

@@ -1,0 +1,629 @@
+"""Mixed-precision training, emulated: precision policies, loss scaling, master weights.
+
+A `Policy` says in which format a network computes, accumulates its matrix
+products, keeps its weights, delivers its gradients, loss and updates, and how the
+weight update is rounded; `GradScaler` is PyTorch's dynamic loss scaling, rule for
+rule; `SGD` and `Adam` keep the weights in the policy's weight format (FP32 master
+weights for the mixed policies) and write low-precision working copies back into
+the model; `train` runs a `lowprec.nn` model under a policy and measures what the
+precision did (gradient underflows, skipped steps, the loss scale, weight updates
+lost to rounding). This module must never compute a training quantity in float64
+behind the policy's back: every value it produces is a value of the format the
+policy names, and every rounding is one a real mixed-precision run would make.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import nn
+from .flags import flags
+from .formats import BF16, FP16, FP32, Format
+from .formats import format as _format
+from .matmul import MODELS as _MODELS
+from .matmul import TensorCoreModel
+from .rounding import MODES
+from .rounding import round as _round
+from .tensor import Tensor, context, tensor
+
+__all__ = ["Policy", "POLICIES", "GradScaler", "SGD", "Adam", "History", "train",
+           "evaluate", "blobs"]
+
+
+# -- policies ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Policy:
+    """Where each quantity of a training step lives, and how updates are rounded.
+
+    Parameters
+    ----------
+    compute : Format or str
+        Activations, their gradients and the working copies of the weights: every
+        elementwise operation, and the rounding of every matrix product's result.
+    matmul : str or TensorCoreModel
+        The matmul model (``lp.matmul``): how products are accumulated before that
+        rounding. ``"fp32"``, FP32 accumulation, in every named policy.
+    weights : Format or str, optional
+        The weights the optimizer updates, and the optimizer's state. When it differs
+        from ``compute`` these are master weights, and the model computes with a copy
+        rounded (to nearest) into ``compute``. Default: ``compute``.
+    grads : Format or str, optional
+        The format weight gradients are delivered in (rounded once from the matmul's
+        accumulator). Default: ``compute``.
+    update : str
+        The rounding mode of the weight update ``w - step`` in ``weights``: ``"rne"``,
+        or ``"sr"`` (stochastic rounding, seeded by the optimizer) or any `lp.round` mode.
+    loss : Format or str, optional
+        Softmax and cross-entropy, forward and backward. Default: ``compute``.
+
+    Notes
+    -----
+    The named policies (`Policy.named`, `POLICIES`):
+
+    ==============  =======  =======  =======  =======  ======
+    name            compute  weights  grads    loss     matmul
+    ==============  =======  =======  =======  =======  ======
+    ``fp32``        FP32     FP32     FP32     FP32     fp32
+    ``fp16``        FP16     FP16     FP16     FP16     fp32
+    ``bf16``        BF16     BF16     BF16     BF16     fp32
+    ``fp16-mixed``  FP16     FP32     FP16     FP32     fp32
+    ``bf16-mixed``  BF16     FP32     BF16     FP32     fp32
+    ==============  =======  =======  =======  =======  ======
+
+    The pure policies are ``model.half()`` / ``model.bfloat16()``: the matrix
+    products still accumulate in FP32, as Tensor Cores and BLAS libraries do for
+    half-precision inputs (``matmul="fp16"`` gives FP16 accumulation). The mixed
+    policies are ``torch.autocast`` with FP32 parameters: low-precision matrix
+    products and activations, softmax and loss in FP32, FP32 weights and optimizer.
+
+    Examples
+    --------
+    >>> import dataclasses, lowprec as lp
+    >>> p = lp.amp.Policy.named("bf16-mixed")
+    >>> p.compute, p.weights, p.master_weights
+    (lp.BF16, lp.FP32, True)
+    >>> sr = dataclasses.replace(lp.amp.Policy.named("bf16"), update="sr")
+    >>> sr.name, sr.update, sr.master_weights
+    (None, 'sr', False)
+    >>> lp.amp.Policy("fp16", weights="fp32", loss="fp32").name
+    'fp16-mixed'
+    """
+
+    compute: Format
+    matmul: object = "fp32"
+    weights: Format | None = None
+    grads: Format | None = None
+    update: str = "rne"
+    loss: Format | None = None
+
+    def __post_init__(self):
+        compute = _format(self.compute)
+        object.__setattr__(self, "compute", compute)
+        for name in ("weights", "grads", "loss"):
+            value = getattr(self, name)
+            object.__setattr__(self, name, compute if value is None else _format(value))
+        if self.update not in MODES:
+            raise ValueError(f"unknown update rounding mode {self.update!r}; valid modes: "
+                             f"{', '.join(MODES)}")
+        if not isinstance(self.matmul, TensorCoreModel) and (
+                not isinstance(self.matmul, str) or self.matmul.lower() not in _MODELS):
+            raise ValueError(f"unknown matmul model {self.matmul!r}; valid models: "
+                             f"{', '.join(_MODELS)} or a lp.TensorCoreModel")
+
+    @classmethod
+    def named(cls, name):
+        """The named policy ``name`` (see the table above)."""
+        if isinstance(name, Policy):
+            return name
+        try:
+            return POLICIES[name.lower()]
+        except (KeyError, AttributeError):
+            raise ValueError(f"unknown policy {name!r}; valid policies: "
+                             f"{', '.join(POLICIES)}") from None
+
+    @property
+    def name(self):
+        """The name of the named policy equal to this one, or None."""
+        return next((n for n, p in POLICIES.items() if p == self), None)
+
+    @property
+    def master_weights(self):
+        """Whether the optimizer keeps weights in a format other than ``compute``."""
+        return self.weights != self.compute
+
+
+#: The named policies.
+POLICIES = {
+    "fp32": Policy(FP32),
+    "fp16": Policy(FP16),
+    "bf16": Policy(BF16),
+    "fp16-mixed": Policy(FP16, weights=FP32, loss=FP32),
+    "bf16-mixed": Policy(BF16, weights=FP32, loss=FP32),
+}
+
+
+# -- loss scaling --------------------------------------------------------------------------
+
+def _fp32(x):
+    """``x`` rounded to FP32 (PyTorch keeps the scale in a float32 tensor)."""
+    return float(_round(x, FP32))
+
+
+class GradScaler:
+    """Dynamic loss scaling with ``torch.amp.GradScaler``'s documented rules.
+
+    Multiply the loss by the scale before the backward pass (`scale`), divide the
+    gradients by it before the step (`unscale`, which also checks them for inf and
+    NaN), then `update`: after an inf/NaN the step is skipped and the scale is
+    multiplied by ``backoff_factor``; after ``growth_interval`` consecutive clean
+    steps it is multiplied by ``growth_factor``. The scale is an FP32 value; a growth
+    that would overflow FP32 is not applied (as PyTorch's ``_amp_update_scale_``).
+    A disabled scaler does nothing: ``scale`` returns the loss, ``unscale`` the
+    gradients with ``found_inf=False``, ``get_scale`` 1.0.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> s = lp.amp.GradScaler(init_scale=2.0**4, growth_interval=2)
+    >>> for grads in ([1.0], [float("inf")], [1.0], [1.0]):
+    ...     _, found_inf = s.unscale([lp.tensor(grads, "fp32")])
+    ...     s.update()
+    ...     print(found_inf, s.get_scale())
+    False 16.0
+    True 8.0
+    False 8.0
+    False 16.0
+    >>> s.state_dict()
+    {'scale': 16.0, 'growth_factor': 2.0, 'backoff_factor': 0.5, 'growth_interval': 2, '_growth_tracker': 0}
+    """
+
+    def __init__(self, init_scale=2.0**16, growth_factor=2.0, backoff_factor=0.5,
+                 growth_interval=2000, enabled=True):
+        if growth_factor <= 1.0:
+            raise ValueError("The growth factor must be > 1.0.")
+        if backoff_factor >= 1.0:
+            raise ValueError("The backoff factor must be < 1.0.")
+        self._enabled = bool(enabled)
+        self._scale = _fp32(init_scale)
+        self._growth_factor = float(growth_factor)
+        self._backoff_factor = float(backoff_factor)
+        self._growth_interval = int(growth_interval)
+        self._growth_tracker = 0
+        self._found_inf = None
+
+    def is_enabled(self):
+        return self._enabled
+
+    def get_scale(self):
+        """The current scale (a Python float), 1.0 when disabled."""
+        return self._scale if self._enabled else 1.0
+
+    def get_growth_factor(self):
+        return self._growth_factor
+
+    def get_backoff_factor(self):
+        return self._backoff_factor
+
+    def get_growth_interval(self):
+        return self._growth_interval
+
+    def scale(self, loss):
+        """``loss * scale``; a Tensor loss meets an FP32 scale, so an FP16 or BF16
+        loss gives an FP32 product, as in PyTorch.
+
+        Examples
+        --------
+        >>> import lowprec as lp
+        >>> lp.amp.GradScaler().scale(lp.tensor(1.5, "fp16"))
+        Tensor(98304.0, fmt=FP32)
+        """
+        if not self._enabled:
+            return loss
+        if isinstance(loss, Tensor):
+            return loss * tensor(self._scale, FP32)
+        return loss * self._scale
+
+    def unscale(self, grads):
+        """Divide gradients by the scale; returns ``(grads, found_inf)``.
+
+        Each gradient is multiplied by ``1/scale`` rounded to FP32, in FP32, and
+        rounded back to its own format (PyTorch's in-place ``mul_``). ``found_inf``
+        says whether any gradient holds an inf or a NaN; `update` acts on it. FP16
+        gradients raise `ValueError`, as in PyTorch: their unscaled values would
+        underflow again; keep FP32 master weights (``"fp16-mixed"``).
+        """
+        grads = list(grads)
+        if not self._enabled:
+            return grads, False
+        if self._found_inf is not None:
+            raise RuntimeError("unscale() has already been called since the last update().")
+        if any(g.fmt == FP16 for g in grads):
+            raise ValueError("Attempting to unscale FP16 gradients.")
+        inv = tensor(_fp32(1.0 / self._scale), FP32)
+        found_inf = any(not np.all(np.isfinite(g.values)) for g in grads)
+        out = [g * inv if g.fmt == FP32 else (g.astype(FP32) * inv).astype(g.fmt, "rne")
+               for g in grads]
+        self._found_inf = bool(found_inf)
+        return out, self._found_inf
+
+    def step(self, optimizer, grads=None):
+        """Unscale ``grads`` (default: the optimizer's) unless `unscale` was called
+        this iteration, then step the optimizer unless they hold inf or NaN.
+        Returns whether the step was taken."""
+        if not self._enabled:
+            optimizer.step(grads)
+            return True
+        if grads is None or self._found_inf is None:
+            grads, _ = self.unscale(optimizer.gradients() if grads is None else grads)
+        if self._found_inf:
+            return False
+        optimizer.step(grads)
+        return True
+
+    def update(self, new_scale=None):
+        """Back off after an inf/NaN, grow after ``growth_interval`` clean steps;
+        ``new_scale`` sets the scale instead."""
+        if not self._enabled:
+            return
+        if new_scale is not None:
+            self._scale = _fp32(new_scale)
+        elif self._found_inf is None:
+            raise RuntimeError("No inf checks were recorded prior to update.")
+        elif self._found_inf:
+            self._scale = _fp32(self._scale * self._backoff_factor)
+            self._growth_tracker = 0
+        else:
+            successful = self._growth_tracker + 1
+            if successful == self._growth_interval:
+                grown = _fp32(self._scale * self._growth_factor)
+                if np.isfinite(grown):
+                    self._scale = grown
+                self._growth_tracker = 0
+            else:
+                self._growth_tracker = successful
+        self._found_inf = None
+
+    def state_dict(self):
+        """PyTorch's keys: scale, growth_factor, backoff_factor, growth_interval,
+        _growth_tracker; empty when disabled."""
+        if not self._enabled:
+            return {}
+        return {"scale": self.get_scale(), "growth_factor": self._growth_factor,
+                "backoff_factor": self._backoff_factor,
+                "growth_interval": self._growth_interval,
+                "_growth_tracker": self._growth_tracker}
+
+    def load_state_dict(self, state_dict):
+        if not self._enabled:
+            return
+        if len(state_dict) == 0:
+            raise RuntimeError("The source state dict is empty, possibly because it was "
+                               "saved from a disabled instance of GradScaler.")
+        self._scale = _fp32(state_dict["scale"])
+        self._growth_factor = float(state_dict["growth_factor"])
+        self._backoff_factor = float(state_dict["backoff_factor"])
+        self._growth_interval = int(state_dict["growth_interval"])
+        self._growth_tracker = int(state_dict["_growth_tracker"])
+
+    def __repr__(self):
+        if not self._enabled:
+            return "GradScaler(enabled=False)"
+        return (f"GradScaler(scale={self._scale!r}, growth_factor={self._growth_factor!r}, "
+                f"backoff_factor={self._backoff_factor!r}, "
+                f"growth_interval={self._growth_interval!r})")
+
+
+# -- optimizers -----------------------------------------------------------------------------
+
+class _Optimizer:
+    """The weights (masters when the policy says so), working copies, lost updates."""
+
+    def __init__(self, params, lr, policy, seed):
+        self.policy = Policy.named(policy)
+        self.params = list(params)
+        self.lr = float(lr)
+        self.rng = np.random.default_rng(seed)
+        pol = self.policy
+        self.weights = [p.value.astype(pol.weights, "rne") for p in self.params]
+        for p, w in zip(self.params, self.weights):
+            p.value = w if w.fmt == pol.compute else w.astype(pol.compute, "rne")
+            p.grad_fmt = pol.grads
+        #: (weight elements with a nonzero gradient, of those left unchanged) by the last step
+        self.last_step = (0, 0)
+
+    def gradients(self):
+        """The parameters' gradients in the weight format (exact when it holds
+        the gradient format)."""
+        if any(p.grad is None for p in self.params):
+            raise RuntimeError("a parameter has no gradient: run the backward pass first")
+        fmt = self.policy.weights
+        return [p.grad if p.grad.fmt == fmt else p.grad.astype(fmt, "rne")
+                for p in self.params]
+
+    def step(self, grads=None):
+        """One update of every weight from ``grads`` (default: `gradients`); the
+        working copies are written back into the parameters."""
+        grads = self.gradients() if grads is None else list(grads)
+        pol = self.policy
+        moved = unchanged = 0
+        for i, (p, w, g) in enumerate(zip(self.params, self.weights, grads)):
+            with context(mode="rne"):
+                step = self._step(i, g.astype(pol.weights, "rne"))
+            with context(mode=pol.update, rng=self.rng):
+                new = w - step
+            nonzero = np.asarray(g) != 0
+            moved += int(np.count_nonzero(nonzero))
+            unchanged += int(np.count_nonzero(nonzero & (np.asarray(new) == np.asarray(w))))
+            self.weights[i] = new
+            p.value = new if new.fmt == pol.compute else new.astype(pol.compute, "rne")
+        self.last_step = (moved, unchanged)
+
+    @property
+    def unchanged_fraction(self):
+        """Of the weights with a nonzero gradient, the fraction the last step left
+        unchanged (the update rounded away: below half an ulp under ``"rne"``)."""
+        moved, unchanged = self.last_step
+        return unchanged / moved if moved else 0.0
+
+
+class SGD(_Optimizer):
+    """Stochastic gradient descent, PyTorch's form: ``buf = momentum * buf + g``,
+    ``w = w - lr * buf`` (``buf = g`` without momentum), every operation rounded in
+    the policy's weight format, the last one by its ``update`` mode.
+
+    Creating it rounds the parameters into the policy's weight format (FP32 master
+    weights for the mixed policies) and writes working copies in the compute format
+    back into them.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> p = lp.nn.Parameter(lp.tensor([1.0, 1.0], "fp32"))
+    >>> opt = lp.amp.SGD([p], lr=2.0**-10, policy="bf16")
+    >>> p.grad = lp.tensor([1.0, 4.0], "bf16")
+    >>> opt.step()
+    >>> p.value, opt.unchanged_fraction
+    (Tensor([1.0, 0.99609375], fmt=BF16), 0.5)
+    """
+
+    def __init__(self, params, lr, policy="fp32", *, momentum=0.0, seed=0):
+        super().__init__(params, lr, policy, seed)
+        self.momentum = float(momentum)
+        self._buf = [None] * len(self.params)
+
+    def _step(self, i, g):
+        if self.momentum:
+            g = g if self._buf[i] is None else self._buf[i] * self.momentum + g
+            self._buf[i] = g
+        return g * self.lr
+
+
+class Adam(_Optimizer):
+    """Adam (Kingma & Ba), PyTorch's form: ``m = b1 m + (1 - b1) g``,
+    ``v = b2 v + (1 - b2) g**2``, ``w = w - (lr / c1) m / (sqrt(v) / sqrt(c2) + eps)``
+    with bias corrections ``c1 = 1 - b1**t``, ``c2 = 1 - b2**t`` computed as Python
+    floats (as PyTorch does) and every Tensor operation rounded in the policy's
+    weight format, hyperparameters included: in BF16, ``b2 = 0.999`` is 1.0.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> p = lp.nn.Parameter(lp.tensor([1.0, -1.0], "fp32"))
+    >>> opt = lp.amp.Adam([p], lr=0.5)
+    >>> p.grad = lp.tensor([0.25, -3.0], "fp32")
+    >>> opt.step()
+    >>> p.value
+    Tensor([0.5, -0.5], fmt=FP32)
+    """
+
+    def __init__(self, params, lr=1e-3, policy="fp32", *, betas=(0.9, 0.999), eps=1e-8,
+                 seed=0):
+        super().__init__(params, lr, policy, seed)
+        self.betas = tuple(float(b) for b in betas)
+        self.eps = float(eps)
+        self.t = 0
+        self._m = [np.zeros_like(w) for w in self.weights]
+        self._v = [np.zeros_like(w) for w in self.weights]
+
+    def step(self, grads=None):
+        self.t += 1
+        super().step(grads)
+
+    def _step(self, i, g):
+        b1, b2 = self.betas
+        self._m[i] = m = self._m[i] * b1 + g * (1.0 - b1)
+        self._v[i] = v = self._v[i] * b2 + (g * g) * (1.0 - b2)
+        c1, c2 = 1.0 - b1 ** self.t, 1.0 - b2 ** self.t
+        denom = np.sqrt(v) / float(np.sqrt(c2)) + self.eps
+        return (m / denom) * (self.lr / c1)
+
+
+# -- training --------------------------------------------------------------------------------
+
+@dataclass
+class History:
+    """What `train` measured, one entry per step.
+
+    Attributes
+    ----------
+    policy : Policy
+    loss : list of float
+        The cross-entropy of the batch, as the policy computed it (unscaled,
+        unweighted).
+    scale : list of float
+        The loss scale used in the step (1.0 without a scaler).
+    skipped : list of bool
+        Steps skipped because the gradients held inf or NaN.
+    grad_underflow : list of int
+        Underflow exceptions (``lp.flags()``) raised by the backward pass.
+    grad_zero : list of float
+        Fraction of the weight-gradient elements that are zero.
+    unchanged : list of float
+        Of the weights with a nonzero gradient, the fraction the step left
+        unchanged (NaN for skipped steps).
+    final_loss, final_accuracy : float
+        The trained weights (masters, where kept) evaluated in FP32 on all data.
+    """
+
+    policy: Policy
+    loss: list = field(default_factory=list)
+    scale: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)
+    grad_underflow: list = field(default_factory=list)
+    grad_zero: list = field(default_factory=list)
+    unchanged: list = field(default_factory=list)
+    final_loss: float = float("nan")
+    final_accuracy: float = float("nan")
+
+    def summary(self):
+        """The means over the run and the final figures, as a dict of floats."""
+        stepped = [u for u in self.unchanged if not np.isnan(u)]
+        return {"final_loss": self.final_loss, "final_accuracy": self.final_accuracy,
+                "grad_zero": float(np.mean(self.grad_zero)),
+                "grad_underflow": float(np.mean(self.grad_underflow)),
+                "unchanged": float(np.mean(stepped)) if stepped else float("nan"),
+                "skipped": int(np.sum(self.skipped)), "final_scale": self.scale[-1]}
+
+
+def train(model, data, policy, steps, *, optimizer="sgd", lr=0.1, momentum=0.0,
+          scaler=None, loss_weight=1.0, batch_size=None, seed=0):
+    """Train ``model`` (a `lowprec.nn` model) on ``data`` under ``policy``.
+
+    Each step: the forward pass in ``policy.compute`` under ``policy.matmul``; the
+    loss (softmax cross-entropy in ``policy.loss``) times ``loss_weight``; the
+    backward pass from the seed ``d(scaled loss)/d(loss) = scale * loss_weight``,
+    rounded into the loss format, under ``lp.flags()``; the gradients in the
+    weight format, unscaled by ``scaler``; the optimizer step, skipped when the
+    scaler found inf or NaN; ``scaler.update()``.
+
+    Parameters
+    ----------
+    model : lowprec.nn.Sequential
+        Its parameters are taken over by the optimizer (rounded to the policy's
+        weight format, working copies in the compute format).
+    data : (x, labels)
+        Float features of shape (N, d) and integer labels of shape (N,).
+    policy : Policy or str
+    steps : int
+    optimizer : {"sgd", "adam"}
+    lr, momentum : float
+        Learning rate; SGD momentum.
+    scaler : GradScaler, optional
+        Dynamic loss scaling; None for none.
+    loss_weight : float
+        A constant factor on the loss (a weighted term of a larger loss, or a mean
+        over many more elements), which makes the gradients that much smaller.
+    batch_size : int, optional
+        Minibatches drawn with replacement (seeded by ``seed``); None: full batch.
+    seed : int
+        Seeds the minibatches and stochastic rounding of updates.
+
+    Returns
+    -------
+    History
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> data = lp.amp.blobs(64, 4, 3, seed=0)
+    >>> h = lp.amp.train(lp.nn.mlp([4, 8, 3], rng=0), data, "bf16-mixed", 5, lr=0.5)
+    >>> len(h.loss), h.loss[-1] < h.loss[0], h.skipped
+    (5, True, [False, False, False, False, False])
+    """
+    policy = Policy.named(policy)
+    x, labels = data
+    labels = np.asarray(labels)
+    params = model.parameters()
+    if optimizer == "sgd":
+        opt = SGD(params, lr, policy, momentum=momentum, seed=seed)
+    elif optimizer == "adam":
+        opt = Adam(params, lr, policy, seed=seed)
+    else:
+        raise ValueError(f"unknown optimizer {optimizer!r}; valid: sgd, adam")
+    batches = np.random.default_rng(seed)
+    x_all = tensor(np.asarray(x, dtype=np.float64), policy.compute, "rne")
+    history = History(policy)
+    with context(mode="rne", matmul=policy.matmul):
+        for _ in range(steps):
+            if batch_size is None:
+                xb, yb = x_all, labels
+            else:
+                idx = batches.integers(0, len(labels), batch_size)
+                xb, yb = x_all[idx], labels[idx]
+            logits = model.forward(xb).astype(policy.loss)
+            loss = nn.softmax_cross_entropy(logits, yb)
+            scale = scaler.get_scale() if scaler is not None else 1.0
+            with flags() as f:
+                seed_grad = tensor(scale, policy.loss) * loss_weight
+                dz = nn.softmax_cross_entropy_backward(logits, yb, seed_grad)
+                model.backward(dz.astype(policy.compute))
+            grads = opt.gradients()
+            found_inf = False
+            if scaler is not None:
+                grads, found_inf = scaler.unscale(grads)
+            if not found_inf:
+                opt.step(grads)
+            if scaler is not None:
+                scaler.update()
+            zeros = sum(int(np.count_nonzero(np.asarray(p.grad) == 0)) for p in params)
+            history.loss.append(float(loss))
+            history.scale.append(scale)
+            history.skipped.append(bool(found_inf))
+            history.grad_underflow.append(f.underflow)
+            history.grad_zero.append(zeros / sum(p.grad.size for p in params))
+            history.unchanged.append(float("nan") if found_inf else opt.unchanged_fraction)
+    history.final_loss, history.final_accuracy = evaluate(model, data, opt.weights)
+    return history
+
+
+def evaluate(model, data, weights=None):
+    """Loss and accuracy of ``model`` on ``data`` in FP32 (FP32 accumulation), with
+    ``weights`` (a list of Tensors, one per parameter) in place of the parameters'
+    values when given. Returns ``(loss, accuracy)`` as floats.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> data = lp.amp.blobs(32, 2, 2, seed=1)
+    >>> loss, acc = lp.amp.evaluate(lp.nn.mlp([2, 4, 2], rng=0), data)
+    >>> 0.0 <= acc <= 1.0, loss > 0
+    (True, True)
+    """
+    x, labels = data
+    params = model.parameters()
+    saved = [p.value for p in params]
+    weights = saved if weights is None else list(weights)
+    try:
+        for p, w in zip(params, weights):
+            p.value = w.astype(FP32, "rne")
+        with context(mode="rne", matmul="fp32"):
+            logits = model.forward(tensor(np.asarray(x, dtype=np.float64), FP32, "rne"))
+            loss = nn.softmax_cross_entropy(logits, labels)
+    finally:
+        for p, v in zip(params, saved):
+            p.value = v
+    accuracy = float(np.mean(np.argmax(np.asarray(logits), axis=1) == np.asarray(labels)))
+    return float(loss), accuracy
+
+
+def blobs(n, dim, classes, *, spread=1.0, seed=0):
+    """A synthetic classification task: ``classes`` Gaussian clusters in ``dim``
+    dimensions, centres drawn from N(0, 1), points from N(centre, spread**2).
+    Returns ``(x, labels)``: float64 (n, dim) and int (n,), from a seeded NumPy
+    generator (nothing is downloaded).
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> x, y = lp.amp.blobs(6, 2, 3, seed=0)
+    >>> x.shape, y.tolist()
+    ((6, 2), [0, 1, 2, 0, 1, 2])
+    """
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((classes, dim))
+    labels = np.arange(n) % classes
+    x = centres[labels] + spread * rng.standard_normal((n, dim))
+    return x, labels
