@@ -177,7 +177,8 @@ class GradScaler:
     False 8.0
     False 16.0
     >>> s.state_dict()
-    {'scale': 16.0, 'growth_factor': 2.0, 'backoff_factor': 0.5, 'growth_interval': 2, '_growth_tracker': 0}
+    {'scale': 16.0, 'growth_factor': 2.0, 'backoff_factor': 0.5, 'growth_interval': 2,
+     '_growth_tracker': 0}
     """
 
     def __init__(self, init_scale=2.0**16, growth_factor=2.0, backoff_factor=0.5,

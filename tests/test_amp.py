@@ -1,0 +1,371 @@
+"""amp: GradScaler against PyTorch's documented rules, optimizers against NumPy float32
+and ml_dtypes, and the classic mixed-precision effects measured on a fixed task.
+
+Expected values are written out from the documented rules (torch.amp.GradScaler:
+multiply the scale by backoff_factor and skip the step when the gradients hold
+inf/NaN; multiply it by growth_factor after growth_interval consecutive clean steps),
+from NumPy float32 arithmetic (IEEE single, round to nearest even) and from ml_dtypes
+casts of float32 values to bfloat16 (one correct rounding).
+
+The training task (shared by the effect tests, and quoted in docs/mixed-precision.md):
+``lp.amp.blobs(128, 8, 4, seed=0)`` (4 Gaussian clusters in 8 dimensions), the MLP
+``lp.nn.mlp([8, 16, 4], rng=0)`` (ReLU), full-batch SGD for 100 steps, learning rate
+0.02. For the FP16 experiment the loss is weighted by 2**-17 and the learning rate
+multiplied by 2**17: gradients 2**17 times smaller, as for a small term of a larger
+loss; in FP32 the run is the same bit for bit (a power of two commutes with FP32
+rounding away from underflow; checked below), in FP16 the gradients underflow.
+"""
+
+import dataclasses
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import lowprec as lp
+from lowprec import amp, nn
+
+F32 = np.float32
+
+
+def fp32_grads(*arrays):
+    return [lp.tensor(np.asarray(a, np.float64), "fp32") for a in arrays]
+
+
+# -- GradScaler ---------------------------------------------------------------------------
+
+def run_scaler(scaler, infs):
+    """Drive the scaler through steps whose gradients hold an inf (True) or not; the
+    (scale used, found_inf, scale after update, growth tracker after update) per step."""
+    out = []
+    for inf in infs:
+        used = scaler.get_scale()
+        _, found = scaler.unscale(fp32_grads([np.inf if inf else 1.0, 2.0]))
+        scaler.update()
+        out.append((used, found, scaler.get_scale(), scaler.state_dict()["_growth_tracker"]))
+    return out
+
+
+def test_scaler_defaults_are_pytorchs():
+    s = amp.GradScaler()
+    assert (s.get_scale(), s.get_growth_factor(), s.get_backoff_factor(),
+            s.get_growth_interval(), s.is_enabled()) == (65536.0, 2.0, 0.5, 2000, True)
+
+
+def test_scaler_state_machine_step_by_step():
+    s = amp.GradScaler(init_scale=2.0**16, growth_interval=3)
+    infs = [False, False, False, True, False, True, False, False, False, False]
+    # Documented rules: grow x2 on the 3rd consecutive clean step, halve on inf (and
+    # restart the count).
+    expected = [(65536.0, False, 65536.0, 1), (65536.0, False, 65536.0, 2),
+                (65536.0, False, 131072.0, 0), (131072.0, True, 65536.0, 0),
+                (65536.0, False, 65536.0, 1), (65536.0, True, 32768.0, 0),
+                (32768.0, False, 32768.0, 1), (32768.0, False, 32768.0, 2),
+                (32768.0, False, 65536.0, 0), (65536.0, False, 65536.0, 1)]
+    assert run_scaler(s, infs) == expected
+
+
+def test_scaler_growth_after_exactly_growth_interval_clean_steps():
+    s = amp.GradScaler()
+    scales = [row[2] for row in run_scaler(s, [False] * 2000)]
+    assert scales[1998] == 65536.0 and scales[1999] == 131072.0
+
+
+def test_scaler_other_factors_and_nan():
+    s = amp.GradScaler(init_scale=1000.0, growth_factor=4.0, backoff_factor=0.25,
+                       growth_interval=2)
+    _, found = s.unscale(fp32_grads([np.nan]))
+    s.update()
+    assert found and s.get_scale() == 250.0
+    run_scaler(s, [False, False])
+    assert s.get_scale() == 1000.0
+
+
+def test_scale_is_an_fp32_value_that_never_grows_to_inf():
+    assert amp.GradScaler(init_scale=0.1).get_scale() == float(F32(0.1))
+    s = amp.GradScaler(init_scale=2.0**127, growth_interval=1)
+    # 2**128 overflows FP32: the growth is not applied, the count restarts.
+    assert run_scaler(s, [False]) == [(2.0**127, False, 2.0**127, 0)]
+
+
+def test_scale_and_unscale_values():
+    s = amp.GradScaler()
+    scaled = s.scale(lp.tensor(1.5, "fp16"))
+    assert scaled.fmt == lp.FP32 and float(scaled) == 1.5 * 65536
+    assert s.scale(2.0) == 131072.0
+    grads, found = s.unscale(fp32_grads([1.5 * 65536, -3.0], [[2.0**-30]]))
+    assert not found
+    assert np.asarray(grads[0]).tolist() == [1.5, -3.0 / 65536]
+    assert np.asarray(grads[1]).tolist() == [[2.0**-46]]
+
+
+def test_unscale_of_bf16_gradients_goes_through_fp32():
+    s = amp.GradScaler(init_scale=3.0)
+    (g,), _ = s.unscale([lp.tensor([1.0, 3.0], "bf16")])
+    inv = F32(1.0) / F32(3.0)
+    expected = np.array([inv, inv * F32(3.0)], np.float32).astype(ml_dtypes.bfloat16)
+    assert g.fmt == lp.BF16
+    assert np.asarray(g).tolist() == expected.astype(np.float64).tolist()
+
+
+def test_unscale_refuses_fp16_gradients_as_pytorch_does():
+    with pytest.raises(ValueError, match="Attempting to unscale FP16 gradients"):
+        amp.GradScaler().unscale([lp.tensor([1.0], "fp16")])
+
+
+def test_scaler_call_order_is_checked():
+    s = amp.GradScaler()
+    with pytest.raises(RuntimeError, match="No inf checks"):
+        s.update()
+    s.unscale(fp32_grads([1.0]))
+    with pytest.raises(RuntimeError, match="already been called"):
+        s.unscale(fp32_grads([1.0]))
+
+
+def test_state_dict_round_trip():
+    a = amp.GradScaler(init_scale=2.0**10, growth_interval=4)
+    run_scaler(a, [False, True, False, False])
+    state = a.state_dict()
+    assert state == {"scale": 512.0, "growth_factor": 2.0, "backoff_factor": 0.5,
+                     "growth_interval": 4, "_growth_tracker": 2}
+    b = amp.GradScaler()
+    b.load_state_dict(state)
+    assert b.state_dict() == state
+    infs = [False, False, True, False]
+    assert run_scaler(a, infs) == run_scaler(b, infs)
+
+
+def test_disabled_scaler_does_nothing():
+    s = amp.GradScaler(enabled=False)
+    loss = lp.tensor(3.0, "fp16")
+    assert s.scale(loss) is loss and s.get_scale() == 1.0 and s.state_dict() == {}
+    grads = fp32_grads([np.inf])
+    assert s.unscale(grads) == (grads, False)
+    s.update()
+    s.load_state_dict({"scale": 8.0})
+    assert s.get_scale() == 1.0
+    with pytest.raises(RuntimeError, match="empty"):
+        amp.GradScaler().load_state_dict({})
+
+
+def test_scaler_step_skips_on_inf_and_steps_otherwise():
+    p = nn.Parameter(lp.tensor([1.0], "fp32"))
+    opt = amp.SGD([p], lr=1.0)
+    s = amp.GradScaler(init_scale=4.0)
+    p.grad = lp.tensor([np.inf], "fp32")
+    assert s.step(opt) is False
+    s.update()
+    assert np.asarray(p.value).tolist() == [1.0] and s.get_scale() == 2.0
+    p.grad = lp.tensor([1.0], "fp32")     # a scaled gradient: 0.5 after unscaling
+    assert s.step(opt) is True
+    s.update()
+    assert np.asarray(p.value).tolist() == [0.5]
+
+
+# -- policies -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,compute,weights,grads,loss", [
+    ("fp32", lp.FP32, lp.FP32, lp.FP32, lp.FP32),
+    ("fp16", lp.FP16, lp.FP16, lp.FP16, lp.FP16),
+    ("bf16", lp.BF16, lp.BF16, lp.BF16, lp.BF16),
+    ("fp16-mixed", lp.FP16, lp.FP32, lp.FP16, lp.FP32),
+    ("bf16-mixed", lp.BF16, lp.FP32, lp.BF16, lp.FP32),
+])
+def test_named_policies(name, compute, weights, grads, loss):
+    p = amp.Policy.named(name)
+    assert (p.compute, p.weights, p.grads, p.loss, p.matmul, p.update) == \
+        (compute, weights, grads, loss, "fp32", "rne")
+    assert p.name == name and p.master_weights == (weights != compute)
+
+
+def test_policies_field_by_field():
+    p = amp.Policy("bf16", matmul="a100", weights="fp32", grads="fp32", update="sr")
+    assert (p.compute, p.matmul, p.weights, p.grads, p.update, p.loss) == \
+        (lp.BF16, "a100", lp.FP32, lp.FP32, "sr", lp.BF16)
+    assert p.name is None
+    q = dataclasses.replace(amp.Policy.named("fp16-mixed"), update="sr")
+    assert q.weights == lp.FP32 and q.update == "sr" and q.name is None
+    for bad in (dict(update="nearest"), dict(matmul="tpu")):
+        with pytest.raises(ValueError):
+            amp.Policy("fp16", **bad)
+    with pytest.raises(ValueError, match="valid policies"):
+        amp.Policy.named("fp8-mixed")
+
+
+# -- optimizers -----------------------------------------------------------------------------
+
+def test_sgd_in_fp32_is_numpy_float32():
+    rng = np.random.default_rng(0)
+    w0, grads = rng.standard_normal(6), rng.standard_normal((3, 6))
+    p = nn.Parameter(lp.tensor(w0, "fp32"))
+    opt = amp.SGD([p], lr=0.1, momentum=0.9)
+    w, buf = w0.astype(F32), None
+    for g in grads:
+        g32 = g.astype(F32)
+        p.grad = lp.tensor(g32.astype(np.float64), "fp32")
+        opt.step()
+        buf = g32 if buf is None else buf * F32(0.9) + g32
+        w = w - buf * F32(0.1)
+    assert np.asarray(p.value).tolist() == w.astype(np.float64).tolist()
+
+
+def test_adam_in_fp32_is_numpy_float32():
+    rng = np.random.default_rng(1)
+    w0, grads = rng.standard_normal(6), rng.standard_normal((5, 6)) * 1e-3
+    p = nn.Parameter(lp.tensor(w0, "fp32"))
+    lr, (b1, b2), eps = 0.01, (0.9, 0.999), 1e-8
+    opt = amp.Adam([p], lr=lr, betas=(b1, b2), eps=eps)
+    w, m, v = w0.astype(F32), np.zeros(6, F32), np.zeros(6, F32)
+    for t, g in enumerate(grads, 1):
+        g32 = g.astype(F32)
+        p.grad = lp.tensor(g32.astype(np.float64), "fp32")
+        opt.step()
+        m = m * F32(b1) + g32 * F32(1 - b1)
+        v = v * F32(b2) + (g32 * g32) * F32(1 - b2)
+        denom = np.sqrt(v) / F32(np.sqrt(1 - b2**t)) + F32(eps)
+        w = w - (m / denom) * F32(lr / (1 - b1**t))
+    assert np.asarray(p.value).tolist() == w.astype(np.float64).tolist()
+
+
+def test_bf16_sgd_loses_updates_below_half_an_ulp():
+    rng = np.random.default_rng(2)
+    w0 = rng.uniform(0.5, 4.0, 2000) * rng.choice([-1, 1], 2000)
+    g = rng.standard_normal(2000)
+    p = nn.Parameter(lp.tensor(w0, "fp32"))
+    opt = amp.SGD([p], lr=2.0**-8, policy="bf16")
+    w = np.asarray(p.value)
+    p.grad = lp.tensor(g, "bf16")
+    opt.step()
+    # Products of two BF16 values have at most 16 bits: exact in float32, so
+    # ml_dtypes' float32 -> bfloat16 cast rounds them once; w - u is exact in
+    # float32 too (|u| < |w| * 2**-5, and both have 8 bits).
+    bf = ml_dtypes.bfloat16
+    u = (np.asarray(p.grad).astype(F32) * F32(2.0**-8)).astype(bf).astype(F32)
+    new = (w.astype(F32) - u).astype(bf).astype(np.float64)
+    assert np.asarray(p.value).tolist() == new.tolist()
+    lost = (new == w) & (g != 0)
+    moved, unchanged = opt.last_step
+    assert (moved, unchanged) == (int(np.count_nonzero(g)), int(np.count_nonzero(lost)))
+    assert 0.3 < opt.unchanged_fraction < 0.9
+
+
+def test_stochastic_rounding_of_updates_is_unbiased():
+    n = 20000
+    p = nn.Parameter(lp.tensor(np.ones(n), "fp32"))
+    sr = dataclasses.replace(amp.Policy.named("bf16"), update="sr")
+    opt = amp.SGD([p], lr=2.0**-10, policy=sr, seed=0)
+    p.grad = lp.tensor(np.ones(n), "bf16")
+    opt.step()
+    # 1 - 2**-10 lies between 1 - 2**-8 and 1: down with probability 2**-10 / 2**-8.
+    values = np.asarray(p.value)
+    assert set(values.tolist()) == {1.0, 1 - 2.0**-8}
+    down = np.mean(values < 1)
+    assert abs(down - 0.25) < 4 * np.sqrt(0.25 * 0.75 / n)
+    again = nn.Parameter(lp.tensor(np.ones(n), "fp32"))
+    opt2 = amp.SGD([again], lr=2.0**-10, policy=sr, seed=0)
+    again.grad = lp.tensor(np.ones(n), "bf16")
+    opt2.step()
+    assert np.array_equal(np.asarray(again.value), values)   # same seed, same draws
+
+
+def test_fp32_master_weights_keep_what_bf16_weights_lose():
+    pure, mixed = nn.Parameter(lp.tensor([1.0], "fp32")), nn.Parameter(lp.tensor([1.0], "fp32"))
+    opt_pure = amp.SGD([pure], lr=2.0**-10, policy="bf16")
+    opt_mixed = amp.SGD([mixed], lr=2.0**-10, policy="bf16-mixed")
+    assert mixed.value.fmt == lp.BF16 and opt_mixed.weights[0].fmt == lp.FP32
+    for _ in range(8):
+        pure.grad = lp.tensor([1.0], "bf16")
+        mixed.grad = lp.tensor([1.0], "bf16")
+        opt_pure.step()
+        opt_mixed.step()
+    # Below 1 the BF16 spacing is 2**-8: 1 - 2**-10 rounds back to 1 every time,
+    # while the FP32 master reaches 1 - 8 * 2**-10 = 1 - 2**-7, a BF16 value.
+    assert np.asarray(pure.value).tolist() == [1.0]
+    assert np.asarray(opt_mixed.weights[0]).tolist() == [1 - 2.0**-7]
+    assert np.asarray(mixed.value).tolist() == [1 - 2.0**-7]
+
+
+def test_working_copies_are_the_masters_rounded_to_nearest():
+    rng = np.random.default_rng(3)
+    params = [nn.Parameter(lp.tensor(rng.standard_normal(50), "fp32"))]
+    opt = amp.Adam(params, lr=1e-3, policy="bf16-mixed")
+    params[0].grad = lp.tensor(rng.standard_normal(50), "bf16")
+    opt.step()
+    master = np.asarray(opt.weights[0]).astype(F32)
+    expected = master.astype(ml_dtypes.bfloat16).astype(np.float64)
+    assert np.asarray(params[0].value).tolist() == expected.tolist()
+
+
+# -- the effects, measured -------------------------------------------------------------------
+
+DATA = amp.blobs(128, 8, 4, seed=0)
+STEPS, LR, WEIGHT = 100, 0.02, 2.0**-17
+
+
+def run(policy, *, weight=1.0, steps=STEPS, **kwargs):
+    return amp.train(nn.mlp([8, 16, 4], rng=0), DATA, policy, steps, lr=LR / weight,
+                     loss_weight=weight, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def fp32():
+    return run("fp32")
+
+
+def test_a_power_of_two_loss_weight_leaves_fp32_training_unchanged():
+    assert run("fp32", weight=WEIGHT, steps=3).loss == run("fp32", steps=3).loss
+
+
+def test_fp16_gradients_underflow_without_loss_scaling(fp32):
+    plain = run("fp16-mixed", weight=WEIGHT)
+    scaled = run("fp16-mixed", weight=WEIGHT, scaler=amp.GradScaler())
+    zero_plain, zero_scaled = np.mean(plain.grad_zero), np.mean(scaled.grad_zero)
+    # Measured: 0.213 of the weight-gradient elements are zero without scaling,
+    # 0.000 with it (and in FP32).
+    assert np.mean(fp32.grad_zero) == 0.0
+    assert zero_plain > 0.15 and zero_scaled < 0.01
+    assert sum(plain.grad_underflow) > 0
+    # Measured final losses: FP32 0.690, FP16 unscaled 0.762, FP16 scaled 0.690.
+    assert plain.final_loss > fp32.final_loss + 0.05
+    assert abs(scaled.final_loss - fp32.final_loss) < 0.01
+    assert not any(scaled.skipped) and scaled.scale[-1] == 65536.0
+
+
+def test_a_too_large_scale_is_backed_off_skipping_steps():
+    h = run("fp16-mixed", weight=WEIGHT, steps=12, scaler=amp.GradScaler(init_scale=2.0**40))
+    k = h.skipped.index(False)
+    assert k > 0 and not any(h.skipped[k:])
+    assert h.scale == [2.0**(40 - i) for i in range(k)] + [2.0**(40 - k)] * (12 - k)
+    # Skipped steps leave the weights, hence the loss, as they were.
+    assert h.loss[:k + 1] == [h.loss[0]] * (k + 1)
+    assert h.loss[-1] < h.loss[0]
+
+
+def test_pure_fp16_with_a_scaler_is_refused():
+    with pytest.raises(ValueError, match="FP16 gradients"):
+        run("fp16", steps=1, scaler=amp.GradScaler())
+
+
+def test_bf16_weights_lose_updates_and_master_weights_or_sr_recover(fp32):
+    pure = run("bf16")
+    mixed = run("bf16-mixed")
+    sr = run(dataclasses.replace(amp.Policy.named("bf16"), update="sr"), seed=0)
+    # Measured: pure BF16 leaves 0.55 of the updates with a nonzero gradient unchanged,
+    # bf16-mixed none; final losses FP32 0.690, BF16 0.751, bf16-mixed 0.690, BF16 +
+    # stochastic rounding 0.688.
+    assert pure.summary()["unchanged"] > 0.3
+    assert mixed.summary()["unchanged"] < 0.01
+    gap = pure.final_loss - fp32.final_loss
+    assert gap > 0.03
+    assert abs(mixed.final_loss - fp32.final_loss) < 0.01
+    assert abs(sr.final_loss - fp32.final_loss) < 0.25 * gap
+
+
+def test_train_history_and_adam_minibatches():
+    h = amp.train(nn.mlp([8, 16, 4], rng=1), DATA, "bf16-mixed", 6, optimizer="adam",
+                  lr=0.01, batch_size=32, seed=1)
+    assert [len(x) for x in (h.loss, h.scale, h.skipped, h.grad_underflow, h.grad_zero,
+                             h.unchanged)] == [6] * 6
+    assert h.final_loss < amp.evaluate(nn.mlp([8, 16, 4], rng=1), DATA)[0]
+    with pytest.raises(ValueError, match="optimizer"):
+        amp.train(nn.mlp([8, 4], rng=0), DATA, "fp32", 1, optimizer="lbfgs")
