@@ -14,7 +14,8 @@ policy names, and every rounding is one a real mixed-precision run would make.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -29,7 +30,7 @@ from .rounding import round as _round
 from .tensor import Tensor, context, tensor
 
 __all__ = ["Policy", "POLICIES", "GradScaler", "SGD", "Adam", "History", "train",
-           "evaluate", "blobs"]
+           "evaluate", "blobs", "demo"]
 
 
 # -- policies ----------------------------------------------------------------------------
@@ -628,3 +629,62 @@ def blobs(n, dim, classes, *, spread=1.0, seed=0):
     labels = np.arange(n) % classes
     x = centres[labels] + spread * rng.standard_normal((n, dim))
     return x, labels
+
+
+@functools.cache
+def demo(n=64, steps=40, lr=0.02, loss_weight=2.0**-18):
+    """The mixed-precision comparison ``lowprec demo`` prints: one small task trained
+    under each policy, as a text table (computed on the call, a few seconds; cached).
+
+    The task: `blobs` ``(n, 8, 4, seed=0)``, ``lp.nn.mlp([8, 16, 4], rng=0)``,
+    ``steps`` full-batch SGD steps at ``lr``. The FP16 rows weight the loss by
+    ``loss_weight`` and multiply the learning rate by its inverse: the gradients
+    are that much smaller, and FP32 would take the same steps bit for bit.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> text = lp.amp.demo(n=16, steps=2)
+    >>> print(text.splitlines()[0])
+    Task: 4 Gaussian blobs in 8-D (16 points), MLP 8-16-4 (ReLU), 2 full-batch SGD steps, lr 0.02.
+    >>> for line in text.splitlines()[7:13]:
+    ...     print(line.split(" | ")[0])
+    fp32
+    fp16-mixed, no loss scaling
+    fp16-mixed + GradScaler
+    bf16 (BF16 weights)
+    bf16-mixed (FP32 masters)
+    bf16 + stochastic rounding
+    """
+    data = blobs(n, 8, 4, seed=0)
+    bf16_sr = replace(POLICIES["bf16"], update="sr")
+    runs = [("fp32", "fp32", 1.0, None),
+            ("fp16-mixed, no loss scaling", "fp16-mixed", loss_weight, None),
+            ("fp16-mixed + GradScaler", "fp16-mixed", loss_weight, GradScaler()),
+            ("bf16 (BF16 weights)", "bf16", 1.0, None),
+            ("bf16-mixed (FP32 masters)", "bf16-mixed", 1.0, None),
+            ("bf16 + stochastic rounding", bf16_sr, 1.0, None)]
+    header = ("run", "final loss", "grads zero", "updates lost", "skipped")
+    rows = []
+    for label, policy, weight, scaler in runs:
+        h = train(nn.mlp([8, 16, 4], rng=0), data, policy, steps, lr=lr / weight,
+                  loss_weight=weight, scaler=scaler)
+        s = h.summary()
+        rows.append((label, f"{s['final_loss']:.4f}", f"{s['grad_zero']:.1%}",
+                     f"{s['unchanged']:.1%}", str(s["skipped"])))
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    line = lambda r: " | ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    exponent = int(np.log2(loss_weight))
+    return "\n".join([
+        f"Task: 4 Gaussian blobs in 8-D ({n} points), MLP 8-16-4 (ReLU), {steps} "
+        f"full-batch SGD steps, lr {lr}.",
+        f"The fp16 rows weight the loss by 2**{exponent} (learning rate times "
+        f"2**{-exponent}): tiny gradients.",
+        "grads zero: weight-gradient elements that are 0; updates lost: weights with a "
+        "nonzero gradient\nthat the step left unchanged (final loss: the trained "
+        "weights evaluated in FP32).", "",
+        line(header), "-+-".join("-" * w for w in widths), *map(line, rows), "",
+        "Read: without loss scaling FP16 gradients underflow to zero; the GradScaler "
+        "brings them back.\nBF16 weights round small updates away; FP32 master weights "
+        "keep them, and stochastic\nrounding keeps them on average (it still leaves "
+        "many weights unchanged in any one step)."])
