@@ -123,7 +123,8 @@ def _decode_formula(b, fmt):
     # Exact: an integer of at most m + 1 <= 53 bits times a power of two.
     significand = np.where(subnormal, mantissa, mantissa + 2.0 ** m)
     scale = np.where(subnormal, fmt.emin, exponent - fmt.bias) - m
-    value = np.ldexp(significand, scale)
+    with np.errstate(over="ignore"):   # the top exponent code overflows; replaced below
+        value = np.ldexp(significand, scale)
     if not fmt.subnormals:
         value = np.where(subnormal, 0.0, value)
     if fmt.kind == "ieee":

@@ -573,7 +573,8 @@ def _round_fp16(s):
     top = np.max(np.abs(out), initial=0.0)
     if not top <= 65504.0:                                  # overflow, inf or NaN
         beyond = ~(np.abs(out) <= 65504.0)
-        out[beyond] = np.where(np.isnan(s[beyond]), np.nan, np.copysign(np.inf, s[beyond]))
+        sb = s[beyond]
+        out[beyond] = np.where(np.isnan(sb), sb, np.copysign(np.inf, sb))  # NaN keeps its sign
     return out
 
 

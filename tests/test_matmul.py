@@ -20,7 +20,7 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import lowprec as lp
@@ -69,6 +69,7 @@ def test_round_fraction_matches_numpy_casts(x):
 
 
 @given(st.lists(st.floats(width=64), min_size=1, max_size=40))
+@example([-float("nan"), float("nan"), -1e10, -0.0])
 def test_fast_fp16_rounding_matches_numpys_cast(xs):
     # The kernels round to FP16 arithmetically; NumPy's (slow) cast is the oracle.
     x = np.array(xs)
