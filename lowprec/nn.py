@@ -211,7 +211,8 @@ class Linear:
     Forward: one matrix product under the context's matmul model with ``b`` as its
     addend (as a BLAS ``addmm`` epilogue), rounded once into the compute format.
     Backward: ``dx = dy @ W.T`` and ``dW = x.T @ dy`` the same way (``dW`` into the
-    gradient format), ``db`` the column sums of ``dy`` accumulated in FP32.
+    gradient format), ``db`` the column sums of ``dy`` accumulated in FP32 and
+    rounded once into the gradient format.
 
     Parameters
     ----------
@@ -252,7 +253,7 @@ class Linear:
         fmt = self.weight.value.fmt
         dy = _as_tensor(dy, fmt)
         self.weight.grad = self.weight._as_grad(matmul(self._x.T, dy))
-        self.bias.grad = self.bias._as_grad(dy.sum(axis=0, acc=_acc(fmt)))
+        self.bias.grad = self.bias._as_grad(dy.astype(_acc(fmt)).sum(axis=0))
         return matmul(dy, self.weight.value.T).astype(fmt, "rne")
 
     __call__ = forward

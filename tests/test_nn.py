@@ -153,6 +153,13 @@ def test_gradient_format_is_the_parameters_choice():
     # not in BF16 (8 bits).
     assert layer.weight.grad.fmt == lp.FP32 and layer.bias.grad.fmt == lp.BF16
     np.testing.assert_array_equal(np.asarray(layer.weight.grad), 2 + 2.0**-5 + 2.0**-13)
+    # The bias gradient is summed in FP32 and rounded once: 1 + 2**-8 needs 9 bits.
+    layer.bias.grad_fmt = lp.FP32
+    layer.backward(lp.tensor([[1.0, 1.0], [2.0**-8, 2.0**-8]], "bf16"))
+    assert np.asarray(layer.bias.grad).tolist() == [1 + 2.0**-8] * 2
+    layer.bias.grad_fmt = None
+    layer.backward(lp.tensor([[1.0, 1.0], [2.0**-8, 2.0**-8]], "bf16"))
+    assert np.asarray(layer.bias.grad).tolist() == [1.0, 1.0]      # a tie, to even
 
 
 @pytest.mark.parametrize("fmt,dtype", [("bf16", ml_dtypes.bfloat16), ("fp16", np.float16)])
