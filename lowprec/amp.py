@@ -408,7 +408,9 @@ class Adam(_Optimizer):
     ``v = b2 v + (1 - b2) g**2``, ``w = w - (lr / c1) m / (sqrt(v) / sqrt(c2) + eps)``
     with bias corrections ``c1 = 1 - b1**t``, ``c2 = 1 - b2**t`` computed as Python
     floats (as PyTorch does) and every Tensor operation rounded in the policy's
-    weight format, hyperparameters included: in BF16, ``b2 = 0.999`` is 1.0.
+    weight format, hyperparameters included: in BF16, ``b2 = 0.999`` is 1.0, and in
+    FP16 ``eps = 1e-8`` is 0 (a zero gradient then gives 0/0: pass a larger ``eps``,
+    or keep FP32 master weights).
 
     Examples
     --------
