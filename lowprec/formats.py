@@ -87,9 +87,13 @@ class Format:
         if self.p > 51 and not self._is_fp64:
             raise ValueError(f"precision {self.p} exceeds the 51 bits lowprec emulates "
                              "exactly in float64 (FP64 itself excepted)")
-        # Values must be float64 values, and 2**(e - m) must be a normal float64
-        # for every exponent the rounding kernel scales by (FP64 itself excepted).
-        if not self._is_fp64 and (self.emin - self.mantissa_bits < -1022
+        # Values must be float64 values, and 2**(e - m) must be a normal float64, with
+        # two binades to spare, for every exponent the rounding kernel scales by
+        # (FP64 itself excepted); emin <= 0 keeps its scalings from underflowing.
+        if self.emin > 0:
+            raise ValueError(f"bias {self.bias} puts the smallest normal number above 1 "
+                             f"(emin = {self.emin}); lowprec needs emin <= 0")
+        if not self._is_fp64 and (self.emin - self.mantissa_bits < -1020
                                   or self.emax + 1 - self.mantissa_bits > 1022
                                   or self.emax > 1023):
             raise ValueError(f"exponent range [{self.emin}, {self.emax}] with "

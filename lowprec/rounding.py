@@ -60,9 +60,17 @@ def as_real_array(x):
         if a.dtype.itemsize <= 8:
             with np.errstate(invalid="ignore"):  # signalling NaNs stay NaN
                 return a.astype(np.float64, copy=False), None
-        hi = a.astype(np.float64)
-        # hi = RN(a), so a - hi is exact in long double and has few enough bits for float64.
-        lo = (a - hi).astype(np.float64)
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            hi = a.astype(np.float64)
+            # hi = RN(a): a - hi is exact in long double and, inside float64's range,
+            # short enough for float64; outside it the split is not exact.
+            lo = (a - hi).astype(np.float64)
+            fin = np.isfinite(a)
+            exact = np.where(fin, hi.astype(a.dtype) + lo.astype(a.dtype) == a, True)
+        if not np.all(exact):
+            raise ValueError("long double input outside float64's range (or below its "
+                             "subnormals) cannot be rounded exactly; scale it first")
+        lo = np.where(fin, lo, 0.0)
         return hi, (lo if np.any(lo) else None)
     if kind == "b":
         return a.astype(np.float64), None
@@ -103,15 +111,15 @@ class _Plan:
         self.shift = np.uint64(52 - m)
         self.low_mask = np.uint64((1 << (52 - m)) - 1)
         self.half_low = np.uint64((1 << (52 - m)) >> 1)
+        # With m = 0 the sticky bit of ro would land in the exponent: scale instead.
+        self.encoding = (mode in _ENCODING_MODES and self.subnormals and not self.identity
+                         and not (mode == "ro" and m == 0))
         self.lo_f = 2.0 ** fmt.emin
         # Without a top clamp the scale 2**-q of inf/NaN stays normal when m >= 2;
         # finite values need none (rounding has an unbounded exponent range).
         self.clamp_top = m < 2
         self.hi_f = 2.0 ** min(fmt.emax + 1, 1023)
-        # For "sr" both scales are negative: (2**q + 2**63) and 2*one - that (mod 2**64).
-        sign = (1 << 63) if mode == "sr" else 0
-        self.m_bits_signed = np.uint64(((m << 52) - sign) % 2**64)
-        self.two_one_signed = np.uint64(2 * _ONE_BITS)
+        self.two_one = np.uint64(2 * _ONE_BITS)
         # Below this biased exponent no element can round beyond max.
         self.safe_top = np.uint64((fmt.emax + 1023) << 52)
         self.tiny_bits = np.uint64((fmt.emin + 1023) << 52)
@@ -132,8 +140,8 @@ class _Plan:
 def _to_integer(t, mode, buf, rand):
     """Round the scaled values ``t`` to integers in place, by ``mode``.
 
-    Every formula keeps the sign of a zero: for ``"sr"`` the caller has negated
-    ``t`` (and negates back when it scales), the others subtract from ``buf``."""
+    Every formula keeps the sign of a zero (rna and ro subtract from ``buf``; sr
+    adds a copysign)."""
     if mode == "rne":
         np.rint(t, out=t)
     elif mode == "rz":
@@ -155,25 +163,38 @@ def _to_integer(t, mode, buf, rand):
         np.subtract(buf, t, out=t)       # e - t in (-2, 2), exact
         np.sign(t, out=t)                # the odd neighbour of t is e ± 1, or t itself
         np.subtract(buf, t, out=t)
-    else:  # "sr" on s = -t: up with probability t - floor(t) = ceil(s) - s
-        np.ceil(t, out=buf)
-        np.subtract(buf, t, out=t)       # fraction in [0, 1), exact
-        np.less(rand, t, out=t)          # P(up) = P(rand < fraction)
-        np.subtract(buf, t, out=t)       # -(floor(t) + up)
+    else:  # "sr": away from zero with probability |t - trunc(t)|, as on the encoding
+        np.trunc(t, out=buf)
+        frac = np.subtract(t, buf)
+        np.abs(frac, out=frac)           # distance from the neighbour nearer zero, exact
+        np.less(rand, frac, out=frac)    # rand = prev(w): P = P(w <= f) = floor(f*2**r)/2**r
+        np.copysign(frac, t, out=frac)
+        np.add(buf, frac, out=t)
 
 
 def _draw(plan, buf):
-    """Fill ``buf`` with uniform draws from {0, 1, ..., 2**r - 1} / 2**r, exactly."""
+    """Fill ``buf`` with prev(w), w uniform on {1, 2, ..., 2**r} / 2**r (r = sr_bits,
+    default 53), so that ``buf < f`` exactly when ``w <= f``: probability
+    floor(f * 2**r) / 2**r, the rule of the encoding path."""
     plan.rng.random(buf.size, out=buf)     # multiples of 2**-53 in [0, 1)
-    if plan.sr_bits is not None and plan.sr_bits < 53:
-        r = plan.sr_bits
+    r = 53 if plan.sr_bits is None else plan.sr_bits
+    if r < 53:
         buf *= 2.0 ** r
         np.floor(buf, out=buf)
-        # rand < f  <=>  rand + 2**-r <= floor(f * 2**r) / 2**r: P = floor(f*2**r)/2**r
-        buf += 1.0
         buf *= 2.0 ** -r
-        np.nextafter(buf, -1.0, out=buf)
+    buf += 2.0 ** -r                       # w, exact
+    np.nextafter(buf, -1.0, out=buf)
     return buf
+
+
+_RAW64 = (np.random.PCG64, np.random.PCG64DXSM, np.random.SFC64, np.random.Philox)
+
+
+def _random_bits(rng, n):
+    """n uniform 64-bit words (MT19937's raw output has only 32 bits)."""
+    if isinstance(rng.bit_generator, _RAW64):
+        return rng.bit_generator.random_raw(n)
+    return rng.integers(0, 2**64 - 1, size=n, dtype=np.uint64, endpoint=True)
 
 
 def _round_on_encoding(plan, x, out, ubuf):
@@ -204,7 +225,7 @@ def _round_on_encoding(plan, x, out, ubuf):
         np.bitwise_or(xb, e, out=ob)
         np.bitwise_and(ob, keep, out=ob)
     else:
-        bits = plan.rng.bit_generator.random_raw(x.size)
+        bits = _random_bits(plan.rng, x.size)
         r = int(plan.shift) if plan.sr_bits is None else min(plan.sr_bits, int(plan.shift))
         np.right_shift(bits, np.uint64(64 - r), out=bits)
         if r < plan.shift:
@@ -232,11 +253,11 @@ def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None):
             # FP64 without subnormals: only float64's own subnormals move.
             small = np.less(x.view(np.uint64) & _ABS, plan.tiny_bits) & (x != 0)
             if small.any():
-                t = x[small] * (-(2.0 ** 1022) if plan.mode == "sr" else 2.0 ** 1022)
+                t = x[small] * 2.0 ** 1022
                 r = _draw(plan, np.empty_like(t)) if plan.mode == "sr" else None
                 _to_integer(t, plan.mode, np.empty_like(t), r)
-                out[small] = t * (-(2.0 ** -1022) if plan.mode == "sr" else 2.0 ** -1022)
-    elif plan.mode in _ENCODING_MODES and lo_e is None and plan.subnormals:
+                out[small] = t * 2.0 ** -1022
+    elif plan.encoding and lo_e is None:
         top = _round_on_encoding(plan, x, out, ubuf)
     else:
         e = ubuf
@@ -250,10 +271,9 @@ def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None):
             # Without subnormals the quantum below 2**emin is 2**emin itself.
             small = np.less(x.view(np.uint64) & _ABS, plan.tiny_bits)
             e += small.astype(np.uint64) * plan.m_bits
-        # q = e - m; "sr" works on -x, so both scales carry a sign bit there.
-        np.subtract(e, plan.m_bits_signed, out=e)      # bits of ±2**q
+        np.subtract(e, plan.m_bits, out=e)             # bits of 2**q, q = e - m
         inv = fbuf.view(np.uint64)
-        np.subtract(plan.two_one_signed, e, out=inv)   # bits of ±2**-q
+        np.subtract(plan.two_one, e, out=inv)          # bits of 2**-q
         np.multiply(x, fbuf, out=out)                  # exact: scaling by a power of two
         rand = _draw(plan, fbuf) if plan.mode == "sr" else None
         spare = plan.spare
@@ -418,8 +438,12 @@ def _fp64_exact(plan, hi, lo):
     elif mode == "rna":
         take = (2 * np.abs(l_) == np.abs(n - h)) & (np.abs(n) > np.abs(h))
     else:
-        take = plan.rng.random(h.size) * np.abs(n - h) < np.abs(l_)
+        take = _draw(plan, np.empty(h.size)) < np.abs(l_) / np.abs(n - h)
     hi[nz] = np.where(take, n, h)
+    listener = recording()
+    if listener is not None:   # the kernel sees hi alone: count what lo made inexact
+        listener.add({"inexact": int(nz.sum()),
+                      "underflow": int(np.count_nonzero(np.abs(hi[nz]) < 2.0 ** -1022))})
     return hi
 
 

@@ -226,10 +226,10 @@ class Tensor:
         """The bit patterns (see `lowprec.encode`)."""
         return bits.encode(self._v, self._fmt)
 
-    def astype(self, fmt, mode=None):
-        """Convert to another format: one rounding (context mode by default)."""
+    def astype(self, fmt, mode=None, *, rng=None):
+        """Convert to another format: one rounding (context mode and rng by default)."""
         fmt = _format(fmt)
-        return Tensor(_round_ctx(self._v, fmt, mode), fmt)
+        return Tensor(np.asarray(_round_ctx(self._v, fmt, mode, rng)), fmt)
 
     def to_numpy(self, dtype=np.float64):
         """A NumPy array of ``dtype`` (float16/32/64, or an ml_dtypes type):
@@ -388,7 +388,10 @@ class Tensor:
         return np.negative(self)
 
     def __pos__(self):
-        return self
+        return np.positive(self)
+
+    def __rpow__(self, other):
+        return np.power(other, self)
 
     def __abs__(self):
         return np.absolute(self)
@@ -433,7 +436,7 @@ def tensor(data, fmt=None, mode=None, *, rng=None):
         fmt = data.fmt
     fmt = _format(fmt)
     if isinstance(data, Tensor):
-        return data.astype(fmt, mode)
+        return data.astype(fmt, mode, rng=rng)
     return Tensor(np.asarray(_round_ctx(data, fmt, mode, rng)), fmt)
 
 
@@ -494,10 +497,29 @@ def _rounded_once(fn):
     return handler
 
 
+def _exact_operands(*xs):
+    """Values as they are (no rounding of plain operands) and the result format."""
+    fmts = [x._fmt for x in xs if isinstance(x, Tensor)]
+    fmt = fmts[0]
+    for f in fmts[1:]:
+        fmt = result_format(fmt, f)
+    return [np.asarray(_values_of(x), dtype=np.float64) for x in xs], fmt
+
+
 def _compare(fn):
+    """Comparisons are exact: plain operands are compared as given."""
     def handler(a, b):
-        (va, vb), _ = _operands(a, b)
+        (va, vb), _ = _exact_operands(a, b)
         return fn(va, vb)
+    return handler
+
+
+def _select(fn):
+    """Selections (maximum, clip, ...) on exact operands; a plain value that gets
+    selected is rounded into the format once (Tensor values are already in it)."""
+    def handler(*inputs):
+        vals, fmt = _exact_operands(*inputs)
+        return Tensor(np.asarray(_round_ctx(fn(*vals), fmt, None)), fmt)
     return handler
 
 
@@ -513,7 +535,7 @@ def _power(a, b):
     if b == 2:
         return _kernel(arith.mul)(a, a)
     if b == 1:
-        return a if isinstance(a, Tensor) else tensor(a, None)
+        return _exact_unary(np.positive)(a)
     if b == 0.5:
         return _kernel(arith.sqrt)(a)
     if b == -1:
@@ -534,10 +556,8 @@ HANDLED_UFUNCS = {
     "sign": _exact_unary(np.sign), "floor": _exact_unary(np.floor),
     "ceil": _exact_unary(np.ceil), "trunc": _exact_unary(np.trunc),
     "rint": _exact_unary(np.rint),
-    "maximum": _kernel(lambda a, b, fmt, mode, **kw: np.maximum(a, b)),
-    "minimum": _kernel(lambda a, b, fmt, mode, **kw: np.minimum(a, b)),
-    "fmax": _kernel(lambda a, b, fmt, mode, **kw: np.fmax(a, b)),
-    "fmin": _kernel(lambda a, b, fmt, mode, **kw: np.fmin(a, b)),
+    "maximum": _select(np.maximum), "minimum": _select(np.minimum),
+    "fmax": _select(np.fmax), "fmin": _select(np.fmin),
     "equal": _compare(np.equal), "not_equal": _compare(np.not_equal),
     "less": _compare(np.less), "less_equal": _compare(np.less_equal),
     "greater": _compare(np.greater), "greater_equal": _compare(np.greater_equal),
@@ -547,10 +567,11 @@ HANDLED_UFUNCS = {
 }
 for _name in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos",
               "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh",
-              "arccosh", "arctanh", "cbrt", "reciprocal", "arctan2", "hypot",
+              "arccosh", "arctanh", "cbrt", "arctan2", "hypot",
               "logaddexp", "logaddexp2"):
     HANDLED_UFUNCS[_name] = _rounded_once(getattr(np, _name))
 HANDLED_UFUNCS["true_divide"] = HANDLED_UFUNCS["divide"]
+HANDLED_UFUNCS["reciprocal"] = lambda x: _kernel(arith.div)(1.0, x)  # one correct rounding
 
 
 # -- NumPy functions ------------------------------------------------------------------
@@ -576,8 +597,9 @@ def matmul(a, b, *, model=None, c=None, in_fmt=None, out_fmt=None):
     if tensors and in_fmt is None:
         fa, fb = (x.fmt if isinstance(x, Tensor) else None for x in (a, b))
         fmt = result_format(fa, fb) if fa and fb else (fa or fb)
-        a = a.astype(fmt) if isinstance(a, Tensor) else _round_ctx(a, fmt, None)
-        b = b.astype(fmt) if isinstance(b, Tensor) else _round_ctx(b, fmt, None)
+        # Promotion is exact; plain operands enter with RNE, as lp.matmul rounds them.
+        a = a.astype(fmt) if isinstance(a, Tensor) else _round(a, fmt)
+        b = b.astype(fmt) if isinstance(b, Tensor) else _round(b, fmt)
         in_fmt = fmt
     r = _matmul_kernel(_values_of(a), _values_of(b), model=model, c=_values_of(c),
                    in_fmt=in_fmt, out_fmt=out_fmt)
@@ -605,15 +627,20 @@ def _joined(fn):
 
 
 def _where(cond, x, y):
-    (vx, vy), fmt = _operands(x, y)
-    return Tensor(np.where(_values_of(cond), vx, vy), fmt)
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
+        return np.where(_values_of(cond), x, y)   # no format among the values
+    return _select(lambda c, a, b: np.where(c != 0, a, b))(
+        np.asarray(_values_of(cond)), x, y)
 
 
-def _clip(a, a_min, a_max):
-    lo = -np.inf if a_min is None else a_min
-    hi = np.inf if a_max is None else a_max
-    (v, vlo, vhi), fmt = _operands(a, lo, hi)
-    return Tensor(np.clip(v, vlo, vhi), fmt)
+def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None):  # noqa: A002
+    if out is not None:
+        raise TypeError("lowprec.Tensor does not support out=")
+    lo = a_min if a_min is not None else min
+    hi = a_max if a_max is not None else max
+    lo = -np.inf if lo is None else lo
+    hi = np.inf if hi is None else hi
+    return _select(np.clip)(a, lo, hi)
 
 
 def _acc_sum(a, axis, dtype, out, keepdims, acc, order):
@@ -624,7 +651,14 @@ def _acc_sum(a, axis, dtype, out, keepdims, acc, order):
     acc = a.fmt if acc is None else _format(acc)
     ctx = _CONTEXT.get()
     v = a._v if _holds(acc, a.fmt) else _round_ctx(a._v, acc, None)
-    s = np.asarray(arith.sum(v, acc, axis=axis, mode=ctx.mode, order=order, **ctx.kwargs()))
+    red = axis
+    if isinstance(axis, tuple):
+        # Several axes: move them to the end and sum their flattened product.
+        axes = tuple(np.lib.array_utils.normalize_axis_tuple(axis, v.ndim))
+        keep = [i for i in range(v.ndim) if i not in axes]
+        v = np.transpose(v, keep + list(axes)).reshape([v.shape[i] for i in keep] + [-1])
+        red = -1
+    s = np.asarray(arith.sum(v, acc, axis=red, mode=ctx.mode, order=order, **ctx.kwargs()))
     if keepdims:
         s = np.expand_dims(s, tuple(range(a.ndim)) if axis is None else axis)
     return s
@@ -648,6 +682,9 @@ def _dot(a, b, out=None):
         raise TypeError("lowprec.Tensor does not support out=")
     if np.ndim(_values_of(a)) == 0 or np.ndim(_values_of(b)) == 0:
         return np.multiply(a, b)
+    if np.ndim(_values_of(a)) > 2 or np.ndim(_values_of(b)) > 2:
+        raise TypeError("lowprec.Tensor supports numpy.dot of 1-D and 2-D operands; "
+                        "use @ / np.matmul for stacks")
     return matmul(a, b)
 
 

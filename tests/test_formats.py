@@ -116,7 +116,9 @@ def test_custom_matches_named_ieee_formats():
     (dict(exponent_bits=4, mantissa_bits=3, kind="ibm"), "kind must be one of"),
     (dict(exponent_bits=5, mantissa_bits=60), "exceeds the 51 bits"),
     (dict(exponent_bits=12, mantissa_bits=10), "does not fit in float64"),
-    (dict(exponent_bits=4, mantissa_bits=3, bias=-1020), "does not fit in float64"),
+    (dict(exponent_bits=4, mantissa_bits=3, bias=-1020), "emin <= 0"),
+    (dict(exponent_bits=10, mantissa_bits=5, bias=1018), "does not fit in float64"),
+    (dict(exponent_bits=2, mantissa_bits=1, bias=0, kind="finite"), "emin <= 0"),
 ])
 def test_impossible_parameters(kwargs, match):
     with pytest.raises(ValueError, match=match):

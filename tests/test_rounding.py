@@ -357,3 +357,45 @@ def test_round_exact_rounds_the_unevaluated_sum(fmt, mode, data):
     expected = [lpt.reference_round(Fraction(h) + Fraction(lo_), fmt, mode) if (h + lo_) != 0
                 else lpt.reference_round(h, fmt, mode) for h, lo_ in zip(hi, lo)]
     assert_same(lp.round_exact(hi, lo, fmt, mode), expected, hi)
+
+
+# -- regressions from review ------------------------------------------------------------
+
+def test_sr_with_a_32_bit_generator():
+    rng = np.random.Generator(np.random.MT19937(0))
+    r = lp.round(np.full(20_000, 1 + 2**-11), "fp16", "sr", rng=rng)
+    assert abs(np.mean(r > 1) - 0.5) <= 4 * math.sqrt(0.25 / 20_000)
+
+
+@pytest.mark.parametrize("x, opts", [(0.7 * 2**-24, {}), (1 + 0.3 * 2**-10, {}),
+                                     (1 + 0.3 * 2**-10, dict(subnormals=False))])
+@pytest.mark.parametrize("bits", [1, 2])
+def test_sr_bits_is_symmetric_in_sign_on_every_path(x, opts, bits):
+    # Away from zero with probability floor(f * 2**r) / 2**r, f measured from the
+    # neighbour nearer zero, for x and -x alike (subnormal range: scaling path).
+    n = 40_000
+    down = lpt.reference_round(x, lp.FP16, "rz", **opts)
+    up = lpt.reference_round(x, lp.FP16, "ru", **opts)
+    f = float((Fraction(x) - Fraction(down)) / (Fraction(up) - Fraction(down)))
+    p = math.floor(f * 2**bits) / 2**bits
+    for sign in (1.0, -1.0):
+        r = lp.round(np.full(n, sign * x), "fp16", "sr", rng=2, sr_bits=bits, **opts)
+        away = np.mean(np.abs(r) == up)
+        assert abs(away - p) <= 4 * math.sqrt(p * (1 - p) / n) + 1e-12
+
+
+def test_round_to_odd_with_one_bit_of_precision():
+    fmt = lp.Format.custom(precision=1, emax=3)
+    xs = np.array([2.5, 3.0, 5.0, 0.3, -2.5])
+    assert_same(lp.round(xs, fmt, "ro"), reference(xs, fmt, "ro"), xs)
+
+
+def test_long_double_outside_float64_range_is_refused():
+    with pytest.raises(ValueError, match="outside float64's range"):
+        lp.round(np.longdouble(2) ** 1030, "fp16", "rz")
+
+
+def test_round_exact_to_fp64_records_flags():
+    with lp.flags() as f:
+        r = lp.round_exact(1.0, 2.0**-60, "fp64", "ru")
+    assert r == 1 + 2.0**-52 and f.inexact == 1

@@ -333,3 +333,58 @@ def test_stochastic_context_is_seeded():
     with lp.context(mode="sr", rng=5):
         b = lp.tensor(x, "bf16")
     assert same(a.values, b.values)
+
+
+# -- regressions from review ------------------------------------------------------------
+
+def test_comparisons_and_selections_use_plain_operands_exactly():
+    t = lp.tensor([1.0, -2.0], "e4m3")
+    assert same(np.clip(t, 0, None).values, [1.0, 0.0])          # ReLU idiom
+    assert same(np.clip(t, 0).values, [1.0, 0.0])
+    assert same(np.maximum(t, -np.inf).values, [1.0, -2.0])
+    assert (t < np.inf).all() and (lp.tensor([6.0], "fp4") < 7.0).all()
+    assert (lp.tensor([1.0], "bf16") < 1.001).all()
+    # A selected plain value is rounded into the format once (1000 overflows E4M3).
+    assert np.isnan(np.maximum(t, 1000.0).values).all()
+
+
+def test_sum_and_mean_over_several_axes():
+    x = np.arange(24.0).reshape(2, 3, 4)
+    t = lp.tensor(x, "fp16")
+    assert same(t.sum(axis=(0, 2)).values, x.sum(axis=(0, 2)))
+    assert same(np.mean(t, axis=(0, 2)).values, x.mean(axis=(0, 2)))
+
+
+def test_where_with_plain_branches_and_dot_limits():
+    t = lp.tensor([1.0, 5.0], "fp16")
+    r = np.where(t > 3, 1.0, 0.0)
+    assert isinstance(r, np.ndarray) and r.tolist() == [0.0, 1.0]
+    with pytest.raises(TypeError, match="1-D and 2-D"):
+        np.dot(lp.tensor(np.ones((2, 3, 4)), "fp16"), lp.tensor(np.ones((2, 4, 5)), "fp16"))
+
+
+def test_reciprocal_is_one_correct_rounding_and_results_are_copies():
+    x = lp.tensor([3.0, 7.0], "fp16")
+    with lp.context(mode="ru"):
+        assert same(np.reciprocal(x).values, [lpt.reference_round(Fraction(1, 3), lp.FP16, "ru"),
+                                              lpt.reference_round(Fraction(1, 7), lp.FP16, "ru")])
+    u = lp.tensor([1.0, 2.0], "bf16")
+    v = +u
+    v[0] = 7.0
+    w = u ** 1
+    w[1] = 9.0
+    assert u.tolist() == [1.0, 2.0]
+    assert (2 ** u).tolist() == [2.0, 4.0]
+
+
+def test_matmul_rounds_plain_operands_with_rne_whatever_the_mode():
+    t = lp.tensor([[1.0, 1.0]], "bf16")
+    p = [[1.001], [1.001]]
+    with lp.context(mode="ru"):
+        r = t @ p
+    assert same(r.values, lp.matmul(t.values, p, in_fmt="bf16"))
+
+
+def test_tensor_from_tensor_honours_rng():
+    a = lp.tensor(np.full(1000, 1 + 2**-9), "fp32")
+    assert same(lp.tensor(a, "bf16", "sr", rng=0).values, lp.tensor(a, "bf16", "sr", rng=0).values)
