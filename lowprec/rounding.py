@@ -465,8 +465,9 @@ def round(x, fmt, mode="rne", *, rng=None, sr_bits=None, subnormals=None,  # noq
     sr_bits : int, optional
         For ``"sr"``: draw only this many random bits, so an element rounds away
         from zero with probability ``floor(f * 2**sr_bits) / 2**sr_bits``, where ``f``
-        is its distance to the lower neighbour in units of the gap (hardware-style
-        stochastic rounding). By default 53 bits are drawn.
+        is its distance from the neighbour nearer zero in units of the gap
+        (hardware-style stochastic rounding, the same for ``x`` and ``-x``). By
+        default the probability ``f`` is exact to 53 bits.
     subnormals : bool, optional
         Override the format's subnormal support. With ``False`` a value below the
         smallest normal rounds to 0 or ±smallest_normal by the mode's rule.
