@@ -280,7 +280,7 @@ def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None):
         if spare is None or spare.size < out.size:
             spare = plan.spare = np.empty(out.size, np.float64)
         _to_integer(out, plan.mode, spare[:out.size], rand)
-        np.multiply(out, ef, out=out)   # exact: an integer <= 2**(m+1) times 2**q
+        np.multiply(out, ef, out=out)   # exact, or beyond max (the overflow rules follow)
     if not plan.fmt.has_negative_zero:
         out += 0.0                                    # -0 + +0 is +0 under RNE
     return top
@@ -409,8 +409,9 @@ def _run(plan, hi, lo=None):
 def _odd_collapse(hi, lo, out):
     """Round-to-odd of ``hi + lo`` at float64's 53 bits (``hi == fl(hi + lo)``).
 
-    Rounding that to a format of at most 51 bits in any mode equals rounding
-    ``hi + lo`` directly (round-to-odd with two extra bits is innocuous)."""
+    Rounding that to a format of at most 51 bits in any deterministic mode equals
+    rounding ``hi + lo`` directly (round-to-odd with two extra bits is innocuous);
+    for "sr" the probability is off by less than 2**(p - 53) of the gap."""
     out[...] = hi
     move = (lo != 0) & ((hi.view(np.uint64) & np.uint64(1)) == 0) & np.isfinite(hi)
     if move.any():
