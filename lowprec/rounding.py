@@ -114,6 +114,10 @@ class _Plan:
         # With m = 0 the sticky bit of ro would land in the exponent: scale instead.
         self.encoding = (mode in _ENCODING_MODES and self.subnormals and not self.identity
                          and not (mode == "ro" and m == 0))
+        self.magic = mode == "rne" and self.subnormals and not self.identity
+        self.magic_bits = np.uint64(((52 - m) << 52) + (1 << 51))
+        self.magic_top = 2.0 ** min(971 + m, 1023)   # keeps C = 1.5 * 2**(e + 52 - m) finite
+        self.zero_risk = 2.0 ** (fmt.emin - m)       # below it a result can be zero
         self.lo_f = 2.0 ** fmt.emin
         # Without a top clamp the scale 2**-q of inf/NaN stays normal when m >= 2;
         # finite values need none (rounding has an unbounded exponent range).
@@ -121,7 +125,7 @@ class _Plan:
         self.hi_f = 2.0 ** min(fmt.emax + 1, 1023)
         self.two_one = np.uint64(2 * _ONE_BITS)
         # Below this biased exponent no element can round beyond max.
-        self.safe_top = np.uint64((fmt.emax + 1023) << 52)
+        self.safe_top = 2.0 ** fmt.emax
         self.tiny_bits = np.uint64((fmt.emin + 1023) << 52)
         self.max = fmt.max
         self.rng = _rng(rng) if mode == "sr" else None
@@ -197,6 +201,32 @@ def _random_bits(rng, n):
     return rng.integers(0, 2**64 - 1, size=n, dtype=np.uint64, endpoint=True)
 
 
+def _round_nearest_even(plan, x, out, ubuf):
+    """RNE by the classic magic constant: fl(x + C) - C with C = 1.5 * 2**(e + 52 - m),
+    e = max(floor(log2|x|), emin). Returns None (use the scaling path) for chunks
+    with inf, NaN or values so large that C would overflow."""
+    e = ubuf
+    np.bitwise_and(x.view(np.uint64), _EXP, out=e)
+    ef = e.view(np.float64)                       # 2**floor(log2|x|), never NaN
+    top = ef.max()
+    if not top < plan.magic_top:
+        return None
+    bottom = ef.min()
+    # Only tiny or zero inputs can give a zero, which must keep x's sign.
+    zero_risk = ef < plan.zero_risk if bottom < plan.zero_risk else None
+    if bottom < plan.lo_f:
+        np.copyto(ef, plan.lo_f, where=ef < plan.lo_f)
+    np.add(e, plan.magic_bits, out=e)             # C = 1.5 * 2**(e + 52 - m)
+    # |x| < 2**(e+1) <= C/2**(51-m) / 1.5, so x + C stays in C's binade (m <= 50),
+    # where the float64 ulp is 2**(e - m), the format's quantum: fl(x + C) is C plus x
+    # rounded to nearest even (C has no bits down there); subtracting C is exact.
+    np.add(x, ef, out=out)
+    np.subtract(out, ef, out=out)
+    if zero_risk is not None:
+        np.copysign(out, x, out=out, where=zero_risk)
+    return top
+
+
 def _round_on_encoding(plan, x, out, ubuf):
     """Modes rz, rna, ro and sr on the float64 encoding itself.
 
@@ -208,10 +238,11 @@ def _round_on_encoding(plan, x, out, ubuf):
     equal to the dropped fraction). Smaller |x| go through the scaling path."""
     xb, e, ob = x.view(np.uint64), ubuf, out.view(np.uint64)
     np.bitwise_and(xb, _EXP, out=e)
-    top = e.max()
+    ef = e.view(np.float64)                     # 2**floor(log2|x|), or inf
+    top = ef.max()
     small = None
-    if e.min() < plan.tiny_bits:
-        small = np.flatnonzero(e < plan.tiny_bits)
+    if ef.min() < plan.lo_f:
+        small = np.flatnonzero(ef < plan.lo_f)
         small = small[x[small] != 0]    # zeros are right on every path
     mode, keep = plan.mode, ~plan.low_mask
     if mode == "rz":
@@ -244,11 +275,11 @@ def _round_on_encoding(plan, x, out, ubuf):
 def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None):
     """Round the float64 chunk ``x`` into ``out`` with an unbounded top exponent.
 
-    Returns the largest biased exponent seen (as uint64 bits) so the caller can
+    Returns the largest 2**floor(log2|x|) seen (inf for inf/NaN) so the caller can
     skip the overflow rules when no element comes near ``max``."""
     if plan.identity and lo_e is None:
         out[...] = x
-        top = np.max(x.view(np.uint64) & _ABS, initial=np.uint64(0))
+        top = (x.view(np.uint64) & _EXP).view(np.float64).max(initial=0.0)
         if not plan.subnormals:
             # FP64 without subnormals: only float64's own subnormals move.
             small = np.less(x.view(np.uint64) & _ABS, plan.tiny_bits) & (x != 0)
@@ -259,12 +290,16 @@ def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None):
                 out[small] = t * 2.0 ** -1022
     elif plan.encoding and lo_e is None:
         top = _round_on_encoding(plan, x, out, ubuf)
+    elif plan.magic and lo_e is None and (top := _round_nearest_even(plan, x, out, ubuf)) is not None:
+        pass
     else:
         e = ubuf
         np.bitwise_and(x.view(np.uint64), _EXP, out=e)   # bits of 2**floor(log2|x|)
-        top = e.max()
-        ef = e.view(np.float64)
-        np.maximum(ef, plan.lo_f if lo_e is None else lo_e, out=ef)
+        ef = e.view(np.float64)                          # never NaN: fmax is safe
+        top = ef.max()
+        lo = plan.lo_f if lo_e is None else lo_e
+        if ef.min() < lo:
+            np.copyto(ef, lo, where=ef < lo)
         if plan.clamp_top:
             np.minimum(ef, plan.hi_f, out=ef)
         if not plan.subnormals and lo_e is None:
