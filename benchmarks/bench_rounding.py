@@ -35,7 +35,7 @@ def main(quick=False):
     print(f"lp.round on {n:.0e} float64 values, time / time of x.astype(np.float16):")
     for mode, limit in LIMITS.items():
         for name in FORMATS:
-            r, t, _ = ratio(lambda: lp.round(x, name, mode, rng=0), numpy_cast)
+            r, t, _ = ratio(lambda: lp.round(x, name, mode, rng=0), numpy_cast, rounds=9)
             print(row(f"{mode:>3} -> {name:<5} ({t * 1e3:6.1f} ms)", r, limit))
     mem = max(peak_extra_memory(lambda: lp.round(x, f, m, rng=0), x.nbytes)
               for f in FORMATS for m in ("rne", "sr"))
