@@ -132,7 +132,8 @@ class _Plan:
         if sr_bits is not None:
             if mode != "sr":
                 raise ValueError("sr_bits applies only to mode='sr'")
-            if not isinstance(sr_bits, (int, np.integer)) or not 1 <= sr_bits <= 53:
+            if (not isinstance(sr_bits, (int, np.integer)) or isinstance(sr_bits, bool)
+                    or not 1 <= sr_bits <= 53):
                 raise ValueError(f"sr_bits must be an int in [1, 53], got {sr_bits!r}")
         self.sr_bits = sr_bits
         self.spare = None  # a work buffer, sized by the first chunk
@@ -528,11 +529,7 @@ def round(x, fmt, mode="rne", *, rng=None, sr_bits=None, subnormals=None,  # noq
     >>> lp.round(0.3, "fp4", mode="sr", rng=0) in (0.0, 0.5)
     True
     """
-    fmt = _format(fmt)
-    _check_mode(mode)
-    if not isinstance(saturate, (bool, np.bool_)):
-        raise TypeError(f"saturate must be a bool, got {saturate!r}")
-    plan = _Plan(fmt, mode, subnormals, saturate, sr_bits, rng)
+    plan = _plan(fmt, mode, subnormals, saturate, sr_bits, rng)
     hi, lo = as_real_array(x)
     return _finish(plan, hi, lo)
 
@@ -554,12 +551,19 @@ def round_exact(hi, lo, fmt, mode="rne", *, rng=None, sr_bits=None, subnormals=N
     >>> lp.round_exact(1.0, -2.0**-60, "bf16", mode="rz")
     np.float64(0.99609375)
     """
-    fmt = _format(fmt)
-    _check_mode(mode)
-    plan = _Plan(fmt, mode, subnormals, saturate, sr_bits, rng)
+    plan = _plan(fmt, mode, subnormals, saturate, sr_bits, rng)
     hi = np.asarray(hi, dtype=np.float64)
     lo = np.broadcast_to(np.asarray(lo, dtype=np.float64), hi.shape)
     return _finish(plan, hi, lo)
+
+
+def _plan(fmt, mode, subnormals, saturate, sr_bits, rng):
+    """Check the options shared by `round` and `round_exact` and plan the rounding."""
+    fmt = _format(fmt)
+    _check_mode(mode)
+    if not isinstance(saturate, (bool, np.bool_)):
+        raise TypeError(f"saturate must be a bool, got {saturate!r}")
+    return _Plan(fmt, mode, subnormals, saturate, sr_bits, rng)
 
 
 def _finish(plan, hi, lo):
