@@ -751,7 +751,9 @@ class _BlockFMA:
         big = highest + self.headroom >= 128
         d, tiny = _to_output(s, self.out, self.mode, self.bits,
                              (lowest - self.F < -126, big))
-        if big and not self.special:
+        if (big or self.fp16) and not self.special:
+            # An overflow (FP16 output: past 65504) makes the next block's c infinite,
+            # which the int32 path cannot carry.
             self.special = not np.isfinite(d).all()
         return d, tiny
 

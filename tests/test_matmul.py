@@ -626,3 +626,16 @@ def test_models_table():
     for name in ("v100", "a100", "h100", "b200"):
         assert isinstance(lp.MODELS[name], lp.TensorCoreModel)
         assert "arXiv 2512.07004" in lp.MODELS[name].__doc__
+
+
+@pytest.mark.parametrize("model, fmt", [
+    (lp.TensorCoreModel(block=1, fraction_bits=3, out_rounding="rne"), "e4m3"),
+    (lp.TensorCoreModel(block=1, fraction_bits=3, out_rounding="rne"), "fp16"),
+    ("a100", "fp16"), ("v100", "fp16"), ("h100", "fp16"), ("h100-mma", "e4m3")], ids=str)
+def test_fp16_output_overflow_stays_infinite_in_later_blocks(model, fmt):
+    # 64 * 64 = 4096 per term: the running FP16 result passes 65504 after 16 terms and
+    # is +inf from then on (§2.8: an infinite c gives an infinite result).
+    a, b = np.full((1, 40), 64.0), np.full((40, 1), 64.0)
+    for K in (24, 33, 40):
+        r = matmul(a[:, :K], b[:K], model=model, c=[[64.0]], in_fmt=fmt, out_fmt="fp16")
+        assert r[0, 0] == np.inf
