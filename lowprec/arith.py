@@ -18,7 +18,7 @@ import numpy as np
 
 from .flags import FLAG_NAMES, recording
 from .formats import format as _format
-from .rounding import _check_mode, _finish, _Plan, _round_into, as_real_array
+from .rounding import CHUNK, _check_mode, _finish, _Plan, _round_into, as_real_array
 
 __all__ = ["add", "sub", "mul", "div", "sqrt", "fma", "sum", "dot", "ORDERS"]
 
@@ -35,7 +35,7 @@ _HI_BITS = _U((1023 + 1021) << 52)
 _SPLIT_ADD = _U(1 << 26)
 _SPLIT_MASK = _U(0xFFFF_FFFF_F800_0000)      # clears the low 27 of 52 fraction bits
 _MAX64 = np.finfo(np.float64).max
-_CHUNK = 1 << 16     # elements per chunk: large enough that per-call overhead is small
+_CHUNK = CHUNK       # elements per chunk, as the rounding kernel uses
 _TINY64 = 2.0 ** -1022
 
 

@@ -23,7 +23,6 @@ __all__ = ["round", "round_exact", "MODES", "as_real_array"]
 
 #: The rounding modes, in the order the docs list them.
 MODES = ("rne", "rna", "rz", "ru", "rd", "ro", "sr")
-DETERMINISTIC_MODES = MODES[:-1]
 _ENCODING_MODES = ("rz", "rna", "ro", "sr")  # cheaper on the float64 encoding
 
 CHUNK = 1 << 16  # elements per chunk: the working buffers stay in cache
