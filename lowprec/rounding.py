@@ -123,7 +123,7 @@ class _Plan:
         self.clamp_top = m < 2
         self.hi_f = 2.0 ** min(fmt.emax + 1, 1023)
         self.two_one = np.uint64(2 * _ONE_BITS)
-        # Below this biased exponent no element can round beyond max.
+        # With every |x| below 2**emax no element can round beyond max.
         self.safe_top = 2.0 ** fmt.emax
         self.tiny_bits = np.uint64((fmt.emin + 1023) << 52)
         self.max = fmt.max
