@@ -523,7 +523,10 @@ def _fma_slow(plan, a, b, c, counts):
         h, l_, E = _fma_normalised(a[gen], b[gen], c[gen])
         # FP64 only: a faithful stand-in for RN(a*b + c) (exact when a*b is).
         ref = np.ldexp(h + l_, E)
-        hi[gen], lo[gen] = _rescale(plan, h, l_, E, ref, counts)
+        hg, lg = _rescale(plan, h, l_, E, ref, counts)
+        # a*b != 0 here, so an exact zero is a cancellation: +0, or -0 under rd.
+        hg = np.where((hg == 0) & (lg == 0), -0.0 if plan.mode == "rd" else 0.0, hg)
+        hi[gen], lo[gen] = hg, lg
     return hi, lo
 
 
@@ -938,18 +941,18 @@ def dot(a, b, fmt, mode="rne", *, order="sequential", fused=False, rng=None,
     xa, xb = np.broadcast_arrays(xa, xb)
     shape = xa.shape[:-1]
     n = xa.shape[-1]
-    xa = np.moveaxis(xa, -1, 0).reshape(n, -1)
-    xb = np.moveaxis(xb, -1, 0).reshape(n, -1)
+    m = int(np.prod(shape, dtype=np.int64))
+    xa = np.moveaxis(xa, -1, 0).reshape(n, m)    # (n, -1) cannot be inferred when n = 0
+    xb = np.moveaxis(xb, -1, 0).reshape(n, m)
     with np.errstate(all="ignore"):
-        if not fused:
+        if n == 0:
+            out = np.zeros(m)                     # the empty sum is +0
+        elif not fused:
             prods = _apply(plan, _mul_kernel, (np.ascontiguousarray(xa).ravel(),
                                                np.ascontiguousarray(xb).ravel()),
                            xa.size).reshape(xa.shape)
             out = _reduce(plan, prods, order)
-        elif n == 0:
-            out = np.zeros(xa.shape[1])
         else:
-            m = xa.shape[1]
             acc = _apply(plan, _mul_kernel, (np.ascontiguousarray(xa[0]),
                                              np.ascontiguousarray(xb[0])), m)
             for i in range(1, n):

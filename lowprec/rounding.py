@@ -458,8 +458,17 @@ def _fp64_exact(plan, hi, lo):
     """Round ``hi + lo`` to FP64 itself, where round-to-odd has no spare bits."""
     hi = np.array(hi, dtype=np.float64)
     nz = (lo != 0) & np.isfinite(hi)
-    if plan.mode == "rne" or not nz.any():
-        return hi
+    if nz.any() and plan.mode != "rne":   # hi is already RN(hi + lo)
+        _fp64_move(plan, hi, lo, nz)
+    listener = recording()
+    if listener is not None:   # the kernel sees hi alone: count what lo made inexact
+        listener.add({"inexact": int(nz.sum()),
+                      "underflow": int(np.count_nonzero(np.abs(hi[nz]) < 2.0 ** -1022))})
+    return hi
+
+
+def _fp64_move(plan, hi, lo, nz):
+    """Directed, odd, away and stochastic rounding of ``hi + lo`` (lo != 0 where nz)."""
     h, l_ = hi[nz], lo[nz]
     n = np.nextafter(h, np.copysign(np.inf, l_))
     mode = plan.mode
@@ -476,11 +485,6 @@ def _fp64_exact(plan, hi, lo):
     else:
         take = _draw(plan, np.empty(h.size)) < np.abs(l_) / np.abs(n - h)
     hi[nz] = np.where(take, n, h)
-    listener = recording()
-    if listener is not None:   # the kernel sees hi alone: count what lo made inexact
-        listener.add({"inexact": int(nz.sum()),
-                      "underflow": int(np.count_nonzero(np.abs(hi[nz]) < 2.0 ** -1022))})
-    return hi
 
 
 def round(x, fmt, mode="rne", *, rng=None, sr_bits=None, subnormals=None,  # noqa: A001

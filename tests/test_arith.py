@@ -807,3 +807,31 @@ def test_dot_against_stepwise_reference(fused, mode):
         want.append(acc)
     assert_same(got, want)
     assert lp.dot(a[0], b, "fp16", mode, fused=fused) == got[0]
+
+
+# -- regressions from review ------------------------------------------------------------
+
+@pytest.mark.parametrize("a, b, c", [(1.0, 2.0**-1000, -2.0**-1000), (2.0**1000, 2.0**23, -2.0**1023),
+                                     (-1.0, -5e-324, -5e-324), (1.0, 2.0**-10, -2.0**-10)])
+@pytest.mark.parametrize("fmt", ["bf16", "fp16", "fp32", "fp64"])
+def test_fma_exact_cancellation_is_minus_zero_only_in_rd(a, b, c, fmt):
+    # IEEE 754: an exact zero sum of operands of opposite signs is +0, -0 under rd.
+    assert np.signbit(lp.fma(a, b, c, fmt, "rd"))
+    for mode in ("rne", "rna", "rz", "ru", "ro"):
+        r = lp.fma(a, b, c, fmt, mode)
+        assert r == 0 and not np.signbit(r)
+
+
+def test_dot_over_an_empty_axis_is_zero():
+    assert lp.dot([], [], "fp16") == 0.0
+    for fused in (False, True):
+        r = lp.dot(np.zeros((3, 0)), np.zeros((3, 0)), "fp16", fused=fused)
+        assert r.shape == (3,) and not r.any()
+
+
+def test_fp64_results_count_inexact_in_every_mode():
+    for mode in ("rne", "ru", "rz"):
+        with lp.flags() as f:
+            lp.add(1.0, 2.0**-60, "fp64", mode)
+            lp.sqrt(2.0, "fp64", mode)
+        assert f.inexact == 2, mode
