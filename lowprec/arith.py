@@ -632,7 +632,13 @@ def _apply(plan, kernel, operands, n, buffers=None):
 def _elementwise(kernel, operands, fmt, mode, rng, subnormals, saturate):
     plan = _plan(fmt, mode, rng, subnormals, saturate)
     flat, shape, scalar = _operands(*operands)
-    out = _apply(plan, kernel, flat, int(np.prod(shape, dtype=np.int64))).reshape(shape)
+    out = _apply(plan, kernel, flat, int(np.prod(shape, dtype=np.int64)))
+    if plan.identity and plan.saturate:
+        # FP64's overflow reaches the kernel as an infinity, which saturate leaves
+        # alone: from finite operands it is an overflow, clamped to ±max here.
+        over = np.isinf(out) & np.logical_and.reduce([np.isfinite(x) for x in flat])
+        out[over] = np.copysign(plan.max, out[over])
+    out = out.reshape(shape)
     return out[()] if scalar else out
 
 

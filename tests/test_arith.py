@@ -835,3 +835,12 @@ def test_fp64_results_count_inexact_in_every_mode():
             lp.add(1.0, 2.0**-60, "fp64", mode)
             lp.sqrt(2.0, "fp64", mode)
         assert f.inexact == 2, mode
+
+
+def test_fp64_saturate_clamps_finite_overflow_only():
+    big = np.finfo(np.float64).max
+    for op in (lp.add, lp.mul):
+        for mode in ("rne", "ru", "rd"):
+            assert op(big, big, "fp64", mode, saturate=True) == big
+    assert lp.div(-big, 0.5, "fp64", saturate=True) == -big
+    assert lp.add(np.inf, 1.0, "fp64", saturate=True) == np.inf   # inf in, inf out (FP64 has inf)
