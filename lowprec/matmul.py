@@ -181,6 +181,11 @@ class _Accumulating:
         if fmt.p > 26:
             raise ValueError(f"model {self.name!r} takes formats of at most 26 bits of "
                              f"precision (exact float64 products), got {fmt.name or fmt!r}")
+        # ... and with exponents such that no product overflows or underflows float64.
+        if 2 * (fmt.emax + 1) > 1023 or 2 * (fmt.emin - fmt.mantissa_bits) < -1074:
+            raise ValueError(f"model {self.name!r} needs products that float64 holds "
+                             f"exactly; the exponent range [{fmt.emin}, {fmt.emax}] of "
+                             f"{fmt.name or fmt!r} is too wide")
         return self
 
     def out_formats(self, fmt):
@@ -444,9 +449,10 @@ def matmul(a, b, *, model="fp32", c=None, in_fmt=None, out_fmt=None):
         cv = np.zeros((), dtype=np.float64)
     else:
         cv = _round(c.values if hasattr(c, "values") else c, out)
+        target = tuple(s for i, s in enumerate(shape) if i - len(shape) not in squeeze)
         try:
-            np.broadcast_shapes(cv.shape, tuple(s for i, s in enumerate(shape)
-                                                if i - len(shape) not in squeeze))
+            if np.broadcast_shapes(cv.shape, target) != target:
+                raise ValueError
         except ValueError:
             raise ValueError(f"matmul: c of shape {cv.shape} does not broadcast to the "
                              f"result shape {_squeezed(shape, squeeze)}") from None

@@ -639,3 +639,16 @@ def test_fp16_output_overflow_stays_infinite_in_later_blocks(model, fmt):
     for K in (24, 33, 40):
         r = matmul(a[:, :K], b[:K], model=model, c=[[64.0]], in_fmt=fmt, out_fmt="fp16")
         assert r[0, 0] == np.inf
+
+
+@pytest.mark.parametrize("model", ["exact", "fp32", "fp16"])
+def test_accumulating_models_refuse_formats_whose_products_float64_cannot_hold(model):
+    wide = lp.Format(10, 10, bias=100)          # emax 922: products up to 2**1846
+    with pytest.raises(ValueError, match="too wide"):
+        matmul([[2.0**600]], [[2.0**600]], model=model, in_fmt=wide)
+
+
+def test_c_with_too_many_dimensions_gets_a_clear_error():
+    with pytest.raises(ValueError, match=r"c of shape \(5, 2, 4\) does not broadcast"):
+        matmul(np.ones((2, 3)), np.ones((3, 4)), model="fp32", in_fmt="fp16",
+               c=np.ones((5, 2, 4)))
