@@ -163,7 +163,8 @@ def test_context_matmul_model_is_used():
         r = a @ b
     expected = lp.matmul(a.values, b.values, model="a100", in_fmt="fp16")
     assert isinstance(expected, np.ndarray) and same(r.values, expected)
-    assert not same(r.values, (a @ b).values) or True  # models may agree on some data
+    # The context changed something: the default fp32 model differs on this data.
+    assert not same(r.values, (a @ b).values)
 
 
 def test_promotion_table():
