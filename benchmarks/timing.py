@@ -1,13 +1,14 @@
 """Side-by-side timing for benchmarks/run.py: ratios measured in one run.
 
-Timings on a shared machine drift; a ratio is therefore taken from interleaved
-runs (candidate, baseline, candidate, baseline, ...) as the median of the
-per-round ratios, each run being the best of ``inner`` calls.
+Timings on a shared machine drift, and NumPy's own cast swings between two speeds
+here (fresh output pages are sometimes much dearer to fault in). A ratio is
+therefore taken from interleaved runs (candidate, baseline, candidate, ...) as the
+best candidate time over the best baseline time, as ``timeit`` advises: the best
+time is the one least disturbed by the machine.
 """
 
 from __future__ import annotations
 
-import statistics
 import time
 
 
@@ -21,17 +22,15 @@ def best_time(fn, inner=3):
 
 
 def ratio(candidate, baseline, rounds=5, inner=3):
-    """Median over rounds of time(candidate) / time(baseline); also the two medians."""
+    """Best time(candidate) / best time(baseline) over interleaved rounds; also the
+    two best times."""
     candidate()
     baseline()  # warm up both (allocations, caches, lazy imports)
-    ratios, tc, tb = [], [], []
+    tc, tb = [], []
     for _ in range(rounds):
-        c = best_time(candidate, inner)
-        b = best_time(baseline, inner)
-        ratios.append(c / b)
-        tc.append(c)
-        tb.append(b)
-    return statistics.median(ratios), statistics.median(tc), statistics.median(tb)
+        tc.append(best_time(candidate, inner))
+        tb.append(best_time(baseline, inner))
+    return min(tc) / min(tb), min(tc), min(tb)
 
 
 def row(label, value, limit=None, width=44):

@@ -212,18 +212,20 @@ def _round_nearest_even(plan, x, out, ubuf):
     if not top < plan.magic_top:
         return None
     bottom = ef.min()
-    # Only tiny or zero inputs can give a zero, which must keep x's sign.
-    zero_risk = ef < plan.zero_risk if bottom < plan.zero_risk else None
+    small = None
     if bottom < plan.lo_f:
-        np.copyto(ef, plan.lo_f, where=ef < plan.lo_f)
+        small = ef < plan.lo_f
+        np.copyto(ef, plan.lo_f, where=small)
     np.add(e, plan.magic_bits, out=e)             # C = 1.5 * 2**(e + 52 - m)
     # |x| < 2**(e+1) <= C/2**(51-m) / 1.5, so x + C stays in C's binade (m <= 50),
     # where the float64 ulp is 2**(e - m), the format's quantum: fl(x + C) is C plus x
     # rounded to nearest even (C has no bits down there); subtracting C is exact.
     np.add(x, ef, out=out)
     np.subtract(out, ef, out=out)
-    if zero_risk is not None:
-        np.copysign(out, x, out=out, where=zero_risk)
+    if bottom < plan.zero_risk:
+        # Only tiny or zero inputs can give a zero, which must keep x's sign (on the
+        # other small elements the copy changes nothing: rounding keeps the sign).
+        np.copysign(out, x, out=out, where=small)
     return top
 
 
