@@ -18,7 +18,8 @@ import numpy as np
 
 from .flags import FLAG_NAMES, recording
 from .formats import format as _format
-from .rounding import CHUNK, _check_mode, _finish, _Plan, _round_into, as_real_array
+from .rounding import (CHUNK, _check_mode, _finish, _odd, _Plan, _round_into, _two_sum,
+                       as_real_array)
 
 __all__ = ["add", "sub", "mul", "div", "sqrt", "fma", "sum", "dot", "ORDERS"]
 
@@ -27,7 +28,6 @@ ORDERS = ("sequential", "pairwise", "kahan")
 
 _U = np.uint64
 _ABS = _U(0x7FFF_FFFF_FFFF_FFFF)
-_SHIFT_SIGN = _U(63)
 # Fast-path range: exponents in [-960, 1020] keep every product, remainder and
 # error term of the transformations below normal and finite.
 _LO_BITS = _U((1023 - 960) << 52)
@@ -84,32 +84,6 @@ def _two_prod_err_alloc(a, b, p):
     e = np.empty_like(p)
     w = [np.empty_like(p) for _ in range(4)]
     return _two_prod_err(a, b, p, e, *w)
-
-
-def _two_sum_alloc(a, b):
-    s = a + b
-    return s, _two_sum_err(a, b, s, np.empty_like(s), np.empty_like(s))
-
-
-def _odd(hi, lo, out):
-    """Round-to-odd of the exact value ``v`` at float64's precision.
-
-    ``hi`` is either float64 neighbour of ``v`` (a faithful rounding; ±0 carries
-    ``v``'s sign) and ``lo`` has the sign of ``v - hi`` (zero iff ``v == hi``).
-    An inexact ``v`` becomes whichever neighbour has an odd last bit: it lies on the
-    same side of every point of a format of at most 51 bits, and of its midpoints,
-    as ``v`` does, so rounding it once in any mode rounds ``v`` correctly.
-    """
-    nz = lo != 0
-    if not nz.any():
-        return hi
-    hb, ob = hi.view(_U), out.view(_U)
-    np.bitwise_xor(hb, lo.view(_U), out=ob)
-    np.right_shift(ob, _SHIFT_SIGN, out=ob)     # 1 where lo points toward zero
-    ob &= nz
-    np.subtract(hb, ob, out=ob)                 # even hi, lo toward zero: the lower neighbour
-    ob |= nz                                    # even hi, lo away from zero: the upper one
-    return out
 
 
 def _in_range(bits, buf):
@@ -303,7 +277,7 @@ def _add_special(plan, a, b, s, t, counts):
     # |a|, |b| > 2**969, so halving is exact and TwoSum of the halves does not overflow.
     mid = fin & np.isfinite(si)
     if mid.any():
-        hs, ht = _two_sum_alloc(ai[mid] * 0.5, bi[mid] * 0.5)
+        hs, ht = _two_sum(ai[mid] * 0.5, bi[mid] * 0.5)
         si[mid], ti[mid] = 2 * hs, 2 * ht
     # Finite terms whose float64 sum overflowed: |a + b| >= 2**1024 - 2**970.
     ov = fin & np.isinf(si)
@@ -477,9 +451,9 @@ def _three_sum(p, e, c):
     """(s, d): s a faithful rounding of p + e + c, d with the sign of p + e + c - s.
 
     Needs |e| <= ulp(p)/2 (e is p's product error) and no overflow."""
-    s1, t1 = _two_sum_alloc(p, c)                # p + c == s1 + t1
-    s2, t2 = _two_sum_alloc(t1, e)               # t1 + e == s2 + t2
-    s3, t3 = _two_sum_alloc(s1, s2)              # exact value == s3 + t3 + t2
+    s1, t1 = _two_sum(p, c)                # p + c == s1 + t1
+    s2, t2 = _two_sum(t1, e)               # t1 + e == s2 + t2
+    s3, t3 = _two_sum(s1, s2)              # exact value == s3 + t3 + t2
     # Either p + c is exact (t1 = t2 = 0: s3 = RN of the exact value), or
     # |s1| >= max(|p|, |c|)/2, so |s2| <= 2 ulp(s1) and |t2| <= 2**-49 ulp(s3):
     # s3 is faithful, and fl(t3 + t2) has the sign of t3 + t2, which is exact - s3.

@@ -25,6 +25,7 @@ from .formats import BF16, FP8_E4M3, FP8_E5M2, FP16, FP32, TF32, Format
 from .formats import format as _format
 from .rounding import round as _round
 from .rounding import round_exact as _round_exact
+from .rounding import _two_sum
 
 __all__ = ["matmul", "TensorCoreModel", "MODELS", "MEMORY_BOUND"]
 
@@ -791,14 +792,6 @@ class _BlockFMA:
 
 
 # -- sequential accumulation -------------------------------------------------------
-
-def _two_sum(a, b):
-    """TwoSum (Knuth): s + t == a + b exactly, s == fl(a + b), for finite s."""
-    s = a + b
-    bb = s - a
-    t = (a - (s - bb)) + (b - bb)
-    return s, t
-
 
 def _products_fit_float32(fmt):
     """Whether every product of two ``fmt`` values is exactly a normal float32 (or 0)."""

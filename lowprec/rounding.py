@@ -79,7 +79,9 @@ def as_real_array(x):
         low = (a & 2047).astype(np.float64)
         # Clearing the low 11 bits leaves at most 53 significant bits: exact in float64.
         high = (a - (a & 2047)).astype(np.float64)
-        return _two_sum(high, low) if np.any(low) else (high, None)
+        if not np.any(low):
+            return high, None
+        return _two_sum(high, low)   # integers: s is finite
     if kind == "V" and getattr(a.dtype.type, "__module__", "").startswith("ml_dtypes"):
         return a.astype(np.float64), None  # every ml_dtypes value is a float64 value
     if kind == "c":
@@ -90,12 +92,11 @@ def as_real_array(x):
 
 
 def _two_sum(a, b):
-    # TwoSum (Knuth): s + t == a + b exactly, s == fl(a + b).
+    """TwoSum (Knuth): s + t == a + b exactly and s == fl(a + b), for finite s."""
     s = a + b
     bb = s - a
     t = (a - (s - bb)) + (b - bb)
-    t = np.where(np.isfinite(s), t, 0.0)
-    return s, (t if np.any(t) else None)
+    return s, t
 
 
 class _Plan:
@@ -436,23 +437,31 @@ def _run(plan, hi, lo=None):
         xs, os = x[start:stop], out[start:stop]
         k = stop - start
         if lo is not None:
-            xs = _odd_collapse(xs, lo[start:stop], tmp[:k])
+            xs = _odd(xs, lo[start:stop], tmp[:k])
         _round_into(plan, xs, os, ubuf[:k], fbuf[:k], None if listener is None else counts)
     if listener is not None:
         listener.add(counts)
     return out.reshape(shape)
 
 
-def _odd_collapse(hi, lo, out):
-    """Round-to-odd of ``hi + lo`` at float64's 53 bits (``hi == fl(hi + lo)``).
+def _odd(hi, lo, out):
+    """Round-to-odd of the exact value ``v`` at float64's precision.
 
-    Rounding that to a format of at most 51 bits in any deterministic mode equals
-    rounding ``hi + lo`` directly (round-to-odd with two extra bits is innocuous);
-    for "sr" the probability is off by less than 2**(p - 53) of the gap."""
-    out[...] = hi
-    move = (lo != 0) & ((hi.view(np.uint64) & np.uint64(1)) == 0) & np.isfinite(hi)
-    if move.any():
-        out[move] = np.nextafter(hi[move], np.copysign(np.inf, lo[move]))
+    ``hi`` is either float64 neighbour of ``v`` (a faithful rounding; ±0 carries
+    ``v``'s sign) and ``lo`` has the sign of ``v - hi`` (zero iff ``v == hi``).
+    An inexact ``v`` becomes whichever neighbour has an odd last bit: it lies on the
+    same side of every point of a format of at most 51 bits, and of its midpoints,
+    as ``v`` does, so rounding it once in any mode rounds ``v`` correctly.
+    """
+    nz = lo != 0
+    if not nz.any():
+        return hi
+    hb, ob = hi.view(np.uint64), out.view(np.uint64)
+    np.bitwise_xor(hb, lo.view(np.uint64), out=ob)
+    np.right_shift(ob, np.uint64(63), out=ob)     # 1 where lo points toward zero
+    ob &= nz
+    np.subtract(hb, ob, out=ob)                 # even hi, lo toward zero: the lower neighbour
+    ob |= nz                                    # even hi, lo away from zero: the upper one
     return out
 
 
@@ -559,6 +568,7 @@ def round_exact(hi, lo, fmt, mode="rne", *, rng=None, sr_bits=None, subnormals=N
     plan = _plan(fmt, mode, subnormals, saturate, sr_bits, rng)
     hi = np.asarray(hi, dtype=np.float64)
     lo = np.broadcast_to(np.asarray(lo, dtype=np.float64), hi.shape)
+    lo = np.where(np.isfinite(hi), lo, 0.0)   # inf and NaN carry no tail
     return _finish(plan, hi, lo)
 
 

@@ -450,23 +450,23 @@ def _round_ctx(x, fmt, mode, rng=None):
 
 # -- operands -----------------------------------------------------------------------
 
+def _common_format(xs):
+    """The result format of the Tensor operands among ``xs`` (promoted pairwise)."""
+    fmts = [x._fmt for x in xs if isinstance(x, Tensor)]
+    fmt = fmts[0]
+    for f in fmts[1:]:
+        fmt = result_format(fmt, f)
+    return fmt
+
+
 def _operands(*xs):
     """Values of the operands in their common result format, and that format.
 
     Tensors fix the format (promoted pairwise); Python scalars and plain arrays
     take it, rounded in (context mode)."""
-    fmts = [x._fmt for x in xs if isinstance(x, Tensor)]
-    fmt = fmts[0]
-    for f in fmts[1:]:
-        fmt = result_format(fmt, f)
-    vals = []
-    for x in xs:
-        if isinstance(x, Tensor):
-            # Promotion is exact: the result format holds the operand's values.
-            vals.append(x._v)
-        else:
-            vals.append(_round_ctx(x, fmt, None))
-    return vals, fmt
+    fmt = _common_format(xs)
+    # Promotion is exact: the result format holds every Tensor operand's values.
+    return [x._v if isinstance(x, Tensor) else _round_ctx(x, fmt, None) for x in xs], fmt
 
 
 def _kernel(fn):
@@ -499,11 +499,7 @@ def _rounded_once(fn):
 
 def _exact_operands(*xs):
     """Values as they are (no rounding of plain operands) and the result format."""
-    fmts = [x._fmt for x in xs if isinstance(x, Tensor)]
-    fmt = fmts[0]
-    for f in fmts[1:]:
-        fmt = result_format(fmt, f)
-    return [np.asarray(_values_of(x), dtype=np.float64) for x in xs], fmt
+    return [np.asarray(_values_of(x), dtype=np.float64) for x in xs], _common_format(xs)
 
 
 def _compare(fn):
