@@ -4,6 +4,8 @@ The GPU's results are the oracle: FP32-output products with FP16, BF16 and TF32
 operands and K up to 128, and the same products converted by cuBLAS to FP16/BF16.
 The H200 is the H100's chip (TENSORCORE.md lists it under the ``h100`` model)."""
 
+import dataclasses
+import json
 import pathlib
 
 import numpy as np
@@ -91,3 +93,67 @@ def test_split_k_is_h100_slices_summed_in_fp32(data, k, split, dist):
     # ... and the data tell it apart from one unsplit product.
     assert not np.array_equal(_bits(matmul(a, b, model="h100", in_fmt="tf32")),
                               data[key + "_alone"])
+
+
+# -- FP8: torch._scaled_mm (cuBLAS, wgmma kernels nvjet_sm90_qq*) ----------------------
+
+FP8 = HERE / "torch-h200" / "torch_fp8.npz"
+
+
+@pytest.fixture(scope="module")
+def fp8():
+    with np.load(FP8) as d:
+        return dict(d)
+
+
+def _fp8_model(fmt):
+    """(model, in_fmt): E5M2 x E4M3 operands go in as FP16 (which holds both exactly)
+    through the h100 FP8 block FMA, which does not depend on the operands' format."""
+    if fmt == "e4m3":
+        return "h100", "e4m3"
+    m = lp.MODELS["h100"].for_format(lp.format("e4m3"))
+    return dataclasses.replace(m, inputs=(lp.format("fp16"),), variants=()), "fp16"
+
+
+def _fp8_check(fmt, a, b, got):
+    model, in_fmt = _fp8_model(fmt)
+    d = matmul(a, b, model=model, in_fmt=in_fmt, out_fmt="fp32")
+    for fa in (0, 1):   # use_fast_accum off and on give the same bits for K <= 128
+        assert np.array_equal(_bits(d), got(f"d32_fa{fa}"))
+        # FP16/BF16 output: cuBLAS converts the FP32 result once, to nearest even.
+        assert np.array_equal(_bits(lp.round(d, "fp16")), got(f"d16_fa{fa}"))
+        if got(f"dbf16_fa{fa}") is not None:
+            assert np.array_equal(_bits(lp.round(d, "bf16")), got(f"dbf16_fa{fa}"))
+    return d
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "e5m2xe4m3"])
+@pytest.mark.parametrize("k", [16, 32, 64, 128])
+@pytest.mark.parametrize("dist", ["normal", "wide"])
+def test_h100_fp8_model_equals_the_h200(fp8, fmt, k, dist):
+    key = f"{fmt}_K{k}_{dist}"
+    a, b = _decode(fp8[key + "_a"]), _decode(fp8[key + "_b"])
+    d = _fp8_check(fmt, a, b, lambda s: fp8.get(f"{key}_{s}"))
+    # The data discriminate: mma.sync (§4) or exact accumulation differ from wgmma.
+    model, in_fmt = ("h100-mma", "e4m3") if fmt == "e4m3" else ("exact", "fp16")
+    other = matmul(a, b, model=model, in_fmt=in_fmt, out_fmt="fp32")
+    assert np.count_nonzero(_bits(other) != _bits(d)) > 200
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "e5m2xe4m3"])
+def test_h100_fp8_model_equals_the_h200_on_the_published_rows(fp8, fmt):
+    src = "e4m3" if fmt == "e4m3" else "e5m2"
+    with np.load(HERE / "tensorcore" / f"h100_{src}.npz") as pub:
+        a, b = _decode(pub["a"]), _decode(pub["b"])
+    key = f"published_{fmt}"
+    i, j = fp8[key + "_i"], fp8[key + "_j"]
+    assert i.size > 20_000
+    got = lambda s: (None if f"{key}_{s}" not in fp8
+                     else fp8[f"{key}_{s}"][:, None, None])
+    _fp8_check(fmt, a[i][:, None, :], b[j][:, :, None], got)
+
+
+def test_cublas_has_no_e5m2_by_e5m2_kernel():
+    # Recorded by the measurement: torch refuses E5M2 x E5M2, so there are no such rows.
+    notes = json.loads((HERE / "torch-h200" / "torch_fp8.json").read_text())["notes"]
+    assert any("Float8_e5m2 matrices is not supported" in n for n in notes)
