@@ -1,7 +1,8 @@
 """lp.round against NumPy's own cast, ml_dtypes, gfloat and pychop (issue: core numerics).
 
 Inputs: 10**7 float64 values (standard normal, so every format's normal range is
-exercised and FP8 sees some overflow). Limits from the acceptance criteria: RNE to
+exercised and FP8 sees some overflow). lp.round uses ``lp.threads()`` threads on
+inputs this large; the single-thread ratios are printed too. Limits from the acceptance criteria: RNE to
 BF16/FP16/E4M3 at most 1.25x NumPy's ``x.astype(np.float16)``, the other
 deterministic modes 1.5x, ``sr`` 3x; extra memory at most twice the input.
 """
@@ -32,11 +33,24 @@ def main(quick=False):
     n = 10**6 if quick else 10**7
     x = np.random.default_rng(0).standard_normal(n)
     numpy_cast = lambda: x.astype(np.float16)  # noqa: E731
-    print(f"lp.round on {n:.0e} float64 values, time / time of x.astype(np.float16):")
+    threads = lp.threads()
+    print(f"lp.round on {n:.0e} float64 values, time / time of x.astype(np.float16),"
+          f" lp.threads() = {threads} (NumPy's cast uses one):")
     for mode, limit in LIMITS.items():
         for name in FORMATS:
             r, t, _ = ratio(lambda: lp.round(x, name, mode, rng=0), numpy_cast, rounds=9)
             print(row(f"{mode:>3} -> {name:<5} ({t * 1e3:6.1f} ms)", r, limit))
+    if threads > 1:
+        print("the same on one thread, lp.threads(1) (for comparison; no limit):")
+        lp.threads(1)
+        try:
+            for mode in LIMITS:
+                for name in FORMATS:
+                    r, t, _ = ratio(lambda: lp.round(x, name, mode, rng=0), numpy_cast,
+                                    rounds=5)
+                    print(row(f"{mode:>3} -> {name:<5} ({t * 1e3:6.1f} ms)", r))
+        finally:
+            lp.threads(threads)
     mem = max(peak_extra_memory(lambda: lp.round(x, f, m, rng=0), x.nbytes)
               for f in FORMATS for m in ("rne", "sr"))
     print(row("peak extra memory / input size", mem, 2.0))

@@ -7,7 +7,7 @@ from .formats import (BF16, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E4M3FNUZ
                       FP8_E5M2, FP8_E5M2FNUZ, FP16, FP32, FP64, NAMED_FORMATS, TF32,
                       Format, finfo, format)
 from .flags import Flags, flags
-from .rounding import MODES, round, round_exact
+from .rounding import MODES, round, round_exact, threads
 from .bits import decode, encode, fields
 from .arith import add, div, dot, fma, mul, sqrt, sub, sum
 from .matmul import MODELS, TensorCoreModel, matmul
@@ -21,7 +21,8 @@ __all__ = [
     "Format", "format", "finfo", "NAMED_FORMATS",
     "FP64", "FP32", "TF32", "FP16", "BF16", "FP8_E4M3", "FP8_E5M2", "FP8_E4M3FNUZ",
     "FP8_E5M2FNUZ", "FP6_E2M3", "FP6_E3M2", "FP4_E2M1",
-    "Flags", "flags", "MODES", "round", "round_exact", "encode", "decode", "fields",
+    "Flags", "flags", "MODES", "round", "round_exact", "threads", "encode", "decode",
+    "fields",
     "add", "sub", "mul", "div", "sqrt", "fma", "sum", "dot",
     "matmul", "TensorCoreModel", "MODELS",
     "Tensor", "tensor", "context", "get_context", "result_format",

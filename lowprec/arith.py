@@ -19,7 +19,7 @@ import numpy as np
 from .flags import FLAG_NAMES, recording
 from .formats import format as _format
 from .rounding import (CHUNK, _check_mode, _finish, _odd, _Plan, _round_into, _two_sum,
-                       as_real_array)
+                       as_real_array, in_spans)
 
 __all__ = ["add", "sub", "mul", "div", "sqrt", "fma", "sum", "dot", "ORDERS"]
 
@@ -571,32 +571,34 @@ def _apply(plan, kernel, operands, n, buffers=None):
     """Run ``kernel`` chunk by chunk and round its (hi, lo) pairs into a new array."""
     out = np.empty(n, np.float64)
     listener = recording()
-    counts = dict.fromkeys(FLAG_NAMES, 0)
     wide = plan.fmt.p > 51
+    his, los = (np.empty(n), np.zeros(n)) if wide else (None, None)
+
+    def span_task(plan, span, counts):
+        start, stop = span
+        size = min(_CHUNK, stop - start)
+        bufs = buffers if span[0] == 0 and buffers is not None and buffers.size >= size \
+            else _Buffers(size)
+        if plan.spare is None or plan.spare.size < size:
+            plan.spare = np.empty(size)
+        listening = None if listener is None else counts
+        with np.errstate(all="ignore"):
+            for a in range(start, stop, _CHUNK):
+                b = min(a + _CHUNK, stop)
+                k = b - a
+                w = bufs.work if k == bufs.size else bufs.work.take(k)
+                hi, lo = kernel(plan, *(x[a:b] for x in operands), w, counts)
+                if wide:
+                    his[a:b] = hi
+                    if lo is not None:
+                        los[a:b] = lo
+                    continue
+                x = hi if lo is None else _odd(hi, lo, bufs.x[:k])
+                _round_into(plan, x, out[a:b], bufs.u[:k], bufs.f[:k], listening)
+
+    counts = in_spans(plan, n, True, span_task)
     if wide:
-        his, los = np.empty(n), np.zeros(n)
-    size = min(_CHUNK, n)
-    if buffers is None or buffers.size < size:
-        buffers = _Buffers(size)
-    work = buffers.work
-    if plan.spare is None or plan.spare.size < size:
-        plan.spare = np.empty(size)
-    with np.errstate(all="ignore"):
-        for start in range(0, n, _CHUNK):
-            stop = min(start + _CHUNK, n)
-            k = stop - start
-            w = work if k == buffers.size else work.take(k)
-            hi, lo = kernel(plan, *(x[start:stop] for x in operands), w, counts)
-            if wide:
-                his[start:stop] = hi
-                if lo is not None:
-                    los[start:stop] = lo
-                continue
-            x = hi if lo is None else _odd(hi, lo, buffers.x[:k])
-            os = out[start:stop]
-            _round_into(plan, x, os, buffers.u[:k], buffers.f[:k],
-                        None if listener is None else counts)
-        if wide:
+        with np.errstate(all="ignore"):
             out = _finish(plan, his, los)
     if listener is not None:
         listener.add(counts)

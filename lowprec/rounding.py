@@ -9,23 +9,30 @@ quantum becomes 1, rounds to an integer with a NumPy ufunc (``rint``, ``trunc``,
 elements in the normal range) works on the float64 bit pattern with integer
 adds and masks. Either way each element is rounded once, in cache-sized chunks
 so that extra memory stays bounded. This module never reads a global default
-(modes and rngs are explicit arguments) and never modifies its input.
+that could change a result (modes and rngs are explicit arguments; the one
+setting, `threads`, changes only the speed) and never modifies its input.
 """
 
 from __future__ import annotations
+
+import concurrent.futures
+import copy
+import os
+import threading
+import warnings
 
 import numpy as np
 
 from .flags import FLAG_NAMES, recording
 from .formats import format as _format
 
-__all__ = ["round", "round_exact", "MODES", "as_real_array"]
+__all__ = ["round", "round_exact", "threads", "MODES", "as_real_array"]
 
 #: The rounding modes, in the order the docs list them.
 MODES = ("rne", "rna", "rz", "ru", "rd", "ro", "sr")
 _ENCODING_MODES = ("rz", "rna", "ro", "sr")  # cheaper on the float64 encoding
 
-CHUNK = 1 << 16  # elements per chunk: the working buffers stay in cache
+CHUNK = 1 << 17  # elements per chunk: the working buffers stay in cache
 
 _EXP = np.uint64(0x7FF0_0000_0000_0000)
 _ABS = np.uint64(0x7FFF_FFFF_FFFF_FFFF)
@@ -215,8 +222,14 @@ def _round_nearest_even(plan, x, out, ubuf):
     bottom = ef.min()
     small = None
     if bottom < plan.lo_f:
-        small = ef < plan.lo_f
-        np.copyto(ef, plan.lo_f, where=small)
+        # Below 2**emin the quantum stays 2**(emin - m): clamp e. A few such
+        # elements (the usual case) are cheaper by index than by a full mask.
+        small = np.flatnonzero(ef < plan.lo_f)
+        if small.size > x.size >> 4:
+            small = ef < plan.lo_f
+            np.copyto(ef, plan.lo_f, where=small)
+        else:
+            ef[small] = plan.lo_f
     np.add(e, plan.magic_bits, out=e)             # C = 1.5 * 2**(e + 52 - m)
     # |x| < 2**(e+1) <= C/2**(51-m) / 1.5, so x + C stays in C's binade (m <= 50),
     # where the float64 ulp is 2**(e - m), the format's quantum: fl(x + C) is C plus x
@@ -226,7 +239,10 @@ def _round_nearest_even(plan, x, out, ubuf):
     if bottom < plan.zero_risk:
         # Only tiny or zero inputs can give a zero, which must keep x's sign (on the
         # other small elements the copy changes nothing: rounding keeps the sign).
-        np.copysign(out, x, out=out, where=small)
+        if small.dtype == bool:
+            np.copysign(out, x, out=out, where=small)
+        else:
+            out[small] = np.copysign(out[small], x[small])
     return top
 
 
@@ -246,7 +262,6 @@ def _round_on_encoding(plan, x, out, ubuf):
     small = None
     if ef.min() < plan.lo_f:
         small = np.flatnonzero(ef < plan.lo_f)
-        small = small[x[small] != 0]    # zeros are right on every path
     mode, keep = plan.mode, ~plan.low_mask
     if mode == "rz":
         np.bitwise_and(xb, keep, out=ob)
@@ -266,13 +281,20 @@ def _round_on_encoding(plan, x, out, ubuf):
             np.left_shift(bits, plan.shift - np.uint64(r), out=bits)
         np.add(xb, bits, out=ob)
         np.bitwise_and(ob, keep, out=ob)
-    if small is not None and small.size:
-        xs = x[small]
-        rs = np.empty_like(xs)
-        _round_chunk(plan, xs, rs, np.empty(xs.size, np.uint64), np.empty_like(xs),
-                     lo_e=plan.lo_f)
-        out[small] = rs
+    if small is not None:
+        out[small] = _round_subnormal_range(plan, x[small])
     return top
+
+
+def _round_subnormal_range(plan, xs):
+    """Round values with |x| < 2**emin (a fresh array ``xs``) in place, where the
+    quantum is 2**(emin - m): scale it to 1, round to an integer, scale back."""
+    q = plan.fmt.emin - plan.fmt.mantissa_bits
+    xs *= 2.0 ** -q                 # exact: |xs| < 2**m after, and q >= -1020
+    rand = _draw(plan, np.empty_like(xs)) if plan.mode == "sr" else None
+    _to_integer(xs, plan.mode, np.empty_like(xs), rand)
+    xs *= 2.0 ** q                  # exact: an integer of at most m bits times 2**q
+    return xs
 
 
 def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None):
@@ -421,27 +443,143 @@ def _round_into(plan, x, out, ubuf, fbuf, counts=None):
 
 
 def _run(plan, hi, lo=None):
-    """Round ``hi`` (+ ``lo``) chunk by chunk into a new float64 array."""
+    """Round ``hi`` (+ ``lo``) chunk by chunk into a new float64 array.
+
+    Large inputs are cut into one contiguous span per thread (`threads`); each
+    span is rounded chunk by chunk with its own buffers, so the result does not
+    depend on the number of threads. "sr" stays on one thread: its random
+    numbers are drawn in element order from one generator."""
     shape = hi.shape
     x = np.ascontiguousarray(hi).reshape(-1)
     lo = None if lo is None else np.ascontiguousarray(lo).reshape(-1)
     out = np.empty(x.size, np.float64)
-    n = min(CHUNK, x.size)
-    ubuf, fbuf = np.empty(n, np.uint64), np.empty(n, np.float64)
-    plan.spare = np.empty(n, np.float64)
     listener = recording()
-    counts = dict.fromkeys(FLAG_NAMES, 0)
-    tmp = np.empty(n, np.float64) if lo is not None else None
-    for start in range(0, x.size, CHUNK):
-        stop = min(start + CHUNK, x.size)
-        xs, os = x[start:stop], out[start:stop]
-        k = stop - start
-        if lo is not None:
-            xs = _odd(xs, lo[start:stop], tmp[:k])
-        _round_into(plan, xs, os, ubuf[:k], fbuf[:k], None if listener is None else counts)
+    counts = in_spans(plan, x.size, listener is not None,
+                      lambda p, span, tally: _run_span(p, x, lo, out, span, tally))
     if listener is not None:
         listener.add(counts)
     return out.reshape(shape)
+
+
+def in_spans(plan, n, counting, task):
+    """Run ``task(plan, (start, stop), counts)`` over ``range(n)`` cut into spans of
+    whole chunks, one per thread (`threads`), and return the summed flag counts
+    (None, and each task's ``counts`` None, unless ``counting``).
+
+    Each span gets its own copy of ``plan`` (its scratch buffer) and its own
+    counts; the caller's thread does the first span. "sr" runs as one span."""
+    n_spans = 1 if plan.mode == "sr" else max(1, min(_THREADS, n // PARALLEL_MIN))
+    step = max(CHUNK, -(-(-(-n // n_spans)) // CHUNK) * CHUNK)   # whole chunks
+    spans = [(start, min(start + step, n)) for start in range(0, n, step)] or [(0, 0)]
+    tallies = [dict.fromkeys(FLAG_NAMES, 0) if counting else None for _ in spans]
+    futures = []
+    if len(spans) > 1:
+        pool = _pool(len(spans) - 1)
+        futures = [pool.submit(task, copy.copy(plan), span, tally)
+                   for span, tally in zip(spans[1:], tallies[1:])]
+    task(plan, spans[0], tallies[0])
+    for future in futures:
+        future.result()
+    return {k: sum(t[k] for t in tallies) for k in FLAG_NAMES} if counting else None
+
+
+def _run_span(plan, x, lo, out, span, counts):
+    """Round ``x[start:stop]`` (+ ``lo``) into ``out`` chunk by chunk; add the flag
+    counts to ``counts``."""
+    start, stop = span
+    n = min(CHUNK, stop - start)
+    ubuf, fbuf = np.empty(n, np.uint64), np.empty(n, np.float64)
+    plan.spare = np.empty(n, np.float64)
+    tmp = np.empty(n, np.float64) if lo is not None else None
+    with np.errstate(all="ignore"):   # per thread: inf - inf inside the kernel is expected
+        for a in range(start, stop, CHUNK):
+            b = min(a + CHUNK, stop)
+            xs, os, k = x[a:b], out[a:b], b - a
+            if lo is not None:
+                xs = _odd(xs, lo[a:b], tmp[:k])
+            _round_into(plan, xs, os, ubuf[:k], fbuf[:k], counts)
+
+
+#: Elements per thread below which `round` uses fewer threads.
+PARALLEL_MIN = 1 << 20
+_POOL = None
+_POOL_LOCK = threading.Lock()
+
+
+def _default_threads():
+    env = os.environ.get("LOWPREC_NUM_THREADS", "").strip()
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise ValueError(f"LOWPREC_NUM_THREADS must be a positive integer, got {env!r}")
+        return int(env)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:   # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 4))
+
+
+try:
+    _THREADS = _default_threads()
+except ValueError as exc:
+    warnings.warn(f"{exc}; using one thread", RuntimeWarning, stacklevel=2)
+    _THREADS = 1
+
+
+def threads(n=None):
+    """Get, or set, how many threads `round` may use on large inputs.
+
+    Inputs of at least ``PARALLEL_MIN`` elements per thread (2**20) are split into
+    contiguous spans rounded on separate threads (NumPy releases the GIL inside
+    its loops); results are identical for any number of threads. The default is
+    the number of usable cores, at most 4, or the environment variable
+    ``LOWPREC_NUM_THREADS``. Mode ``"sr"`` always uses one thread.
+
+    Parameters
+    ----------
+    n : int, optional
+        New number of threads (at least 1). Omit it to only read the setting.
+
+    Returns
+    -------
+    int
+        The setting before the call.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> before = lp.threads(1)        # one thread from here on
+    >>> lp.threads(before)
+    1
+    """
+    global _THREADS
+    previous = _THREADS
+    if n is not None:
+        if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"threads must be a positive int, got {n!r}")
+        _THREADS = int(n)
+    return previous
+
+
+def _forget_pool():
+    # A forked child inherits the pool object but not its threads.
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _pool(n):
+    """A shared pool of at least ``n`` worker threads."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL._max_workers < n:
+            if _POOL is not None:
+                _POOL.shutdown(wait=False)
+            _POOL = concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="lowprec")
+        return _POOL
 
 
 def _odd(hi, lo, out):

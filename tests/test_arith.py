@@ -376,6 +376,31 @@ def test_large_samples_against_exact(name, op):
         assert_same(got, want[mode], a, b, [mode])
 
 
+@pytest.mark.parametrize("name", ("BF16", "FP8_E4M3"))
+@pytest.mark.parametrize("op", OPS)
+def test_threads_split_the_operands_without_changing_the_result(monkeypatch, name, op):
+    # Small chunks and spans, so that a short input is cut across several threads.
+    import lowprec.arith as arith
+    import lowprec.rounding as kernel
+    monkeypatch.setattr(kernel, "CHUNK", 256)
+    monkeypatch.setattr(arith, "_CHUNK", 256)
+    monkeypatch.setattr(kernel, "PARALLEL_MIN", 512)
+    a, b = _sample(name, op, 4000, seed=zlib.crc32(f"threads {name} {op}".encode()))
+    want = oracle(op, a, b, name)
+    before = lp.threads(3)
+    try:
+        for mode in DET_MODES:
+            with lp.flags() as threaded:
+                got = getattr(lp, op)(a, b, name, mode)
+            assert_same(got, want[mode], a, b, [mode])
+    finally:
+        lp.threads(before)
+    monkeypatch.setattr(kernel, "PARALLEL_MIN", a.size + 1)   # one thread
+    with lp.flags() as single:
+        getattr(lp, op)(a, b, name, DET_MODES[-1])
+    assert threaded.as_dict() == single.as_dict() and threaded.inexact > 0
+
+
 def _sqrt_operands(name, n, seed):
     rng = np.random.default_rng(seed)
     fmt = lp.format(name)

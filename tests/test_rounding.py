@@ -6,6 +6,8 @@ arguments for stochastic rounding.
 """
 
 import math
+import os
+import signal
 from fractions import Fraction
 
 import gmpy2
@@ -149,6 +151,67 @@ def test_chunk_boundaries_do_not_matter():
     assert_same(whole, parts, x)
     sample = rng.choice(x.size, 500, replace=False)
     assert_same(whole[sample], reference(x[sample], lp.FP8_E4M3, "rna"), x[sample])
+
+
+@pytest.mark.parametrize("fmt", [lp.FP8_E4M3, lp.BF16, lp.FP6_E2M3], ids=lambda f: f.name)
+@pytest.mark.parametrize("mode", ["rne", "rna", "rz", "ru", "rd", "ro"])
+def test_threads_split_the_input_without_changing_the_result(monkeypatch, fmt, mode):
+    # Small spans and chunks, so that a short input is cut across several threads.
+    import lowprec.rounding as kernel
+    monkeypatch.setattr(kernel, "CHUNK", 256)
+    monkeypatch.setattr(kernel, "PARALLEL_MIN", 512)
+    before = lp.threads(3)
+    try:
+        rng = np.random.default_rng(1)
+        x = targeted(fmt)
+        x = np.concatenate([x if x.size < 8000 else rng.choice(x, 8000), rng.standard_normal(4000)])
+        with lp.flags() as threaded:
+            got = lp.round(x, fmt, mode)
+    finally:
+        lp.threads(before)
+    assert_same(got, reference(x, fmt, mode), x)
+    monkeypatch.setattr(kernel, "PARALLEL_MIN", x.size + 1)   # one thread
+    with lp.flags() as single:
+        lp.round(x, fmt, mode)
+    assert threaded.as_dict() == single.as_dict() and threaded.inexact > 0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_threads_work_in_a_forked_child(monkeypatch):
+    # The child inherits the pool object but not its threads; it must not hang.
+    import lowprec.rounding as kernel
+    monkeypatch.setattr(kernel, "PARALLEL_MIN", 1 << 12)
+    before = lp.threads(2)
+    try:
+        x = np.random.default_rng(2).standard_normal(1 << 14)
+        parent = lp.round(x, "e4m3")          # creates the pool
+        pid = os.fork()
+        if pid == 0:                           # pragma: no cover (child)
+            signal.alarm(20)                   # a hang ends the child, not the suite
+            child = lp.round(x, "e4m3")
+            os._exit(0 if np.array_equal(child, parent) else 3)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        lp.threads(before)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert_same(parent[:500], reference(x[:500], lp.FP8_E4M3, "rne"), x[:500])
+
+
+def test_threads_setting_and_its_errors(monkeypatch):
+    import lowprec.rounding as kernel
+    before = lp.threads()
+    assert lp.threads(2) == before and lp.threads() == 2
+    lp.threads(before)
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="threads"):
+            lp.threads(bad)
+    monkeypatch.setenv("LOWPREC_NUM_THREADS", "3")
+    assert kernel._default_threads() == 3
+    monkeypatch.setenv("LOWPREC_NUM_THREADS", "many")
+    with pytest.raises(ValueError, match="LOWPREC_NUM_THREADS"):
+        kernel._default_threads()
+    monkeypatch.delenv("LOWPREC_NUM_THREADS")
+    assert 1 <= kernel._default_threads() <= 4
 
 
 # -- against NumPy and ml_dtypes casts -------------------------------------------------
