@@ -527,11 +527,12 @@ except ValueError as exc:
 
 
 def threads(n=None):
-    """Get, or set, how many threads `round` may use on large inputs.
+    """Get, or set, how many threads `round` (and the elementwise arithmetic of
+    `lowprec.arith`) may use on large inputs.
 
     Inputs of at least ``PARALLEL_MIN`` elements per thread (2**20) are split into
     contiguous spans rounded on separate threads (NumPy releases the GIL inside
-    its loops); results are identical for any number of threads. The default is
+    its loops); results and flags are identical for any number of threads. The default is
     the number of usable cores, at most 4, or the environment variable
     ``LOWPREC_NUM_THREADS``. Mode ``"sr"`` always uses one thread.
 
