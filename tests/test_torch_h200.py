@@ -157,3 +157,31 @@ def test_cublas_has_no_e5m2_by_e5m2_kernel():
     # Recorded by the measurement: torch refuses E5M2 x E5M2, so there are no such rows.
     notes = json.loads((HERE / "torch-h200" / "torch_fp8.json").read_text())["notes"]
     assert any("Float8_e5m2 matrices is not supported" in n for n in notes)
+
+
+# -- TF32 from FP32 operands that are not TF32 values ----------------------------------
+
+@pytest.mark.parametrize("k, split", [(16, 4), (64, 32)])
+def test_fp32_operands_are_rounded_to_tf32_to_nearest_even(k, split):
+    # torch.matmul on FP32 with allow_tf32: cuBLAS converts each operand to TF32 by
+    # RNE, as lp.matmul does with plain operands; truncation would match nothing.
+    with np.load(HERE / "torch-h200" / "torch_tf32_inputs.npz") as d:
+        a, b = _decode(d[f"K{k}_a"]), _decode(d[f"K{k}_b"])
+        big, alone = d[f"K{k}_big"], d[f"K{k}_alone"]
+    assert not np.array_equal(lp.round(a, "tf32"), a)        # the operands are not TF32
+    assert np.array_equal(_bits(matmul(a, b, model="h100", in_fmt="tf32")), big)
+    rz = matmul(lp.round(a, "tf32", "rz"), lp.round(b, "tf32", "rz"), model="h100",
+                in_fmt="tf32")
+    assert np.count_nonzero(_bits(rz) == big) == 0
+    # The 64 x K x 64 product alone went through the split-K kernel (as above).
+    ra, rb = lp.round(a, "tf32"), lp.round(b, "tf32")
+    parts = [matmul(ra[:, i:i + split], rb[i:i + split], model="h100", in_fmt="tf32")
+             for i in range(0, k, split)]
+    acc = parts[0]
+    for part in parts[1:]:
+        acc = lp.add(acc, part, "fp32")
+    assert np.array_equal(_bits(acc), alone)
+    if k == 64:   # ties away from zero would differ here
+        rna = matmul(lp.round(a, "tf32", "rna"), lp.round(b, "tf32", "rna"), model="h100",
+                     in_fmt="tf32")
+        assert np.count_nonzero(_bits(rna) != big) > 0
