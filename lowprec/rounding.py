@@ -469,7 +469,8 @@ def in_spans(plan, n, counting, task):
     Each span gets its own copy of ``plan`` (its scratch buffer) and its own
     counts; the caller's thread does the first span. "sr" runs as one span."""
     n_spans = 1 if plan.mode == "sr" else max(1, min(_THREADS, n // PARALLEL_MIN))
-    step = max(CHUNK, -(-(-(-n // n_spans)) // CHUNK) * CHUNK)   # whole chunks
+    chunks = -(-n // CHUNK)                               # ceil(n / CHUNK)
+    step = max(1, -(-chunks // n_spans)) * CHUNK          # whole chunks per span
     spans = [(start, min(start + step, n)) for start in range(0, n, step)] or [(0, 0)]
     tallies = [dict.fromkeys(FLAG_NAMES, 0) if counting else None for _ in spans]
     futures = []
