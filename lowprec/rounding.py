@@ -18,6 +18,7 @@ from __future__ import annotations
 import concurrent.futures
 import copy
 import os
+import sys
 import threading
 import warnings
 
@@ -144,6 +145,8 @@ class _Plan:
                 raise ValueError(f"sr_bits must be an int in [1, 53], got {sr_bits!r}")
         self.sr_bits = sr_bits
         self.spare = None  # a work buffer, sized by the first chunk
+        # m <= 3: round by table lookup (built on first use) unless flags are counted.
+        self.by_table = (mode != "sr" and not self.identity and m <= 3)
         # Where the mode sends an overflow under IEEE 754 (unbounded exponent first).
         self.inf_for = {"rne": "both", "rna": "both", "sr": "both", "rz": "none",
                         "ro": "none", "ru": "pos", "rd": "neg"}[mode]
@@ -297,6 +300,47 @@ def _round_subnormal_range(plan, xs):
     return xs
 
 
+# -- formats of at most 3 mantissa bits (FP8, FP6, FP4): a table lookup -------------
+#
+# With m <= 3 every point of the format and every midpoint between two of them is a
+# multiple of 2**(e - 4) in the binade [2**e, 2**(e+1)), so it has zeros in all but
+# the top 16 bits of its float64 encoding (sign, exponent, 4 mantissa bits). Hence
+# the values x that share those top 16 bits, k, and are not k's own value (low 48
+# bits nonzero) lie strictly between two such points and all round alike in every
+# deterministic mode, overflow and options included; and x == k's value is a single
+# value. Two tables of 2**16 results, made by this kernel itself, round everything.
+
+_TABLES = {}
+_TOP16 = slice(3, None, 4) if sys.byteorder == "little" else slice(0, None, 4)
+_LOW48 = np.uint64((1 << 48) - 1)
+
+
+def _table_for(plan):
+    """(results for nonzero low bits, results for zero low bits) of ``plan``."""
+    key = (plan.fmt, plan.mode, plan.subnormals, plan.saturate)
+    table = _TABLES.get(key)
+    if table is None:
+        keys = np.arange(1 << 16, dtype=np.uint64) << np.uint64(48)
+        x = np.concatenate([keys | np.uint64(1), keys]).view(np.float64)
+        table = np.empty_like(x)
+        counts = dict.fromkeys(FLAG_NAMES, 0)   # counting: the arithmetic path, not this
+        with np.errstate(all="ignore"):
+            _round_into(plan, x, table, np.empty(x.size, np.uint64), np.empty_like(x), counts)
+        table = _TABLES[key] = (table[: 1 << 16], table[1 << 16:])
+    return table
+
+
+def _round_by_table(plan, x, out, ubuf):
+    """Round the chunk ``x`` by table lookup on the top 16 bits of each encoding."""
+    nonzero_low, zero_low = _table_for(plan)
+    top16 = x.view(np.uint16)[_TOP16]
+    np.take(nonzero_low, top16, out=out, mode="clip")   # indices < 2**16 always
+    low = np.bitwise_and(x.view(np.uint64), _LOW48, out=ubuf)
+    if low.min() == 0:                                  # values on the 16-bit grid
+        on_grid = np.flatnonzero(low == 0)
+        out[on_grid] = zero_low[top16[on_grid]]
+
+
 def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None):
     """Round the float64 chunk ``x`` into ``out`` with an unbounded top exponent.
 
@@ -436,6 +480,9 @@ def _classify(plan, x, out, masks, counts):
 def _round_into(plan, x, out, ubuf, fbuf, counts=None):
     """The per-chunk step every caller shares: round ``x`` into ``out``, apply the
     overflow rules, and add the flag counts to ``counts`` (None: nobody listens)."""
+    if counts is None and plan.by_table:
+        _round_by_table(plan, x, out, ubuf)
+        return
     top = _round_chunk(plan, x, out, ubuf, fbuf)
     masks = _overflow(plan, x, out) if top >= plan.safe_top else None
     if counts is not None:
