@@ -304,12 +304,26 @@ B200_MMA = _tc(
     ({_KM}). Reproduces every row of b200_e4m3 and b200_e5m2 (FP32 and FP16 output).
     """, **_MMA_SPLIT)
 
-EXACT = _Accumulating(None, "exact", "Each output is the exact dot product plus c, "
-                      "rounded once (to nearest even) to out_fmt.")
+EXACT = _Accumulating(None, "exact", """Each output is the exact dot product plus c,
+    rounded once (to nearest even) to out_fmt.
+
+    Zeros are signed as IEEE 754 §6.3 signs the sum c + p_1 + ... + p_K taken one
+    addition at a time in exact arithmetic (whatever the order): a nonzero sum that
+    rounds to zero gives the zero of its own sign; a sum that is exactly zero is -0
+    when every term is -0 (c, and each product, a zero product taking the exclusive
+    or of its factors' signs: -0 + -0 = -0), and +0 otherwise (x + (-x) = +0 to
+    nearest). Without c, c is +0, as in NumPy's matmul and BLAS: only an explicit
+    c = -0 lets a sum of -0 products be -0. With K = 0 the result is c (+0 without
+    it, NumPy's empty sum). An output format without -0 (fnuz) gives +0.
+    """)
 SEQ_FP32 = _Accumulating(FP32, "fp32", "Exact products added left to right to c, every "
-                         "addition rounded to nearest even in FP32 (a CPU's float32 loop).")
+                         "addition rounded to nearest even in FP32 (a CPU's float32 loop). "
+                         "Zeros are signed by IEEE 754's rule for each addition; without c "
+                         "the loop starts from +0 (0.0f); with K = 0 the result is c.")
 SEQ_FP16 = _Accumulating(FP16, "fp16", "Exact products added left to right to c, every "
-                         "addition rounded to nearest even in FP16.")
+                         "addition rounded to nearest even in FP16. Zeros are signed by "
+                         "IEEE 754's rule for each addition; without c the loop starts "
+                         "from +0; with K = 0 the result is c.")
 
 #: Every named model, by the name `matmul` accepts.
 MODELS = {m.name: m for m in (EXACT, SEQ_FP32, SEQ_FP16, V100, T4, A100, ADA, H100,
@@ -368,7 +382,10 @@ def matmul(a, b, *, model="fp32", c=None, in_fmt=None, out_fmt=None):
         ``"t4"``, ``"a100"``, ``"ada"``, ``"h100"``, ``"h100-mma"``, ``"b200"``,
         ``"b200-mma"``; see `MODELS`) or a custom `TensorCoreModel`.
     c : array_like, optional
-        Addend, broadcast to the result's shape and rounded (RNE) to ``out_fmt``.
+        Addend, broadcast to the result's shape and rounded (RNE) to ``out_fmt``;
+        +0 when absent. ``"exact"``, ``"fp32"`` and ``"fp16"`` sign zero results as
+        IEEE 754 additions do (see their docs); in Tensor Core models a zero block
+        sum is +0 (TENSORCORE.md §2).
     in_fmt : Format or str, optional
         The operands' format. Required unless both operands are Tensors of one
         format; plain arrays are rounded into it (RNE, recorded in `lp.flags()`).
@@ -818,7 +835,7 @@ class _Sequential:
         return 64
 
     def empty(self, c):
-        return self._finish(self._cast(c + 0.0))
+        return self._finish(self._cast(np.array(c, dtype=np.float64)))   # no additions: c
 
     def _cast(self, s):
         if self.acc == FP32:
@@ -909,7 +926,12 @@ def _exact_round(terms, out):
     for dgt, q in zip(digits, reversed(quanta[1:])):
         x = _ro_add(dgt * q, x)
     x = _ro_add(head * quanta[0], x)
-    return sign * _quiet(_round, x, out) + 0.0
+    # x is |X| rounded to odd, zero only when X is. A zero X is +0 (x + (-x) to
+    # nearest; rows of zeros only are summed exactly and never come here); a nonzero
+    # X that rounds to zero keeps its sign.
+    d = np.copysign(_quiet(_round, x, out), sign)
+    d[x == 0] = 0.0
+    return d
 
 
 def _blas(a, b):
@@ -937,7 +959,7 @@ class _Exact:
         return 128
 
     def empty(self, c):
-        return _quiet(_round, c, self.out) + 0.0
+        return _quiet(_round, np.array(c, dtype=np.float64), self.out)   # no products: c
 
     def __call__(self, a, b, c):
         K = a.shape[-1]
@@ -956,6 +978,7 @@ class _Exact:
         # errs by at most (K + 1) u (|c| + sum|p|) / (1 - (K + 1) u); the bound and
         # y +- bound are rounded too: four times the rigorous bound covers all of it.
         bound += np.abs(c)
+        zeros_only = bound == 0          # sums of nonnegative values: every term is zero
         # Every product is a multiple of q = (row's smallest quantum) * (column's), c of
         # its own quantum: while sum|p| + |c| < 2**53 q every partial sum is exact.
         q = np.minimum(_quanta(a, self.fmt).min(axis=-1)[..., :, None]
@@ -966,16 +989,52 @@ class _Exact:
         bound[exact] = 0.0
         lo = _quiet(_round, y - bound, self.out)
         d = _quiet(_round, y + bound, self.out)
-        unsure = lo != d
+        # -0 and +0 compare equal: bounds on both sides of zero that both round to
+        # zero leave the sign unsure. Exactly computed outputs are sure.
+        unsure = (lo != d) | (np.signbit(lo) != np.signbit(d))
+        unsure &= ~exact
         if unsure.any():
             d[unsure] = _gathered(self._exact_sum, np.nonzero(unsure), a, b, c)
+        # An exactly computed y of 0 is an exact zero sum; its sign is the model's
+        # rule, not BLAS's order of additions: +0, or -0 where every term is -0.
+        zero = exact & (y == 0)
+        if zero.any():
+            d[zero] = 0.0
+            d[_negative_zero_sums(a, b, zero & zeros_only & np.signbit(c))] = -0.0
         if special is not None and special.any():
             d[special] = _gathered(_ieee_sum, np.nonzero(special), a0, b0, c0)
-        return d + 0.0
+        if not self.out.has_negative_zero:
+            d += 0.0            # fnuz: a zero result is +0
+        return d
 
     def _exact_sum(self, rows, cols, c):
         # Products of two significands of at most 26 bits are exact in float64.
         return _exact_round(np.concatenate([rows * cols, c[:, None]], axis=1), self.out)
+
+
+def _negative_zero_sums(a, b, where):
+    """The outputs among ``where`` (outputs whose products are all zero) whose every
+    product a_k * b_k is -0. Works on the rows and columns that hold such outputs."""
+    if not where.any():
+        return where
+    rows = np.flatnonzero(where.any(axis=(0, 2)))
+    cols = np.flatnonzero(where.any(axis=(0, 1)))
+    K = a.shape[-1]
+
+    def unit(x):                  # +1 where the sign bit is clear, -1 where it is set
+        u = np.signbit(x).astype(np.float64)
+        u *= -2.0
+        u += 1.0
+        return u
+
+    # A zero product is -0 when exactly one factor's sign bit is set: with signs as
+    # ±1, the K products are all -0 when their sum is -K (integers below 2**53: exact).
+    total = np.zeros((where.shape[0], rows.size, cols.size))
+    for span in _k_spans(K, 1, where.shape[0] * (rows.size + cols.size), 8):
+        total += _blas(unit(a[:, rows, span]), unit(b[:, span][..., cols]))
+    out = np.zeros(where.shape, dtype=bool)
+    out[:, rows[:, None], cols] = total == -K
+    return out & where
 
 
 def _quanta(x, fmt):

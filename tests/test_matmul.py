@@ -4,7 +4,8 @@
   every row of every file, bit for bit, by the model TENSORCORE.md §6 names.
 * The vectors of TENSORCORE.md §5 (V100's non-monotonic sum).
 * `exact`, `fp32` and `fp16` against loops on `Fraction`s, each addition rounded by
-  the test's own Fraction rounding (itself checked against NumPy's casts).
+  the test's own Fraction rounding (itself checked against NumPy's casts), zeros
+  signed by IEEE 754's rules written out here; NumPy float32 loops where they are exact.
 * The block-FMA models against a slow scalar reference of TENSORCORE.md §2 and §4
   written here on Python integers and Fractions, sharing no code with lowprec.matmul.
 * Shapes against np.matmul on integer data (exact in float64), and NumPy's errors.
@@ -206,32 +207,73 @@ def operands(draw, fmt, max_k=24, finite=True, max_mn=3):
     return a, b, c
 
 
-def _sequential_oracle(a, b, c, grid):
-    m, n = c.shape
+# Signed exact values: (Fraction, sign bit). The sign bit matters only for zeros; the
+# rules are IEEE 754 §6.3, written out here.
+
+def _signed(x):
+    return Fraction(x), math.copysign(1.0, x) < 0
+
+
+def _product(x, y):
+    """The exact product; a zero product's sign is the exclusive or of the factors'."""
+    return Fraction(x) * Fraction(y), (math.copysign(1.0, x) < 0) != (math.copysign(1.0, y) < 0)
+
+
+def _exact_add(s, t):
+    """s + t in exact arithmetic, signed as IEEE 754 §6.3 signs a sum: a nonzero sum
+    has its own sign; two zeros of one sign keep it (-0 + -0 = -0); any other exact
+    zero is +0 under rounding to nearest (x + (-x) = +0, +0 + -0 = +0)."""
+    (q, q_neg), (r, r_neg) = s, t
+    v = q + r
+    if v != 0:
+        return v, v < 0
+    if q == 0 and r == 0 and q_neg == r_neg:
+        return v, q_neg
+    return v, False
+
+
+def _round_signed(s, grid):
+    """RN of a signed exact value; a zero result is signed like the exact value
+    (§6.3: 'the zero is signed like the exact result')."""
+    q, neg = s
+    return math.copysign(round_fraction(q, **grid), -1.0 if neg else 1.0)
+
+
+def _sequential_oracle(a, b, c, grid, final=None):
+    """acc = RN(acc + p_k) from acc = c (c = None: +0, a loop from 0.0), zeros
+    signed step by step; ``final``: one more rounding of the result."""
+    m, n = a.shape[0], b.shape[1]
     out = np.empty((m, n))
     for i in range(m):
         for j in range(n):
-            acc = round_fraction(Fraction(c[i, j]), **grid)
+            acc = 0.0 if c is None else _round_signed(_signed(c[i, j]), grid)
             for k in range(a.shape[1]):
-                acc = round_fraction(Fraction(acc) + Fraction(a[i, k]) * Fraction(b[k, j]),
-                                     **grid)
+                acc = _round_signed(_exact_add(_signed(acc), _product(a[i, k], b[k, j])),
+                                    grid)
                 if math.isinf(acc):
                     break   # past the range: finite products leave it infinite
-            out[i, j] = acc
+            out[i, j] = acc if final is None else _round_signed(_signed(acc), final)
     return out
 
 
 def _exact_oracle(a, b, c, grid):
-    m, n = c.shape
-    return np.array([[round_fraction(Fraction(c[i, j]) + sum(
-        Fraction(a[i, k]) * Fraction(b[k, j]) for k in range(a.shape[1])), **grid)
-        for j in range(n)] for i in range(m)])
+    """The same additions in exact arithmetic (signed zeros by the same rules), then
+    one rounding."""
+    m, n = a.shape[0], b.shape[1]
+    out = np.empty((m, n))
+    for i in range(m):
+        for j in range(n):
+            acc = _signed(0.0 if c is None else _round_signed(_signed(c[i, j]), grid))
+            for k in range(a.shape[1]):
+                acc = _exact_add(acc, _product(a[i, k], b[k, j]))
+            out[i, j] = _round_signed(acc, grid)
+    return out
 
 
 def _same(got, expected):
     # Finite operands: once an accumulator overflows it stays ±inf, so every value,
-    # infinities included, must match.
-    assert np.array_equal(got, expected)
+    # infinities and the signs of zeros included, must match.
+    assert np.array_equal(np.asarray(got).view(np.uint64), np.asarray(expected).view(np.uint64))
 
 
 @settings(max_examples=60)
@@ -249,7 +291,7 @@ def test_fp32_model_is_a_float32_loop_of_exact_products(case):
     lambda f: st.tuples(st.just(f), operands(f))))
 def test_fp16_model_is_an_fp16_loop_of_exact_products(case):
     fmt, (a, b, c) = case
-    c = np.vectorize(lambda v: round_fraction(Fraction(v), **FP16_GRID))(c)
+    c = np.vectorize(lambda v: _round_signed(_signed(v), FP16_GRID))(c)
     c[~np.isfinite(c)] = 0.0
     got = matmul(a, b, model="fp16", c=c, in_fmt=fmt)
     assert got.dtype == np.float64
@@ -263,11 +305,10 @@ def test_fp16_model_is_an_fp16_loop_of_exact_products(case):
 def test_exact_model_is_the_fraction_dot_product_rounded_once(case, out):
     fmt, (a, b, c) = case
     grid = FP32_GRID if out == "fp32" else FP16_GRID
-    c = np.vectorize(lambda v: round_fraction(Fraction(v), **grid))(c)
+    c = np.vectorize(lambda v: _round_signed(_signed(v), grid))(c)
     c[~np.isfinite(c)] = 0.0
     got = matmul(a, b, model="exact", c=c, in_fmt=fmt, out_fmt=out)
-    expected = _exact_oracle(a, b, c, grid)
-    assert np.array_equal(got, expected, equal_nan=False)
+    _same(got, _exact_oracle(a, b, c, grid))
 
 
 def test_exact_model_survives_cancellation_beyond_float64():
@@ -276,6 +317,148 @@ def test_exact_model_survives_cancellation_beyond_float64():
     b = np.array([[2.0**15], [2.0**-24], [2.0**15]])
     assert matmul(a, b, model="exact", in_fmt="fp16")[0, 0] == 2.0**-48
     assert matmul(a, b, model="exact", in_fmt="fp16", out_fmt="fp16")[0, 0] == 0.0
+
+
+# -- signed zeros of the exact and sequential models -----------------------------------
+
+# Zeros of both signs, the smallest subnormal (whose products underflow FP32, or FP16
+# for FP16 inputs), and values that cancel: zero results of every kind.
+ZERO_POOLS = {
+    "fp32": [0.0, 2.0**-149, 2.0**-76, 2.0**-106, 1.0, 3.0],
+    "bf16": [0.0, 2.0**-133, 2.0**-70, 1.0, 3.0],
+    "fp16": [0.0, 2.0**-24, 2.0**-12, 1.0, 3.0],
+}
+RUNS = [("exact", "fp32", FP32_GRID, None), ("exact", "fp16", FP16_GRID, None),
+        ("fp32", "fp32", FP32_GRID, None), ("fp32", "fp16", FP32_GRID, FP16_GRID),
+        ("fp16", "fp16", FP16_GRID, None)]
+
+
+@st.composite
+def signed_zero_operands(draw):
+    fmt = draw(st.sampled_from(sorted(ZERO_POOLS)))
+    pool = st.sampled_from([s * v for v in ZERO_POOLS[fmt] for s in (1.0, -1.0)])
+    m, k, n = draw(st.integers(1, 3)), draw(st.integers(1, 6)), draw(st.integers(1, 3))
+    a = np.array(draw(st.lists(pool, min_size=m * k, max_size=m * k))).reshape(m, k)
+    b = np.array(draw(st.lists(pool, min_size=k * n, max_size=k * n))).reshape(k, n)
+    c = draw(st.none() | st.lists(pool, min_size=m * n, max_size=m * n).map(
+        lambda v: np.array(v).reshape(m, n)))
+    return fmt, a, b, c
+
+
+@settings(max_examples=150)
+@given(signed_zero_operands(), st.sampled_from(RUNS))
+def test_zero_signs_follow_ieee_additions(case, run):
+    fmt, a, b, c = case
+    model, out, grid, final = run
+    got = matmul(a, b, model=model, c=c, in_fmt=fmt, out_fmt=out)
+    if model == "exact":
+        _same(got, _exact_oracle(a, b, c, grid))
+    else:
+        _same(got, _sequential_oracle(a, b, c, grid, final))
+
+
+@pytest.mark.parametrize("fmt, out, x", [("fp32", "fp32", 2.0**-100),
+                                         ("bf16", "fp32", 2.0**-100),
+                                         ("fp16", "fp16", 2.0**-24),
+                                         ("fp32", "bf16", 2.0**-100),
+                                         ("fp32", "e4m3", 2.0**-20)])
+@pytest.mark.parametrize("model", ["exact", "fp32", "fp16"])
+def test_a_negative_result_that_rounds_to_zero_is_minus_zero(model, fmt, out, x):
+    # x * -x is far below half the smallest subnormal of out: IEEE gives -0.
+    a, b = np.array([[x, 1.0, -1.0]]), np.array([[-x], [3.0], [3.0]])
+    grid = dict(p=lp.format(out).p, emin=lp.format(out).emin, emax=lp.format(out).emax)
+    acc = {"exact": None, "fp32": FP32_GRID, "fp16": FP16_GRID}[model]
+    for aa, bb in ((a[:, :1], b[:1]), (a, b), (a[:, ::-1], b[::-1])):
+        got = matmul(aa, bb, model=model, in_fmt=fmt, out_fmt=out)
+        if acc is None:
+            want = _exact_oracle(aa, bb, None, grid)
+        else:
+            want = _sequential_oracle(aa, bb, None, acc, grid if acc != grid else None)
+        if aa.shape[1] == 1:
+            assert np.signbit(want[0, 0])   # the oracle's -0, before any cancellation
+        _same(got, want)
+
+
+def test_exact_model_sign_where_float64_bounds_straddle_zero():
+    # 2**-152 - 2**-212 - 2**-152: float64 loses the middle term, and its error bound,
+    # below 2**-150, rounds to -0 on one side and +0 on the other.
+    a = np.array([[2.0**-76, 2.0**-106, -(2.0**-76)]])
+    b = np.array([[2.0**-76], [-(2.0**-106)], [2.0**-76]])
+    for perm in ([0, 1, 2], [1, 0, 2], [0, 2, 1]):
+        got = matmul(a[:, perm], b[perm], model="exact", in_fmt="fp32")
+        _same(got, _exact_oracle(a[:, perm], b[perm], None, FP32_GRID))
+        assert np.signbit(got[0, 0])
+
+
+@pytest.mark.parametrize("model", ["exact", "fp32", "fp16"])
+def test_exact_zero_sums_and_sums_of_negative_zeros(model):
+    # Rows: -0 products only; -0 and +0 products; 1 and -1 (exact cancellation);
+    # a zero row of A (products -0 with the negative column, +0 with the other).
+    a = np.array([[-0.0, 0.0, -0.0], [-0.0, 0.0, 0.0], [1.0, -1.0, 0.0], [0.0, 0.0, 0.0]])
+    b = np.array([[1.0, -2.0], [-1.0, 2.0], [2.0, -1.0]])
+    for c in (None, np.full((4, 2), -0.0), np.zeros((4, 2)),
+              np.array([[-0.0, 0.0]] * 4)):
+        got = matmul(a, b, model=model, c=c, in_fmt="fp16")
+        grid = FP16_GRID if model == "fp16" else FP32_GRID
+        want = (_exact_oracle(a, b, c, grid) if model == "exact"
+                else _sequential_oracle(a, b, c, grid))
+        _same(got, want)
+        # NumPy's float32 loop is exact on these small integers: the same signs.
+        acc = np.zeros((4, 2), np.float32) if c is None else c.astype(np.float32)
+        for k in range(3):
+            acc = acc + a[:, k, None].astype(np.float32) * b[None, k, :].astype(np.float32)
+        _same(got, acc.astype(np.float64))
+    assert np.signbit(matmul(a, b, model=model, c=np.full((4, 2), -0.0), in_fmt="fp16")[0])\
+        .tolist() == [True, False]
+
+
+def test_exact_model_zero_signs_do_not_come_from_blas(monkeypatch):
+    # -((-A) @ B) is A @ B with every exact zero sum turned into -0: the signs of
+    # zeros must come from the model's rule, not from how BLAS orders its additions.
+    mm = sys.modules["lowprec.matmul"]
+    monkeypatch.setattr(mm, "_blas", lambda a, b: -np.matmul(-a, b))
+    a = np.array([[1.0, -1.0, 0.0], [0.0, -0.0, 0.0], [2.0, 0.5, -0.0]])
+    b = np.array([[3.0, -0.0], [3.0, 0.0], [-0.0, 1.0]])
+    for c in (None, np.zeros((3, 2)), np.full((3, 2), -0.0)):
+        got = matmul(a, b, model="exact", c=c, in_fmt="fp16")
+        _same(got, _exact_oracle(a, b, c, FP32_GRID))
+
+
+@pytest.mark.parametrize("model", ["exact", "fp32", "fp16"])
+def test_negative_zero_sums_in_stacks_and_chunks(model, monkeypatch):
+    # Stacks of matrices with zero rows and columns of both signs, in small chunks.
+    mm = sys.modules["lowprec.matmul"]
+    rng = np.random.default_rng(7)
+    a = rng.integers(-2, 3, (3, 6, 5)) * rng.choice([1.0, -1.0], (3, 6, 5))
+    b = rng.integers(-2, 3, (5, 4)) * rng.choice([1.0, -1.0], (5, 4))
+    a[:, 1] = -0.0
+    a[1, 2] = 0.0
+    b[:, 3] = np.copysign(0.0, rng.choice([1.0, -1.0], 5))
+    c = np.copysign(0.0, rng.choice([1.0, -1.0], (6, 4)))
+    c[0] = -0.0
+    grid = FP16_GRID if model == "fp16" else FP32_GRID
+    for bound in (mm.MEMORY_BOUND, 3000):
+        monkeypatch.setattr(mm, "MEMORY_BOUND", bound)
+        got = matmul(a, b, model=model, c=c, in_fmt="fp16")
+        for i in range(3):
+            oracle = _exact_oracle if model == "exact" else _sequential_oracle
+            _same(got[i], oracle(a[i], b, c, grid))
+
+
+@pytest.mark.parametrize("model", ["exact", "fp32", "fp16"])
+def test_no_products_give_c(model):
+    c = np.array([[-0.0, 0.0, -2.0]])
+    got = matmul(np.zeros((1, 0)), np.zeros((0, 3)), model=model, c=c, in_fmt="fp16")
+    _same(got, c)
+    _same(matmul(np.zeros((1, 0)), np.zeros((0, 3)), model=model, in_fmt="fp16"),
+          np.matmul(np.zeros((1, 0)), np.zeros((0, 3))))   # NumPy's empty sum: +0
+
+
+def test_exact_model_into_a_format_without_negative_zero():
+    # fnuz formats have no -0 (DESIGN.md): the tiny negative result is +0 there.
+    got = matmul([[2.0**-100]], [[-(2.0**-100)]], model="exact", in_fmt="fp32",
+                 out_fmt="e4m3fnuz")
+    assert got[0, 0] == 0 and not np.signbit(got[0, 0])
 
 
 def test_fp32_model_matches_numpy_float32_on_a_larger_product():
