@@ -197,6 +197,20 @@ def test_threads_work_in_a_forked_child(monkeypatch):
     assert_same(parent[:500], reference(x[:500], lp.FP8_E4M3, "rne"), x[:500])
 
 
+@pytest.mark.parametrize("fmt", [lp.FP8_E4M3, lp.FP8_E5M2FNUZ, lp.FP4_E2M1], ids=lambda f: f.name)
+@pytest.mark.parametrize("mode", ["rne", "rna", "rz", "ru", "rd", "ro"])
+def test_formats_of_three_mantissa_bits_or_fewer_across_the_16_bit_grid(fmt, mode):
+    # FP8/FP6/FP4 round by a table on the top 16 bits of the float64 encoding: values
+    # with equal top bits and different low bits, and the grid points themselves.
+    rng = np.random.default_rng(3)
+    top = rng.integers(0x3C00, 0x4200, 1500, dtype=np.uint64) ^ rng.choice(
+        [0, 0x8000], 1500).astype(np.uint64)                 # |x| near 2**-15 ... 2**10
+    low = np.where(rng.random(1500) < 0.3, 0, rng.integers(1, 1 << 48, 1500, dtype=np.uint64))
+    x = ((top << np.uint64(48)) | low.astype(np.uint64)).view(np.float64)
+    x = np.concatenate([x, np.nextafter(x, 0), [5e-324, -5e-324, 0.0, -0.0, np.nan]])
+    assert_same(lp.round(x, fmt, mode), reference(x, fmt, mode), x)
+
+
 def test_threads_setting_and_its_errors(monkeypatch):
     import lowprec.rounding as kernel
     before = lp.threads()
