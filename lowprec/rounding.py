@@ -7,8 +7,11 @@ scaling path multiplies each element by a power of two so that the format's
 quantum becomes 1, rounds to an integer with a NumPy ufunc (``rint``, ``trunc``,
 ``floor``, ``ceil``) and scales back; the encoding path (rz, rna, ro, sr, for
 elements in the normal range) works on the float64 bit pattern with integer
-adds and masks. Either way each element is rounded once, in cache-sized chunks
-so that extra memory stays bounded. This module never reads a global default
+adds and masks (rne adds and subtracts a magic constant instead). Formats of at
+most 3 mantissa bits (FP8, FP6, FP4) then round, in every deterministic mode, by
+looking up the top 16 bits of each encoding in a table those methods computed.
+Either way each element is rounded once, in cache-sized chunks so that extra
+memory stays bounded. This module never reads a global default
 that could change a result (modes and rngs are explicit arguments; the one
 setting, `threads`, changes only the speed) and never modifies its input.
 """
