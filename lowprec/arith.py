@@ -18,8 +18,8 @@ import numpy as np
 
 from .flags import FLAG_NAMES, recording
 from .formats import format as _format
-from .rounding import (CHUNK, _check_mode, _finish, _odd, _Plan, _round_into, _two_sum,
-                       as_real_array, in_spans)
+from .rounding import (CHUNK, _check_mode, _draw, _finish, _odd, _Plan, _round_into,
+                       _two_sum, as_real_array, in_spans)
 
 __all__ = ["add", "sub", "mul", "div", "sqrt", "fma", "sum", "dot", "ORDERS"]
 
@@ -37,6 +37,7 @@ _SPLIT_MASK = _U(0xFFFF_FFFF_F800_0000)      # clears the low 27 of 52 fraction 
 _MAX64 = np.finfo(np.float64).max
 _CHUNK = CHUNK       # elements per chunk, as the rounding kernel uses
 _TINY64 = 2.0 ** -1022
+_HALF_TINY64 = 2.0 ** -1023
 
 
 # -- error-free transformations (float64, elementwise) --------------------------
@@ -119,7 +120,8 @@ def _scale_back(x1, E):
 
 def _fp64_slow(plan, h, l_, E, ref, counts):
     """FP64 (p = 53) results of normalised elements: ``v = (h + l) * 2**E`` exactly,
-    or ``l`` only sign-correct when ``h + l`` is not a midpoint; ``ref == RN(v)``."""
+    or, where ``h + l`` is not a midpoint, ``l`` of exact sign and (under sr) of
+    the size of the error to within a rounding; ``ref == RN(v)``."""
     out = np.array(ref, dtype=np.float64)
     mode = plan.mode
     inf = np.isinf(ref)
@@ -146,19 +148,66 @@ def _fp64_slow(plan, h, l_, E, ref, counts):
     elif mode == "ro":
         take = (d != 0) & ((rf.view(_U) & _U(1)) == 0)
     elif mode == "rna":
-        # A midpoint has few bits, so it equals h exactly and l is 0.
-        tie = (d != 0) & (lf == 0) & (2 * (hf - back) == n2 - back)
-        take = tie & (np.abs(n) > np.abs(rf))
+        take = _midpoint(hf, lf, back, n2) & (np.abs(n) > np.abs(rf))
     else:
         frac = np.abs(d) / np.abs(n2 - back)
-        take = (d != 0) & (plan.rng.random(d.shape) < frac)
+        take = _draw(plan, np.empty(d.shape)) < frac      # never when d == 0
     res = np.where(take, n, rf)
-    out[fin] = res
-    inexact = d != 0
+    final = res if plan.subnormals else _fp64_flush(plan, rf, d, Ef, res, counts)
+    out[fin] = final
+    inexact = (d != 0) | (final != rf)
     counts["inexact"] += int(np.count_nonzero(inexact)) + int(np.count_nonzero(inf))
     counts["overflow"] += int(np.count_nonzero(inf)) + int(np.count_nonzero(
-        inexact & np.isinf(res)))
+        inexact & np.isinf(final)))
     counts["underflow"] += int(np.count_nonzero(inexact & (np.abs(res) < _TINY64)))
+    return out
+
+
+def _midpoint(h, l_, back, n2):
+    """Whether ``h + l`` is exactly halfway between ``back`` and ``n2`` (all scaled
+    by 2**-E, ``back`` the nearest). Needs ``l`` exact where it is nonzero (mul, fma)."""
+    # A midpoint of float64's subnormal range has at most 53 bits: it is h, and l == 0.
+    # One of the normal range has 54 bits: h = RN(it) == back, and l is half the gap.
+    half = np.where(l_ == 0, h - back, np.where(h == back, l_, 0.0))
+    return 2 * half == n2 - back
+
+
+def _fp64_flush(plan, rf, d, E, res, counts):
+    """``res`` with the elements ``|v| < 2**-1022`` rounded once, from ``v`` itself, to
+    FP64 without subnormals: ±0 or ±2**-1022 by the mode's rule (``rf == RN(v)``, ``d``
+    with the sign of ``(v - rf) * 2**-E``). Counts the flushed ones."""
+    ar = np.abs(rf)
+    away = (d != 0) & (np.signbit(d) == np.signbit(rf))        # |v| > |rf|
+    small = (ar < _TINY64) | ((ar == _TINY64) & (d != 0) & ~away)
+    small &= (rf != 0) | (d != 0)                               # an exact 0 stays
+    if not small.any():
+        return res
+    # Flushed: what rounding with subnormals gives is one (sr: RN, as `round` counts).
+    sub = (rf if plan.mode == "sr" else res)[small]
+    counts["flushed"] += int(np.count_nonzero((sub != 0) & (np.abs(sub) < _TINY64)))
+    r, dr, ar_, aw = rf[small], d[small], ar[small], away[small]
+    # |v| against 2**-1023: RN(v) is on v's side of that float64, or is it (then d decides).
+    above = (ar_ > _HALF_TINY64) | ((ar_ == _HALF_TINY64) & aw)
+    mode = plan.mode
+    if mode == "rne":
+        up = above
+    elif mode == "rna":
+        up = above | ((ar_ == _HALF_TINY64) & (dr == 0))
+    elif mode == "rz":
+        up = np.zeros(r.shape, bool)
+    elif mode == "ru":
+        up = ~np.signbit(r)
+    elif mode == "rd":
+        up = np.signbit(r)
+    elif mode == "ro":
+        up = np.ones(r.shape, bool)      # v is inexact; 2**-1022 is odd (1 * 2**-1022)
+    else:
+        # |v| * 2**1022: the correction is below 2**-53, and a lost (underflowed) one
+        # is below the draw's resolution.
+        frac = np.abs(np.ldexp(r, 1022) + np.ldexp(dr, E[small] + 1022))
+        up = _draw(plan, np.empty(r.shape)) < frac
+    out = res.copy()
+    out[small] = np.copysign(np.where(up, _TINY64, 0.0), r)
     return out
 
 
@@ -282,19 +331,43 @@ def _add_special(plan, a, b, s, t, counts):
     # Finite terms whose float64 sum overflowed: |a + b| >= 2**1024 - 2**970.
     ov = fin & np.isinf(si)
     if ov.any():
-        si[ov], ti[ov] = _overflow_stand_in(plan, si[ov])
+        if plan.fmt.p <= 51:
+            # max64 > max + ulp/2 of every format of <= 51 bits: it overflows the same way.
+            si[ov] = np.copysign(_MAX64, si[ov])
+        else:
+            si[ov] = _fp64_sum_overflow(plan, ai[ov], bi[ov], counts)
     s[idx], t[idx] = si, ti
 
 
-def _overflow_stand_in(plan, inf):
-    """(hi, lo) rounding like an exact value at or beyond 2**1024 - 2**970 (sign of inf)."""
-    if plan.fmt.p <= 51:
-        # max64 > max + ulp/2 of every format of <= 51 bits: it overflows the same way.
-        return np.copysign(_MAX64, inf), np.zeros_like(inf)
-    if plan.mode in ("rne", "rna", "sr"):
-        return inf, np.zeros_like(inf)
-    # FP64's directed modes need only the direction beyond max64.
-    return np.copysign(_MAX64, inf), np.copysign(2.0 ** 969, inf)
+def _fp64_sum_overflow(plan, a, b, counts):
+    """FP64 results of finite ``a + b`` at or beyond max + ulp/2, with their flags:
+    overflow where the mode's rounding with an unbounded exponent exceeds max (as
+    the rounding kernel counts other formats' overflows), always inexact."""
+    # Neither term reaches max + ulp/2 alone, so |a|, |b| >= 2**970: halving is exact,
+    # and so is TwoSum of the halves: hs + ht == (a + b) / 2.
+    hs, ht = _two_sum(0.5 * a, 0.5 * b)
+    neg = np.signbit(hs)
+    # (|a + b| - max) / 2 == x + y: x is exact (Sterbenz) and a multiple of 2**970, and
+    # |y| <= 2**969 where x == 0: |a + b| >= 2**1024 (x + y >= 2**970) exactly when
+    # x > 2**970, or x == 2**970 and y >= 0.
+    x = np.abs(hs) - 0.5 * _MAX64
+    y = np.where(neg, -ht, ht)
+    beyond = (x > 2.0 ** 970) | ((x == 2.0 ** 970) & (y >= 0))
+    mode = plan.mode
+    if mode in ("rne", "rna"):
+        up = np.ones(hs.shape, bool)
+    elif mode == "ru":
+        up = ~neg
+    elif mode == "rd":
+        up = neg
+    elif mode in ("rz", "ro"):
+        up = np.zeros(hs.shape, bool)
+    else:
+        # Up (to 2**1024, so inf) with probability (|a + b| - max) / 2**971, or 1 beyond.
+        up = _draw(plan, np.empty(hs.shape)) < (x + y) * 2.0 ** -970
+    counts["overflow"] += int(np.count_nonzero(up | beyond))
+    counts["inexact"] += hs.size
+    return np.copysign(np.where(up, np.inf, _MAX64), hs)
 
 
 _LOW27 = _U((1 << 27) - 1)
@@ -345,7 +418,7 @@ def _div_error(plan, a, b, q, w, counts):
         bad = _out_of_range(a) | _out_of_range(b) | _out_of_range(q)
         good, idx = np.flatnonzero(~bad), np.flatnonzero(bad)
         lo = w.l
-        lo[good] = _div_lo(a[good], b[good], q[good])
+        lo[good] = _div_lo(plan, a[good], b[good], q[good])
         q[idx], lo[idx] = _div_slow(plan, a[idx], b[idx], q[idx], counts)
         return lo
     pq, e = w.t5, w.t6
@@ -353,15 +426,26 @@ def _div_error(plan, a, b, q, w, counts):
     _two_prod_err(q, b, pq, e, w.t1, w.t2, w.t3, w.t4)
     r = np.subtract(a, pq, out=w.t1)            # Sterbenz: fl(q*b) is within 2x of a
     np.subtract(r, e, out=r)                    # r == a - q*b exactly (q = RN(a/b))
-    lo = np.divide(r, b, out=w.l)               # sign of a/b - q; |lo| <= ulp(q)/2
-    lo *= 0.5                                   # < ulp(q)/4: never mistaken for a tie
+    lo = np.divide(r, b, out=w.l)               # RN(a/b - q); |lo| <= ulp(q)/2
+    lo *= _tail_scale(plan)
     return lo
 
 
-def _div_lo(a, b, q):
+def _tail_scale(plan):
+    """The factor for the error terms of div and sqrt, which are exact only to a rounding.
+
+    FP64's sr reads their size as its probability: the full size, correct to within
+    2**-53 of the gap. The other modes read their sign, and FP64's rna also whether
+    they are exactly half the gap: halved, below a quarter of it, they never look
+    like a tie (and a quotient or square root of float64 values is never a tie in
+    float64's normal range)."""
+    return 1.0 if plan.mode == "sr" else 0.5
+
+
+def _div_lo(plan, a, b, q):
     pq = q * b
     r = (a - pq) - _two_prod_err_alloc(q, b, pq)   # r == a - q*b exactly
-    return 0.5 * (r / b)
+    return _tail_scale(plan) * (r / b)
 
 
 def _div_slow(plan, a, b, ref, counts):
@@ -375,7 +459,7 @@ def _div_slow(plan, a, b, ref, counts):
         ma, ea = np.frexp(a[gen])
         mb, eb = np.frexp(b[gen])
         q = ma / mb                      # in (0.5, 2): remainder and split stay normal
-        hi[gen], lo[gen] = _rescale(plan, q, _div_lo(ma, mb, q),
+        hi[gen], lo[gen] = _rescale(plan, q, _div_lo(plan, ma, mb, q),
                                     ea.astype(np.int64) - eb, ref[gen], counts)
     return hi, lo
 
@@ -392,7 +476,7 @@ def _sqrt_error(plan, a, s, w, counts):
         bad = (ab < _LO_BITS) | (ab > _HI_BITS)
         good, idx = np.flatnonzero(~bad), np.flatnonzero(bad)
         lo = w.l
-        lo[good] = _sqrt_lo(a[good], s[good])
+        lo[good] = _sqrt_lo(plan, a[good], s[good])
         s[idx], lo[idx] = _sqrt_slow(plan, a[idx], s[idx], counts)
         return lo
     ps, e = w.t5, w.t6
@@ -401,14 +485,15 @@ def _sqrt_error(plan, a, s, w, counts):
     r = np.subtract(a, ps, out=w.t1)            # Sterbenz: fl(s*s) is within 2x of a
     np.subtract(r, e, out=r)                    # r == a - s*s exactly (s = RN(sqrt(a)))
     lo = np.divide(r, s, out=w.l)               # sign of sqrt(a) - s, and never 0 when r != 0
-    lo *= 0.25                                  # ~ (sqrt(a) - s)/2: below ulp(s)/4, no false tie
+    # sqrt(a) - s == r / (sqrt(a) + s), and r / (2s) is that to within 2**-53 of it.
+    lo *= 0.5 * _tail_scale(plan)
     return lo
 
 
-def _sqrt_lo(a, s):
+def _sqrt_lo(plan, a, s):
     ps = s * s
     r = (a - ps) - _two_prod_err_alloc(s, s, ps)   # r == a - s*s exactly
-    return 0.25 * (r / s)
+    return 0.5 * _tail_scale(plan) * (r / s)
 
 
 def _sqrt_slow(plan, a, ref, counts):
@@ -425,7 +510,7 @@ def _sqrt_slow(plan, a, ref, counts):
         s = np.sqrt(m)
         # sqrt of a positive float64 is a normal float64: ldexp below is exact.
         hi[gen] = np.ldexp(s, e // 2)
-        lo[gen] = np.ldexp(_sqrt_lo(m, s), e // 2)
+        lo[gen] = np.ldexp(_sqrt_lo(plan, m, s), e // 2)
     return hi, lo
 
 
@@ -498,8 +583,9 @@ def _fma_slow(plan, a, b, c, counts):
         # FP64 only: a faithful stand-in for RN(a*b + c) (exact when a*b is).
         ref = np.ldexp(h + l_, E)
         hg, lg = _rescale(plan, h, l_, E, ref, counts)
-        # a*b != 0 here, so an exact zero is a cancellation: +0, or -0 under rd.
-        hg = np.where((hg == 0) & (lg == 0), -0.0 if plan.mode == "rd" else 0.0, hg)
+        # a*b != 0 here, so an exact zero is a cancellation: +0, or -0 under rd (a
+        # zero result from a nonzero h + l, rounded or flushed, keeps its sign).
+        hg = np.where((h == 0) & (l_ == 0), -0.0 if plan.mode == "rd" else 0.0, hg)
         hi[gen], lo[gen] = hg, lg
     return hi, lo
 
@@ -634,7 +720,8 @@ _COMMON_DOC = """
     mode : {{"rne", "rna", "rz", "ru", "rd", "ro", "sr"}}
         Rounding mode, as in `lowprec.round`. The deterministic modes are exact;
         ``"sr"`` draws against a 53-bit round-to-odd stand-in for the exact result,
-        so its probabilities are exact to within ``2**(p - 53)`` of the gap.
+        so its probabilities are exact to within ``2**(p - 53)`` of the gap (FP64:
+        to within about ``2**-52`` of it).
     rng : numpy.random.Generator or int, optional
         Randomness for ``"sr"``.
     subnormals : bool, optional

@@ -540,6 +540,149 @@ def test_fp64_other_modes_against_fraction(op, mode):
     assert_same(getattr(lp, op)(a, b, "FP64", mode), want, a, b)
 
 
+def _fp64_ties(rng, n, s):
+    """Pairs (a, b) whose exact products are float64 midpoints (54 bits, the last
+    one set) in [1.5, 3) * 2**s, and fma triples (a, 2**s, c) with exact products
+    whose sums are midpoints in [1, 2) * 2**s (None where c cannot be a float64)."""
+    # m odd, 3m in [2**53, 2**54): m * 2**-52 * 1.5 * 2**s == 3m * 2**(s - 53).
+    m = rng.integers(2**53 // 3 + 1, 2**53, 4 * n) | 1
+    m = m[3 * m < 2**54][:n]
+    a = np.ldexp(m.astype(float), -52) * rng.choice([-1.0, 1.0], m.size)
+    b = np.full(m.size, math.ldexp(1.5, s))
+    if s - 53 < -1074:
+        return a, b, None
+    # With 53-bit m2, m2 * 2**(s - 52) ± 2**(s - 53) == (2 m2 ± 1) * 2**(s - 53).
+    m2 = rng.integers(2**52, 2**53, n).astype(float)
+    fa = np.ldexp(m2, -52) * rng.choice([-1.0, 1.0], n)
+    c = rng.choice([-1.0, 1.0], n) * math.ldexp(1.0, s - 53)
+    return a, b, (fa, np.full(n, math.ldexp(1.0, s)), c)
+
+
+@pytest.mark.parametrize("mode", ("rna", "rne"))
+@pytest.mark.parametrize("s", (-1022, -1021, -1000, -962, -961, 0, 1021, 1022))
+def test_fp64_ties_outside_the_fast_range(mode, s):
+    # Products and fma results outside about [2**-960, 2**1021] take the rescaled
+    # path, where a tie must still go away from zero under rna.
+    rng = np.random.default_rng(20 + s % 97)
+    a, b, triples = _fp64_ties(rng, 400, s)
+    want = [reference_round(Fraction(x) * Fraction(y), "FP64", mode)
+            for x, y in zip(a.tolist(), b.tolist())]
+    assert_same(lp.mul(a, b, "FP64", mode), want, a, b)
+    if triples is not None:
+        want = [reference_round(Fraction(x) * Fraction(y) + Fraction(z), "FP64", mode)
+                for x, y, z in zip(*(v.tolist() for v in triples))]
+        assert_same(lp.fma(*triples, "FP64", mode), want, *triples)
+
+
+def _near_smallest_normal(rng, op, n):
+    """Operands whose exact products, quotients or fma results lie near 2**-1023
+    (the tie between 0 and 2**-1022 without subnormals) and near 2**-1022."""
+    a = np.ldexp(rng.random(n) + 1, rng.integers(-540, -480, n)) * rng.choice([-1, 1], n)
+    t = np.ldexp(rng.random(n) + 0.5, rng.integers(-1026, -1021, n))
+    k = n // 3
+    t[:k] = np.ldexp(1.0 + rng.integers(-3, 4, k) * 2.0**-52, -1023)
+    t[k:2 * k] = np.ldexp(1.0 - rng.integers(0, 4, k) * 2.0**-53, -1022)
+    if op == "fma":
+        # 26-bit factors: the product is exact in float64's arithmetic, not its range.
+        a = np.ldexp(rng.integers(2**25, 2**26, n).astype(float), -540)
+        m, e = np.frexp(t / a)
+        b = np.ldexp(np.trunc(np.ldexp(m, 26)), e - 26) * rng.choice([-1, 1], n)
+        c = np.ldexp(rng.integers(-8, 9, n).astype(float), -1074)
+        return a, b, c
+    b = t / a if op == "mul" else a / t
+    return a, b
+
+
+@pytest.mark.parametrize("mode", DET_MODES)
+@pytest.mark.parametrize("op", ("mul", "div", "fma"))
+def test_fp64_without_subnormals_rounds_once(op, mode):
+    # One rounding of the exact value into FP64 without subnormals: rounding to a
+    # float64 subnormal first, then flushing, would round twice.
+    ops = _near_smallest_normal(np.random.default_rng(21), op, 1500)
+    columns = zip(*(v.tolist() for v in ops))
+    if op == "fma":
+        exact = [Fraction(x) * Fraction(y) + Fraction(z) for x, y, z in columns]
+    else:
+        exact = [exact_result(op, x, y, mode) for x, y in columns]
+    want = np.array([reference_round(e, "FP64", mode, subnormals=False) for e in exact])
+    with lp.flags() as f:
+        got = getattr(lp, op)(*ops, "FP64", mode, subnormals=False)
+    assert_same(got, want, *ops)
+    assert f.inexact == sum(Fraction(w) != e for w, e in zip(want.tolist(), exact))
+    sub = [abs(reference_round(e, "FP64", mode)) for e in exact]
+    assert f.flushed == sum(0 < v < 2.0**-1022 for v in sub)
+
+
+def _sqrt_bounds(a):
+    """(down, up, P): the float64 neighbours of sqrt(a) and (sqrt(a) - down) / (up -
+    down), to about 2**-150, from an integer square root."""
+    q = Fraction(a)
+    k = 300
+    root = Fraction(math.isqrt(q.numerator * 4**k * q.denominator), 2**k * q.denominator)
+    down = Fraction(reference_round(root, "FP64", "rd"))
+    up = Fraction(reference_round(root, "FP64", "ru"))
+    return down, up, (root - down) / (up - down)
+
+
+@pytest.mark.parametrize("op, operands, kw", [
+    ("div", (1.0, 3.0), {}),                         # the fast path
+    ("div", (2.0**1020, 0.75), {}),                  # rescaled: beyond 2**1021
+    ("div", (3.0 * 2.0**-1000, 7.0 * 2.0**50), {}),  # rescaled: a subnormal result
+    ("sqrt", (2.0,), {}),
+    ("sqrt", (3.0 * 2.0**-1001,), {}),               # rescaled: a tiny operand
+    ("mul", (0.3, 2.0**-1022), {"subnormals": False}),
+    ("add", (np.finfo(np.float64).max, 1.5 * 2.0**970), {}),   # beyond max: inf or max
+])
+def test_fp64_stochastic_rounding_probability(op, operands, kw):
+    n = 100_000
+    got = getattr(lp, op)(np.full(n, operands[0]), *operands[1:], "FP64", "sr",
+                          rng=4, **kw)
+    if op == "sqrt":
+        down, up, p = _sqrt_bounds(operands[0])
+    else:
+        exact = exact_result(op, *operands, "rne")
+        down = Fraction(reference_round(exact, "FP64", "rd", **kw))
+        up = reference_round(exact, "FP64", "ru", **kw)
+        # Beyond max, rounding up means inf: the neighbour 2**1024 past max.
+        up = Fraction(2) ** 1024 if math.isinf(up) else Fraction(up)
+        p = (exact - down) / (up - down)
+    up_value = math.inf if up == 2**1024 else float(up)
+    assert set(np.unique(got).tolist()) <= {float(down), up_value}
+    p = float(p)
+    assert 0.05 < p < 0.95
+    rate = np.count_nonzero(got == up_value) / n
+    assert abs(rate - p) <= 4 * math.sqrt(p * (1 - p) / n), (rate, p)
+
+
+def _mpfr_overflows(a, b, mode):
+    """Whether a + b rounded with an unbounded exponent exceeds FP64's max (MPFR)."""
+    gmpy2 = pytest.importorskip("gmpy2")
+    # rna goes beyond max exactly when rne does (max + ulp/2, the one tie there,
+    # rounds up to even 2**1024), and ro exactly when rz does (max is odd).
+    rnd = _GMPY_MODES[{"rna": "rne", "ro": "rz"}.get(mode, mode)]
+    with gmpy2.context(precision=53, round=getattr(gmpy2, rnd)):
+        return [abs(gmpy2.add(gmpy2.mpfr(x), gmpy2.mpfr(y))) > np.finfo(np.float64).max
+                for x, y in zip(a.tolist(), b.tolist())]
+
+
+@pytest.mark.parametrize("mode", DET_MODES)
+def test_fp64_sum_overflow_counts_overflow_and_inexact(mode):
+    big = np.finfo(np.float64).max
+    ulp = 2.0**971
+    # Sums at max + ulp/2, between it and 2**1024, at 2**1024, beyond, both signs.
+    a = np.array([1.7e308, big, big, big, big, big, 1.5 * 2.0**1023])
+    b = np.array([1.7e308, ulp / 2, 0.75 * ulp, ulp, 1.5 * ulp, big, 2.0**1022])
+    a, b = np.concatenate([a, -a]), np.concatenate([b, -b])
+    want = [reference_round(Fraction(x) + Fraction(y), "FP64", mode)
+            for x, y in zip(a.tolist(), b.tolist())]
+    for op, bb in ((lp.add, b), (lp.sub, -b)):
+        with lp.flags() as f:
+            got = op(a, bb, "FP64", mode)
+        assert_same(got, want, a, b)
+        assert f.overflow == sum(_mpfr_overflows(a, b, mode))
+        assert f.inexact == a.size
+
+
 # -- Hypothesis: the format's interesting values, any float64 --------------------
 
 @settings(max_examples=300)
