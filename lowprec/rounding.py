@@ -607,8 +607,10 @@ def threads(n=None):
     global _THREADS
     previous = _THREADS
     if n is not None:
-        if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
-            raise ValueError(f"threads must be a positive int, got {n!r}")
+        if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
+            raise TypeError(f"threads must be an int, got {type(n).__name__} {n!r}")
+        if n < 1:
+            raise ValueError(f"threads must be at least 1, got {n!r}")
         _THREADS = int(n)
     return previous
 
