@@ -313,7 +313,9 @@ def _round_subnormal_range(plan, xs):
 # deterministic mode, overflow and options included; and x == k's value is a single
 # value. Two tables of 2**16 results, made by this kernel itself, round everything.
 
-_TABLES = {}
+_TABLES = {}          # (fmt, mode, subnormals, saturate) -> tables, newest last
+_MAX_TABLES = 32      # 1 MiB each: a sweep over custom formats keeps only the latest
+_TABLES_LOCK = threading.Lock()
 _TOP16 = slice(3, None, 4) if sys.byteorder == "little" else slice(0, None, 4)
 _LOW48 = np.uint64((1 << 48) - 1)
 
@@ -329,7 +331,11 @@ def _table_for(plan):
         counts = dict.fromkeys(FLAG_NAMES, 0)   # counting: the arithmetic path, not this
         with np.errstate(all="ignore"):
             _round_into(plan, x, table, np.empty(x.size, np.uint64), np.empty_like(x), counts)
-        table = _TABLES[key] = (table[: 1 << 16], table[1 << 16:])
+        table = (table[: 1 << 16], table[1 << 16:])
+        with _TABLES_LOCK:       # two threads may build one key: the tables are equal
+            while len(_TABLES) >= _MAX_TABLES:
+                del _TABLES[next(iter(_TABLES))]
+            _TABLES[key] = table
     return table
 
 
@@ -616,9 +622,10 @@ def threads(n=None):
 
 
 def _forget_pool():
-    # A forked child inherits the pool object but not its threads.
-    global _POOL, _POOL_LOCK
-    _POOL, _POOL_LOCK = None, threading.Lock()
+    # A forked child inherits the pool object but not its threads, and locks that a
+    # thread of the parent may have held.
+    global _POOL, _POOL_LOCK, _TABLES_LOCK
+    _POOL, _POOL_LOCK, _TABLES_LOCK = None, threading.Lock(), threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):

@@ -211,6 +211,19 @@ def test_formats_of_three_mantissa_bits_or_fewer_across_the_16_bit_grid(fmt, mod
     assert_same(lp.round(x, fmt, mode), reference(x, fmt, mode), x)
 
 
+def test_a_sweep_over_small_custom_formats_keeps_few_tables():
+    # Each (format, mode, options) gets a 1 MiB table; a sweep must not keep them all,
+    # and a format whose table was dropped still rounds right when it comes back.
+    import lowprec.rounding as kernel
+    x = np.random.default_rng(5).standard_normal(300) * 8
+    sweep = [(lp.Format.custom(precision=p, emax=2**k - 1), mode)
+             for p in (2, 3, 4) for k in range(1, 8) for mode in ("rne", "rd")]
+    assert len(sweep) > kernel._MAX_TABLES
+    for fmt, mode in sweep + sweep[:3]:
+        assert_same(lp.round(x, fmt, mode), reference(x, fmt, mode), x)
+        assert len(kernel._TABLES) <= kernel._MAX_TABLES
+
+
 def test_threads_setting_and_its_errors(monkeypatch):
     import lowprec.rounding as kernel
     before = lp.threads()
