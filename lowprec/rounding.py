@@ -532,12 +532,19 @@ def in_spans(plan, n, counting, task):
     futures = []
     if len(spans) > 1:
         pool = _pool(len(spans) - 1)
-        futures = [pool.submit(task, copy.copy(plan), span, tally)
+        futures = [pool.submit(task, _own_copy(plan), span, tally)
                    for span, tally in zip(spans[1:], tallies[1:])]
     task(plan, spans[0], tallies[0])
     for future in futures:
         future.result()
     return {k: sum(t[k] for t in tallies) for k in FLAG_NAMES} if counting else None
+
+
+def _own_copy(plan):
+    """A copy of ``plan`` for another thread: shared settings, its own scratch buffer."""
+    twin = copy.copy(plan)
+    twin.spare = None
+    return twin
 
 
 def _run_span(plan, x, lo, out, span, counts):

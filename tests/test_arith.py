@@ -977,6 +977,43 @@ def test_dot_against_stepwise_reference(fused, mode):
     assert lp.dot(a[0], b, "fp16", mode, fused=fused) == got[0]
 
 
+@pytest.mark.parametrize("mode", ("rna", "ro"))
+def test_threaded_sums_and_dots_keep_their_own_scratch(monkeypatch, mode):
+    # Every step of a sum, and a dot's products then its sum, runs on one plan: each
+    # thread's copy needs its own scratch, which rna and ro use on the scaling path
+    # (here: subnormals=False). Small chunks and spans, so the steps run on 3 threads.
+    import lowprec.arith as arith
+    import lowprec.rounding as kernel
+    monkeypatch.setattr(kernel, "CHUNK", 2048)
+    monkeypatch.setattr(arith, "_CHUNK", 2048)
+    monkeypatch.setattr(kernel, "PARALLEL_MIN", 4096)
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((3, 12_000))
+    a, b = (lp.round(rng.standard_normal((12_000, 2)), "fp16") for _ in range(2))
+    before = lp.threads(3)
+    try:
+        got_sum = lp.sum(x, "bf16", axis=0, mode=mode, subnormals=False)
+        got_dot = lp.dot(a, b, "fp16", mode, subnormals=False)
+    finally:
+        lp.threads(before)
+
+    def rounded(v, name):
+        return reference_round(v, name, mode, subnormals=False)
+
+    want_sum = []
+    for col in x.T.tolist():
+        acc = rounded(Fraction(col[0]), "BF16")
+        for v in col[1:]:
+            acc = rounded(Fraction(acc) + Fraction(v), "BF16")
+        want_sum.append(acc)
+    assert_same(got_sum, want_sum, [mode])
+    want_dot = []
+    for (a0, a1), (b0, b1) in zip(a.tolist(), b.tolist()):
+        p0, p1 = (rounded(Fraction(u) * Fraction(v), "FP16") for u, v in ((a0, b0), (a1, b1)))
+        want_dot.append(rounded(Fraction(p0) + Fraction(p1), "FP16"))
+    assert_same(got_dot, want_dot, [mode])
+
+
 # -- regressions from review ------------------------------------------------------------
 
 @pytest.mark.parametrize("a, b, c", [(1.0, 2.0**-1000, -2.0**-1000), (2.0**1000, 2.0**23, -2.0**1023),
