@@ -118,25 +118,43 @@ def _scale_back(x1, E):
     return x
 
 
+def _fp64_scaled_nearest(h, l_, E):
+    """RN(v) in FP64 for ``v = (h + l) * 2**E``, ``h`` and ``l`` as `_nearest` makes them."""
+    x = np.ldexp(h, E)       # exact, or inf (RN(v) is too: h is v's 53-bit RN), or subnormal
+    sub = np.abs(x) <= _TINY64
+    if sub.any():
+        # Below 2**-1022 ldexp rounds h once more, which rounds v twice only where h
+        # is a midpoint of the subnormal grid: l then says on which side v lies.
+        xs, hs, ls, Es = x[sub], h[sub], l_[sub], E[sub]
+        # Exact: h less its rounding to a coarser grid (h's last bits, or h when xs == 0).
+        d = hs - np.ldexp(xs, -Es)
+        # h and half the grid's quantum are multiples of h's 53-bit spacing, |l| at most
+        # half of it: only |d| == half leaves v's side to l.
+        half = np.ldexp(1.0, -1075 - Es)
+        off = (np.abs(d) == half) & (ls != 0) & (np.signbit(ls) == np.signbit(d))
+        xs[off] = np.nextafter(xs[off], np.copysign(np.inf, d[off]))
+        x[sub] = xs
+    return x
+
+
 def _fp64_slow(plan, h, l_, E, ref, counts):
     """FP64 (p = 53) results of normalised elements: ``v = (h + l) * 2**E`` exactly,
     or, where ``h + l`` is not a midpoint, ``l`` of exact sign and (under sr) of
-    the size of the error to within a rounding; ``ref == RN(v)``."""
+    the size of the error to within a rounding; ``h`` the 53-bit RN of ``v * 2**-E``,
+    ``ref == RN(v)``."""
     out = np.array(ref, dtype=np.float64)
     mode = plan.mode
     inf = np.isinf(ref)
-    if inf.any() and mode not in ("rne", "rna", "sr"):
-        neg = ref[inf] < 0
-        keep = {"rz": np.zeros_like(neg), "ro": np.zeros_like(neg), "ru": ~neg,
-                "rd": neg}[mode]
-        out[inf] = np.where(keep, ref[inf], np.copysign(_MAX64, ref[inf]))
+    if inf.any():
+        out[inf] = _fp64_beyond(plan, h[inf], l_[inf], E[inf], counts)
     fin = ~inf
     hf, lf, Ef, rf = h[fin], l_[fin], E[fin], ref[fin]
     back = np.ldexp(rf, -Ef)                       # exact: ref * 2**-E lies near h
     # h - back is exact (Sterbenz, or back == 0), so fl(that + l) has the sign of v - ref.
     d = (hf - back) + lf
     n = np.nextafter(rf, np.copysign(np.inf, d))
-    n2 = np.ldexp(n, -Ef)
+    # Past max the next point of an unbounded exponent range is 2**1024 (scaled: exact).
+    n2 = np.where(np.isinf(n), np.copysign(np.ldexp(1.0, 1024 - Ef), rf), np.ldexp(n, -Ef))
     if mode == "rne":
         take = np.zeros(d.shape, bool)
     elif mode == "rz":
@@ -156,16 +174,70 @@ def _fp64_slow(plan, h, l_, E, ref, counts):
     final = res if plan.subnormals else _fp64_flush(plan, rf, d, Ef, res, counts)
     out[fin] = final
     inexact = (d != 0) | (final != rf)
-    counts["inexact"] += int(np.count_nonzero(inexact)) + int(np.count_nonzero(inf))
-    counts["overflow"] += int(np.count_nonzero(inf)) + int(np.count_nonzero(
-        inexact & np.isinf(final)))
-    counts["underflow"] += int(np.count_nonzero(inexact & (np.abs(res) < _TINY64)))
+    counts["inexact"] += int(np.count_nonzero(inexact))
+    counts["overflow"] += int(np.count_nonzero(inexact & np.isinf(final)))
+    counts["underflow"] += int(np.count_nonzero(inexact & _fp64_tiny(plan, hf, lf, Ef, final)))
     return out
+
+
+def _fp64_beyond(plan, h, l_, E, counts):
+    """FP64 results of normalised elements with ``RN(v) == ±inf`` (``h == RN53(v *
+    2**-E)``, so ``|v| >= max + ulp/2``), with their flags: overflow where the mode's
+    rounding with an unbounded exponent exceeds max, as `_fp64_sum_overflow` counts it."""
+    neg = np.signbit(h)
+    top = np.copysign(np.ldexp(1.0, 1024 - E), h)      # ±2**1024 scaled by 2**-E: exact
+    # h rounds v monotonically and 2**1024 has 53 bits: |v| < 2**1024 exactly when h is
+    # that point and l points back toward zero.
+    below = (h == top) & (l_ != 0) & (np.signbit(l_) != neg)
+    mode = plan.mode
+    if mode in ("rne", "rna"):
+        up = np.ones(h.shape, bool)
+    elif mode == "ru":
+        up = ~neg
+    elif mode == "rd":
+        up = neg
+    elif mode in ("rz", "ro"):
+        up = np.zeros(h.shape, bool)     # max is odd
+    else:
+        # Up with probability (|v| - max) / 2**971, or 1 from 2**1024 on. Scaled by 2**-E:
+        # |h| - max is exact (Sterbenz) where below, and l shifts it by its own rounding.
+        up = np.ones(h.shape, bool)
+        frac = ((np.abs(h[below]) - np.ldexp(_MAX64, -E[below])) - np.abs(l_[below])) \
+            / np.ldexp(1.0, 971 - E[below])
+        up[below] = _draw(plan, np.empty(frac.shape)) < frac
+    counts["overflow"] += int(np.count_nonzero(up | ~below))
+    counts["inexact"] += h.size
+    return np.copysign(np.where(up, np.inf, _MAX64), h)
+
+
+def _fp64_tiny(plan, h, l_, E, final):
+    """Tininess after rounding, as the rounding kernel detects it: whether v rounded to
+    53 bits by the mode with an unbounded exponent lies below 2**-1022 (sr: the result)."""
+    if plan.mode == "sr":
+        return np.abs(final) < _TINY64
+    mode = plan.mode
+    # h == RN(v) at 53 bits (scaled by 2**-E, exact), l with the sign of v - h: the
+    # directed and odd roundings step once toward l. rna differs from rne only on ties
+    # whose lower neighbour is even, and 2**-1022 - 2**-1075 (53 ones) is odd.
+    if mode == "rz":
+        step = (l_ != 0) & (np.signbit(l_) != np.signbit(h))
+    elif mode == "ru":
+        step = l_ > 0
+    elif mode == "rd":
+        step = l_ < 0
+    elif mode == "ro":
+        step = (l_ != 0) & ((h.view(_U) & _U(1)) == 0)
+    else:
+        step = np.zeros(h.shape, bool)
+    r = np.where(step, np.nextafter(h, np.copysign(np.inf, l_)), h)
+    # |r| * 2**E < 2**-1022, read off the exponents (no rounding of r * 2**E).
+    return (np.frexp(r)[1].astype(np.int64) - 1 + E < -1022) | (r == 0)
 
 
 def _midpoint(h, l_, back, n2):
     """Whether ``h + l`` is exactly halfway between ``back`` and ``n2`` (all scaled
-    by 2**-E, ``back`` the nearest). Needs ``l`` exact where it is nonzero (mul, fma)."""
+    by 2**-E, ``back`` the nearest). Needs ``l`` exact where it is nonzero (mul), or
+    half the gap only at a midpoint (fma, by `_nearest`)."""
     # A midpoint of float64's subnormal range has at most 53 bits: it is h, and l == 0.
     # One of the normal range has 54 bits: h = RN(it) == back, and l is half the gap.
     half = np.where(l_ == 0, h - back, np.where(h == back, l_, 0.0))
@@ -312,8 +384,35 @@ def _add_error(plan, a, b, s, w, counts):
     t = _two_sum_err(a, b, s, w.l, w.t1)
     if not np.isfinite(np.add.reduce(t)):
         _add_special(plan, a, b, s, t, counts)
+    if plan.identity:
+        # fl(a + b) == ±max with an error of its sign: max < |a + b| < max + ulp/2.
+        past = np.flatnonzero((np.abs(s) == _MAX64) & (t != 0)
+                              & (np.signbit(t) == np.signbit(s)))
+        if past.size:
+            s[past] = _fp64_past_max(plan, s[past], t[past], counts)
+            t[past] = 0.0
     _zero_sign_rd(plan, s, a, b)
     return t
+
+
+def _fp64_past_max(plan, s, t, counts):
+    """FP64 results of finite sums ``s + t`` with ``s == ±max`` and ``0 < |t| < ulp/2`` of
+    s's sign, with their flags: overflow where the mode rounds up to the next point of
+    an unbounded exponent range, 2**1024 (ru, rd, sr; nearest stays below the tie)."""
+    neg = np.signbit(s)
+    mode = plan.mode
+    if mode == "ru":
+        up = ~neg
+    elif mode == "rd":
+        up = neg
+    elif mode == "sr":
+        # Up with probability |t| / 2**971 (the gap from max to 2**1024); exact scaling.
+        up = _draw(plan, np.empty(s.shape)) < np.abs(t) * 2.0 ** -971
+    else:
+        up = np.zeros(s.shape, bool)     # rne, rna: below max + ulp/2; rz; ro: max is odd
+    counts["overflow"] += int(np.count_nonzero(up))
+    counts["inexact"] += s.size
+    return np.where(up, np.copysign(np.inf, s), s)
 
 
 def _add_special(plan, a, b, s, t, counts):
@@ -523,26 +622,67 @@ def _fma_kernel(plan, a, b, c, w, counts):
         bad = _out_of_range(p) | ~np.isfinite(e) | ((c.view(_U) & _ABS) > _HI_BITS)
         good, idx = np.flatnonzero(~bad), np.flatnonzero(bad)
         hi, lo = w.h, w.l
-        hi[good], lo[good] = _three_sum(p[good], e[good], c[good])
+        hi[good], lo[good] = _fma_sum(plan, p[good], e[good], c[good])
         _fma_zero_sign(plan, hi, lo, p, c, good)
         hi[idx], lo[idx] = _fma_slow(plan, a[idx], b[idx], c[idx], counts)
         return hi, lo
-    hi, lo = _three_sum(p, e, c)
+    hi, lo = _fma_sum(plan, p, e, c)
     _fma_zero_sign(plan, hi, lo, p, c, slice(None))
     return hi, lo
+
+
+def _fma_sum(plan, p, e, c):
+    """(hi, lo) of p + e + c: hi faithful for round-to-odd, RN for FP64 (`_nearest`)."""
+    if plan.identity:
+        return _nearest(*_three_sum_parts(p, e, c))
+    return _three_sum(p, e, c)
 
 
 def _three_sum(p, e, c):
     """(s, d): s a faithful rounding of p + e + c, d with the sign of p + e + c - s.
 
     Needs |e| <= ulp(p)/2 (e is p's product error) and no overflow."""
+    s3, t3, t2 = _three_sum_parts(p, e, c)
+    # fl(t3 + t2) has the sign of t3 + t2, which is exact - s3.
+    return s3, t3 + t2
+
+
+def _three_sum_parts(p, e, c):
+    """(s, t, u): p + e + c == s + t + u exactly, s faithful, |t + u| < ulp(s)."""
     s1, t1 = _two_sum(p, c)                # p + c == s1 + t1
     s2, t2 = _two_sum(t1, e)               # t1 + e == s2 + t2
     s3, t3 = _two_sum(s1, s2)              # exact value == s3 + t3 + t2
     # Either p + c is exact (t1 = t2 = 0: s3 = RN of the exact value), or
     # |s1| >= max(|p|, |c|)/2, so |s2| <= 2 ulp(s1) and |t2| <= 2**-49 ulp(s3):
-    # s3 is faithful, and fl(t3 + t2) has the sign of t3 + t2, which is exact - s3.
-    return s3, t3 + t2
+    # s3 is faithful.
+    return s3, t3, t2
+
+
+def _nearest(s, r1, r2):
+    """(h, l) for FP64 from a faithful ``s`` of ``v = s + r1 + r2`` (exactly, no overflow):
+    ``h == RN(v)`` (ties to even), ``l`` is ``v - h`` to within a rounding with its exact
+    sign, and ``2|l|`` is the gap from ``h`` toward ``l`` exactly when ``v`` is a midpoint.
+
+    This is what `_fp64_exact` (via the chunk loop) and `_fp64_slow` assume of a pair;
+    ``s`` faithful alone may be the wrong neighbour, and ``fl(r1 + r2)`` may look like
+    a tie when it is not one."""
+    t, u = _two_sum(r1, r2)                # TwoSum: t + u == r1 + r2 exactly
+    n = np.nextafter(s, np.copysign(np.inf, t))
+    g = np.abs(n - s)                      # exact: the gap between two neighbours
+    tt = 2 * np.abs(t)                     # exact (|t| < g, far from overflow)
+    # t = RN(r1 + r2) and g/2 is a float (or g = 2**-1074, and r1 + r2, a multiple of it,
+    # is t itself), so |r1 + r2| against g/2 is |t| against it, or where 2|t| == g, u's sign.
+    beyond = (u != 0) & (np.signbit(u) == np.signbit(t))
+    tie = (tt == g) & (u == 0)
+    odd = (s.view(_U) & _U(1)) == 1
+    move = (tt > g) | ((tt == g) & beyond) | (tie & odd)
+    # Sterbenz: g/2 <= |t| < g where it moves, so (s - n) + t is exact; then + u rounds once.
+    l_ = np.where(move, ((s - n) + t) + u, t)
+    h = np.where(move, n, s)
+    # A remainder that rounded onto half the gap without being a midpoint: just inside it.
+    false_tie = (2 * np.abs(l_) == g) & ~tie
+    l_[false_tie] = np.nextafter(l_[false_tie], 0.0)
+    return h, l_
 
 
 def _fma_zero_sign(plan, hi, lo, p, c, sel):
@@ -579,9 +719,8 @@ def _fma_slow(plan, a, b, c, counts):
         hi[zero] = -((-pz) + (-cz)) if plan.mode == "rd" else pz + cz
     gen = fin & ~zero
     if gen.any():
-        h, l_, E = _fma_normalised(a[gen], b[gen], c[gen])
-        # FP64 only: a faithful stand-in for RN(a*b + c) (exact when a*b is).
-        ref = np.ldexp(h + l_, E)
+        h, l_, E = _fma_normalised(a[gen], b[gen], c[gen], plan.identity)
+        ref = _fp64_scaled_nearest(h, l_, E) if plan.identity else None
         hg, lg = _rescale(plan, h, l_, E, ref, counts)
         # a*b != 0 here, so an exact zero is a cancellation: +0, or -0 under rd (a
         # zero result from a nonzero h + l, rounded or flushed, keeps its sign).
@@ -590,8 +729,9 @@ def _fma_slow(plan, a, b, c, counts):
     return hi, lo
 
 
-def _fma_normalised(a, b, c):
-    """(h, l, E): a*b + c == (h + l') * 2**E up to sign-irrelevant parts, h faithful."""
+def _fma_normalised(a, b, c, nearest=False):
+    """(h, l, E): a*b + c == (h + l') * 2**E up to sign-irrelevant parts, h faithful,
+    or with ``nearest`` (FP64) h and l as `_nearest` makes them."""
     ma, ea = np.frexp(a)
     mb, eb = np.frexp(b)
     E = ea.astype(np.int64) + eb
@@ -609,7 +749,10 @@ def _fma_normalised(a, b, c):
     cs = np.ldexp(mc[near], ec[near] - E[near])
     lost = (cs == 0) & (c[near] != 0)
     cs[lost] = np.copysign(2.0 ** -1074, c[near][lost])
-    h[near], l_[near] = _three_sum(p[near], e[near], cs)
+    # The bits of c lost above are below 2**-1074: no 53-bit midpoint (a multiple of
+    # 2**-106 here, as p + e is) lies between the exact and the computed sum.
+    parts = _three_sum_parts(p[near], e[near], cs)
+    h[near], l_[near] = _nearest(*parts) if nearest else (parts[0], parts[1] + parts[2])
     E = np.where(far, ec, E)
     return h, l_, E
 
@@ -686,20 +829,28 @@ def _apply(plan, kernel, operands, n, buffers=None):
     if wide:
         with np.errstate(all="ignore"):
             out = _finish(plan, his, los)
+        if plan.saturate:
+            _fp64_saturate(plan, kernel, out, operands, counts)
     if listener is not None:
         listener.add(counts)
     return out
+
+
+def _fp64_saturate(plan, kernel, out, operands, counts):
+    """FP64 with saturate: every overflow, counted by the kernels (the rounding kernel
+    sees FP64 results as exact), is saturated, as `round` counts other formats'; those
+    that reached the kernel as an infinity, which saturate leaves alone, are clamped."""
+    counts["saturated"] += counts["overflow"]
+    over = np.isinf(out) & np.logical_and.reduce([np.isfinite(x) for x in operands])
+    if kernel is _div_kernel:
+        over &= operands[1] != 0    # x / 0 divides by zero, not overflows: ±inf stays
+    out[over] = np.copysign(plan.max, out[over])
 
 
 def _elementwise(kernel, operands, fmt, mode, rng, subnormals, saturate):
     plan = _plan(fmt, mode, rng, subnormals, saturate)
     flat, shape, scalar = _operands(*operands)
     out = _apply(plan, kernel, flat, int(np.prod(shape, dtype=np.int64)))
-    if plan.identity and plan.saturate:
-        # FP64's overflow reaches the kernel as an infinity, which saturate leaves
-        # alone: from finite operands it is an overflow, clamped to ±max here.
-        over = np.isinf(out) & np.logical_and.reduce([np.isfinite(x) for x in flat])
-        out[over] = np.copysign(plan.max, out[over])
     out = out.reshape(shape)
     return out[()] if scalar else out
 

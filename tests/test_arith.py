@@ -632,6 +632,9 @@ def _sqrt_bounds(a):
     ("sqrt", (3.0 * 2.0**-1001,), {}),               # rescaled: a tiny operand
     ("mul", (0.3, 2.0**-1022), {"subnormals": False}),
     ("add", (np.finfo(np.float64).max, 1.5 * 2.0**970), {}),   # beyond max: inf or max
+    ("add", (np.finfo(np.float64).max, 2.0**969), {}),          # max + ulp/4: inf or max
+    ("mul", (float.fromhex("0x1.cfbecp+1023"), float.fromhex("0x1.1aa355099d137p+0")), {}),
+    ("mul", (float.fromhex("0x1.de86p+1023"), float.fromhex("0x1.11e8c52c572f5p+0")), {}),
 ])
 def test_fp64_stochastic_rounding_probability(op, operands, kw):
     n = 100_000
@@ -681,6 +684,177 @@ def test_fp64_sum_overflow_counts_overflow_and_inexact(mode):
         assert_same(got, want, a, b)
         assert f.overflow == sum(_mpfr_overflows(a, b, mode))
         assert f.inexact == a.size
+
+
+def _unbounded53(exact, mode, scale):
+    """``exact`` rounded to 53 bits by ``mode`` with an unbounded exponent range: FP64's
+    rounding of ``exact * 2**scale`` (chosen to land in its normal range), scaled back."""
+    return Fraction(reference_round(exact * Fraction(2) ** scale, "FP64", mode)) \
+        / Fraction(2) ** scale
+
+
+# Reviewed FP64 fma cases (the fast path with a subnormal c, and the rescaled path
+# with a subnormal result): the faithful sum is not RN, or is rounded twice.
+_FMA_CASES = [("-0x1.c371854p-405", "-0x1.6a240ccp-492", "-0x0.058p-1022"),
+              ("0x1.bef417cp-447", "-0x1.82498ecp-438", "0x0.001cp-1022"),
+              ("-0x1.bd419479c5378p-406", "0x1.ae748affce35fp-630", "-0x0.f6e0ee36312cep-1022"),
+              ("0x1.0000004p-600", "0x1.ffffff8p-475", "0x0.0000000000003p-1022"),
+              ("0x1.00000004p-600", "0x1.fffffff8p-475", "0x0.0000000000003p-1022")]
+
+
+def _fma_near_midpoints(rng, n):
+    """fma triples whose exact results lie on or next to midpoints: products that are
+    float64 midpoints (54 bits) plus a c far below their last bit (the fast path), and
+    products next to midpoints of the subnormal grid plus whole quanta (rescaled)."""
+    fixed = np.array([[float.fromhex(x) for x in t] for t in _FMA_CASES]).T
+    # m odd, 3m in [2**53, 2**54): (m * 2**-52) * (1.5 * 2**s) == 3m * 2**(s - 53).
+    m = rng.integers(2**53 // 3 + 1, 2**53, 4 * n) | 1
+    m = m[3 * m < 2**54][:n]
+    # s outside [-960, 1020] takes the rescaled path, with the same need.
+    s = rng.choice(np.r_[-1021:-958, -900:1000:7, 1019:1023], m.size)
+    a1 = np.ldexp(m.astype(float), -52) * rng.choice([-1.0, 1.0], m.size)
+    b1 = np.ldexp(1.5, s)
+    c1 = np.ldexp(rng.random(m.size) + 1, np.maximum(s - 53 - rng.integers(1, 200, m.size),
+                                                     -1074)) * rng.choice([-1.0, 1.0], m.size)
+    # T = (2k + 1) * 2**-1075, k of up to 51 bits: a * b within a rounding of T (b = fl(T / a)),
+    # or T itself (a a power of two).
+    k = np.floor(np.ldexp(rng.random(n), rng.integers(0, 52, n)))
+    t = np.ldexp(2 * k + 1, -1075 + 600)                  # T * 2**600, exact
+    a2 = np.ldexp(rng.random(n) + 1, -600 + rng.integers(-20, 20, n))
+    a2[: n // 4] = np.ldexp(1.0, -600 + rng.integers(-20, 20, n // 4))
+    b2 = t / np.ldexp(a2, 600)                           # fl(T / a), exact scalings
+    b2 *= rng.choice([-1.0, 1.0], n)
+    c2 = np.ldexp(rng.integers(-40, 40, n).astype(float), -1074)
+    return (np.concatenate([fixed[0], a1, a2]), np.concatenate([fixed[1], b1, b2]),
+            np.concatenate([fixed[2], c1, c2]))
+
+
+@pytest.mark.parametrize("subnormals", (True, False))
+@pytest.mark.parametrize("mode", DET_MODES)
+def test_fp64_fma_near_midpoints_rounds_once(mode, subnormals):
+    # The three-term sum is only faithful: FP64's nearest modes need RN itself, and
+    # rna a remainder that is half the gap exactly when v is a midpoint; a result
+    # below 2**-1022 must not be rounded to 53 bits first and then to the subnormal grid.
+    a, b, c = _fma_near_midpoints(np.random.default_rng(31), 300)
+    exact = [Fraction(x) * Fraction(y) + Fraction(z)
+             for x, y, z in zip(a.tolist(), b.tolist(), c.tolist())]
+    want = [reference_round(e, "FP64", mode, subnormals=subnormals) if e != 0 else
+            (-0.0 if mode == "rd" else 0.0) for e in exact]
+    assert_same(lp.fma(a, b, c, "FP64", mode, subnormals=subnormals), want, a, b, c)
+
+
+def _near_max(rng, op, n):
+    """Operands whose exact sums, products or fma results lie within a few ulps of
+    FP64's max, on both sides, most of them in (max, max + ulp/2) and around 2**1024."""
+    big, ulp = np.finfo(np.float64).max, 2.0**971
+    sign = rng.choice([-1.0, 1.0], n)
+    if op in ("add", "sub"):
+        a = big - rng.integers(0, 4, n) * ulp
+        b = (big - a) + np.ldexp(rng.random(n), rng.integers(900, 971, n))
+        picks = [2.0**-1074, 1.0, 2.0**969, 2.0**970, 3 * 2.0**969, ulp, 1.5 * ulp, 2.0**1000]
+        b[: n // 8] = (big - a[: n // 8]) + rng.choice(picks, n // 8)
+        b[n // 8: n // 4] = -b[n // 8: n // 4]                   # just below max
+        a, b = a * sign, b * sign
+        return (a, -b) if op == "sub" else (a, b)
+    a = np.ldexp(rng.random(n) + 1, 1023 - rng.integers(0, 3, n))
+    b = big / a
+    b = b + rng.integers(-3, 4, n) * np.spacing(b)
+    a = a * sign
+    if op == "mul":
+        return a, b
+    c = np.ldexp(rng.random(n), rng.integers(960, 972, n)) * rng.choice([-1.0, 1.0], n)
+    return a, b, c
+
+
+@pytest.mark.parametrize("mode", DET_MODES)
+@pytest.mark.parametrize("op", ("add", "sub", "mul", "fma"))
+def test_fp64_overflow_flags_near_max(op, mode):
+    # Overflow counts where the mode's rounding with an unbounded exponent exceeds max
+    # (as the rounding kernel counts other formats'), inf or not; with saturate every
+    # overflow also counts as saturated and gives ±max.
+    ops = _near_max(np.random.default_rng(32), op, 400)
+    columns = list(zip(*(v.tolist() for v in ops)))
+    if op == "fma":
+        exact = [Fraction(x) * Fraction(y) + Fraction(z) for x, y, z in columns]
+    else:
+        exact = [exact_result(op, x, y, mode) for x, y in columns]
+    big = Fraction(np.finfo(np.float64).max)
+    overflow = sum(abs(_unbounded53(e, mode, -200)) > big for e in exact)
+    assert 0 < overflow < len(exact)
+    for saturate in (False, True):
+        want = [reference_round(e, "FP64", mode, saturate=saturate) for e in exact]
+        with lp.flags() as f:
+            got = getattr(lp, op)(*ops, "FP64", mode, saturate=saturate)
+        assert_same(got, want, *ops)
+        assert f.overflow == overflow
+        assert f.inexact == sum(not math.isfinite(w) or Fraction(w) != e
+                                for w, e in zip(want, exact))
+        assert f.saturated == (overflow if saturate else 0)
+
+
+def test_fp64_saturated_counts_as_other_formats_do():
+    big = np.finfo(np.float64).max
+    with lp.flags() as f64:
+        r = lp.add([big, -big, 1.0], [big, -big, 1.0], "fp64", saturate=True)
+    with lp.flags() as f16:
+        lp.add([6e4, -6e4, 1.0], [6e4, -6e4, 1.0], "fp16", saturate=True)
+    assert_same(r, [big, -big, 2.0])
+    assert (f64.overflow, f64.saturated) == (f16.overflow, f16.saturated) == (2, 2)
+    # Reductions saturate each addition too.
+    with lp.flags() as f:
+        s = lp.sum([big, big, -big], "fp64", saturate=True)
+    assert s == 0.0 and f.saturated == 1
+    # x / 0 is no overflow: ±inf, as in FP16.
+    with lp.flags() as f:
+        q = lp.div([1.0, -1.0], 0.0, "fp64", saturate=True)
+    assert_same(q, lp.div([1.0, -1.0], 0.0, "fp16", saturate=True))
+    assert_same(q, [np.inf, -np.inf])
+    assert (f.saturated, f.divide_by_zero) == (0, 2)
+
+
+def _near_smallest_normal_below(rng, op, n):
+    """Operands whose exact products, quotients or fma results lie within a few
+    2**-1075 of ±2**-1022, most of them just below it (tiny, rounding up to it)."""
+    sign = rng.choice([-1.0, 1.0], n)
+    if op == "fma":
+        a = np.ldexp(rng.random(n) + 1, -500)
+        b = np.ldexp(rng.random(n) + 1, -576 + rng.integers(-1, 2, n))   # a*b < 2**-1073
+        c = np.ldexp(1.0, -1022) - rng.integers(-1, 3, n) * 2.0**-1074
+        return a * sign, b, np.where(rng.random(n) < 0.8, c, -c) * sign
+    a = np.ldexp(rng.random(n) + 1, -500)
+    if op == "mul":
+        b = np.ldexp(1.0, -1022) / a               # fl: a*b within 2**-1075 of 2**-1022
+        return a * sign, b + rng.integers(-3, 4, n) * np.spacing(b)
+    b = np.ldexp(a, 1022)
+    return a * sign, b + rng.integers(-3, 4, n) * np.spacing(b)
+
+
+@pytest.mark.parametrize("subnormals", (True, False))
+@pytest.mark.parametrize("mode", DET_MODES)
+@pytest.mark.parametrize("op", ("mul", "div", "fma"))
+def test_fp64_underflow_is_tininess_after_rounding(op, mode, subnormals):
+    # Underflow: inexact, and tiny after rounding to 53 bits with an unbounded exponent
+    # (as on x86, and as the rounding kernel detects it for other formats): v just
+    # below 2**-1022 that rounds to 2**-1022 in FP64 still underflows.
+    ops = _near_smallest_normal_below(np.random.default_rng(33), op, 400)
+    columns = list(zip(*(v.tolist() for v in ops)))
+    if op == "fma":
+        exact = [Fraction(x) * Fraction(y) + Fraction(z) for x, y, z in columns]
+    else:
+        exact = [exact_result(op, x, y, mode) for x, y in columns]
+    want = [reference_round(e, "FP64", mode, subnormals=subnormals) for e in exact]
+    with lp.flags() as f:
+        got = getattr(lp, op)(*ops, "FP64", mode, subnormals=subnormals)
+    assert_same(got, want, *ops)
+    tiny = Fraction(2) ** -1022
+    inexact = [Fraction(w) != e for w, e in zip(want, exact)]
+    underflow = [i and abs(_unbounded53(e, mode, 200)) < tiny for i, e in zip(inexact, exact)]
+    assert f.inexact == sum(inexact)
+    assert f.underflow == sum(underflow)
+    # Not vacuous: some results are tiny after rounding yet come out as ±2**-1022 (rz and
+    # ro never round a tiny v up to it, and no quotient lies within 2**-1075 below it).
+    assert mode in ("rz", "ro") or (op == "div" and subnormals) or sum(
+        u and abs(w) == 2.0**-1022 for u, w in zip(underflow, want)) > 0
 
 
 # -- Hypothesis: the format's interesting values, any float64 --------------------
