@@ -537,7 +537,9 @@ def in_spans(plan, n, counting, task):
     task(plan, spans[0], tallies[0])
     for future in futures:
         future.result()
-    return {k: sum(t[k] for t in tallies) for k in FLAG_NAMES} if counting else None
+    if not counting or len(tallies) == 1:
+        return tallies[0]
+    return {k: sum(t[k] for t in tallies) for k in FLAG_NAMES}
 
 
 def _own_copy(plan):
