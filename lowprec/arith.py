@@ -180,6 +180,19 @@ def _fp64_slow(plan, h, l_, E, ref, counts):
     return out
 
 
+def _past_max_to_inf(mode, neg, nearest_up):
+    """Whether a deterministic mode rounds a value beyond ±max (sign bits ``neg``) to
+    ±inf, the next point of an unbounded exponent range, rather than to ±max.
+    ``nearest_up``: whether the values are at or beyond the tie max + ulp/2."""
+    if mode in ("rne", "rna"):
+        return np.full(neg.shape, nearest_up)
+    if mode == "ru":
+        return ~neg
+    if mode == "rd":
+        return neg.copy()
+    return np.zeros(neg.shape, bool)     # rz; ro: max is odd
+
+
 def _fp64_beyond(plan, h, l_, E, counts):
     """FP64 results of normalised elements with ``RN(v) == ±inf`` (``h == RN53(v *
     2**-E)``, so ``|v| >= max + ulp/2``), with their flags: overflow where the mode's
@@ -189,15 +202,8 @@ def _fp64_beyond(plan, h, l_, E, counts):
     # h rounds v monotonically and 2**1024 has 53 bits: |v| < 2**1024 exactly when h is
     # that point and l points back toward zero.
     below = (h == top) & (l_ != 0) & (np.signbit(l_) != neg)
-    mode = plan.mode
-    if mode in ("rne", "rna"):
-        up = np.ones(h.shape, bool)
-    elif mode == "ru":
-        up = ~neg
-    elif mode == "rd":
-        up = neg
-    elif mode in ("rz", "ro"):
-        up = np.zeros(h.shape, bool)     # max is odd
+    if plan.mode != "sr":
+        up = _past_max_to_inf(plan.mode, neg, nearest_up=True)
     else:
         # Up with probability (|v| - max) / 2**971, or 1 from 2**1024 on. Scaled by 2**-E:
         # |h| - max is exact (Sterbenz) where below, and l shifts it by its own rounding.
@@ -399,17 +405,12 @@ def _fp64_past_max(plan, s, t, counts):
     """FP64 results of finite sums ``s + t`` with ``s == ±max`` and ``0 < |t| < ulp/2`` of
     s's sign, with their flags: overflow where the mode rounds up to the next point of
     an unbounded exponent range, 2**1024 (ru, rd, sr; nearest stays below the tie)."""
-    neg = np.signbit(s)
-    mode = plan.mode
-    if mode == "ru":
-        up = ~neg
-    elif mode == "rd":
-        up = neg
-    elif mode == "sr":
+    if plan.mode == "sr":
         # Up with probability |t| / 2**971 (the gap from max to 2**1024); exact scaling.
         up = _draw(plan, np.empty(s.shape)) < np.abs(t) * 2.0 ** -971
     else:
-        up = np.zeros(s.shape, bool)     # rne, rna: below max + ulp/2; rz; ro: max is odd
+        # Nearest: below the tie max + ulp/2.
+        up = _past_max_to_inf(plan.mode, np.signbit(s), nearest_up=False)
     counts["overflow"] += int(np.count_nonzero(up))
     counts["inexact"] += s.size
     return np.where(up, np.copysign(np.inf, s), s)
@@ -452,15 +453,8 @@ def _fp64_sum_overflow(plan, a, b, counts):
     x = np.abs(hs) - 0.5 * _MAX64
     y = np.where(neg, -ht, ht)
     beyond = (x > 2.0 ** 970) | ((x == 2.0 ** 970) & (y >= 0))
-    mode = plan.mode
-    if mode in ("rne", "rna"):
-        up = np.ones(hs.shape, bool)
-    elif mode == "ru":
-        up = ~neg
-    elif mode == "rd":
-        up = neg
-    elif mode in ("rz", "ro"):
-        up = np.zeros(hs.shape, bool)
+    if plan.mode != "sr":
+        up = _past_max_to_inf(plan.mode, neg, nearest_up=True)
     else:
         # Up (to 2**1024, so inf) with probability (|a + b| - max) / 2**971, or 1 beyond.
         up = _draw(plan, np.empty(hs.shape)) < (x + y) * 2.0 ** -970
