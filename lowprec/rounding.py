@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import copy
+import numbers
 import os
 import sys
 import threading
@@ -58,10 +59,12 @@ def _rng(rng):
 
 
 def as_real_array(x):
-    """``x`` as a float64 array ``hi`` plus an exact correction ``lo`` (or None).
+    """``x`` as a float64 array ``hi`` plus a correction ``lo`` (or None).
 
     Integer and long double inputs that float64 cannot hold exactly come back as an
-    unevaluated sum ``hi + lo``, so that they too are rounded only once.
+    unevaluated sum ``hi + lo``, so that they too are rounded only once: ``lo`` is
+    exact for 64-bit integers and long doubles, and rounded to odd for wider Python
+    ints (enough for one correct rounding, see `_python_numbers`).
     Complex, object, string and other non-real input raises `TypeError`.
     """
     a = np.asarray(x)
@@ -98,8 +101,36 @@ def as_real_array(x):
     if kind == "c":
         raise TypeError("complex input cannot be rounded to a real format; "
                         "round the real and imaginary parts separately")
+    if (kind == "O" and not isinstance(x, np.ndarray)
+            and all(isinstance(v, (numbers.Integral, float)) for v in a.flat)):
+        # Python ints beyond 64 bits (scalars or in lists; NumPy makes them objects).
+        # An object array itself stays refused, as any object input.
+        return _python_numbers(a)
     raise TypeError(f"expected real numbers, got an array of dtype {a.dtype} "
                     f"({'object' if kind == 'O' else 'non-numeric'} input)")
+
+
+def _python_numbers(a):
+    """(hi, lo) of an object array of Python ints and floats: ``hi = RN(v)`` (Python's
+    int-to-float conversion rounds correctly) and ``lo`` the remainder ``v - hi`` rounded
+    to odd: exact, or of the remainder's sign and never a power of two, so that it is
+    never mistaken for an exact tie (the remainder is an integer: never below 1)."""
+    values = [v if isinstance(v, float) else int(v) for v in a.flat]
+    try:
+        hi = [float(v) for v in values]
+    except OverflowError:
+        raise ValueError("integer input beyond float64's range (|x| >= 2**1024 - 2**970) "
+                         "cannot be rounded exactly; scale it first") from None
+    rem = [0 if isinstance(v, float) else v - int(h) for v, h in zip(values, hi)]
+    lo = np.array([float(r) for r in rem])          # |r| <= ulp(hi)/2 < 2**970: finite
+    inexact = np.array([int(f) != r for f, r in zip(lo.tolist(), rem)], dtype=bool)
+    even = (lo.view(np.uint64) & np.uint64(1)) == 0
+    step = np.flatnonzero(inexact & even)           # to the odd neighbour on r's side
+    if step.size:
+        up = np.array([rem[i] > int(lo[i]) for i in step.tolist()])
+        lo[step] = np.nextafter(lo[step], np.where(up, np.inf, -np.inf))
+    hi = np.array(hi, dtype=np.float64).reshape(a.shape)
+    return hi, (lo.reshape(a.shape) if lo.any() else None)
 
 
 def _two_sum(a, b):
@@ -428,15 +459,16 @@ def _overflow(plan, x, out):
     if saturating:
         to_inf = np.zeros_like(big)
     to_max = big & ~to_inf
+    # fn/fnuz: NaN where IEEE gives inf, with the sign inf would have (fnuz drops it).
     special = np.inf if fmt.has_inf else np.nan
-    out[to_inf] = np.where(neg[to_inf], -special, special) if fmt.has_inf else np.nan
+    out[to_inf] = np.where(neg[to_inf], -special, special)
     out[to_max] = np.where(neg[to_max], -plan.max, plan.max)
     result["to_max"] = to_max
     if not fmt.has_inf and infs.any():
         if saturating:
             out[infs] = np.where(np.signbit(x[infs]), -plan.max, plan.max)
         else:
-            out[infs] = np.nan
+            out[infs] = np.copysign(np.nan, x[infs])
     return result
 
 
@@ -713,8 +745,9 @@ def round(x, fmt, mode="rne", *, rng=None, sr_bits=None, subnormals=None,  # noq
     Parameters
     ----------
     x : array_like
-        Real input: float16/32/64 (and long double), integers, bools, ml_dtypes
-        arrays, lists or scalars. It is never modified.
+        Real input: float16/32/64 (and long double), integers (Python ints of any
+        width below 2**1024 - 2**970 too), bools, ml_dtypes arrays, lists or
+        scalars. It is never modified.
     fmt : Format or str
         Target format (anything `lowprec.format` accepts).
     mode : {"rne", "rna", "rz", "ru", "rd", "ro", "sr"}

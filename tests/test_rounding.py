@@ -276,6 +276,58 @@ def test_rne_from_float32_equals_numpy_and_ml_dtypes_casts(fmt):
     assert_same(lp.round(x, fmt), expected, x)
 
 
+_TOP_INT = 2**1024 - 2**970        # Python's float() of an int from here on overflows
+
+
+def _wide_ints(rng, n):
+    """Python ints beyond 64 bits: random ones, float64 ties (53-bit odd multiples of
+    half an ulp) and their neighbours +-1, both signs."""
+    out = []
+    for _ in range(n):
+        e = int(rng.integers(64, 1023))
+        m = int(rng.integers(2**52, 2**53))
+        tie = (2 * m + 1) << (e - 53)                # halfway between m and m + 1 ulps
+        out += [tie, tie + 1, tie - 1, int(rng.integers(1, 2**62)) << (e - 62)]
+    out += [2**64, 2**64 + 1, -(2**63) - 1, _TOP_INT - 1, 2**1023 + 2**970 - 1]
+    return [v if rng.random() < 0.5 else -v for v in out]
+
+
+@pytest.mark.parametrize("fmt", [lp.FP64, lp.FP32, lp.BF16, lp.FP8_E4M3,
+                                 lp.Format.custom(precision=40, emax=511)],
+                         ids=lambda f: f.name or "custom")
+def test_python_ints_beyond_64_bits_round_once(fmt):
+    xs = _wide_ints(np.random.default_rng(31), 150)
+    for mode in DET_MODES:
+        want = np.array([lpt.reference_round(Fraction(v), fmt, mode) for v in xs])
+        with lp.flags() as f:
+            got = lp.round(xs, fmt, mode)
+        assert_same(got, want, [float(v) for v in xs])
+        # Every input is finite: an inf or NaN result is inexact too.
+        assert f.inexact == sum(not math.isfinite(w) or Fraction(w) != v
+                                for w, v in zip(want.tolist(), xs))
+    assert same(lp.round(xs[1], fmt), lpt.reference_round(Fraction(xs[1]), fmt))  # a scalar
+    with pytest.raises(ValueError, match="beyond float64's range"):
+        lp.round([1.5, _TOP_INT], fmt)
+    assert lp.round([_TOP_INT - 1, 2.5], "fp32").tolist() == [np.inf, 2.5]
+    with pytest.raises(TypeError, match="object"):     # an object array stays refused
+        lp.round(np.array(xs[:3], dtype=object), fmt)
+
+
+@pytest.mark.parametrize("fmt", list(ML_CASTS), ids=lambda f: f.name)
+def test_encode_from_float32_equals_the_casts_bit_patterns(fmt):
+    # Bit for bit, so the sign of a NaN from overflow counts too: E4M3 (fn) sends -1000
+    # and -inf to 0xFF, the NaN with the sign inf would have had. (NaN inputs are left
+    # out: lowprec gives the canonical NaN, the casts keep payloads.)
+    x = float32_sweep(fmt)
+    x = x[~np.isnan(x)]
+    with np.errstate(over="ignore", invalid="ignore"):
+        cast = x.astype(ML_CASTS[fmt])
+    expected = cast.view(np.uint8 if fmt.bits == 8 else np.uint16)
+    got = lp.encode(x, fmt)
+    bad = np.flatnonzero(got != expected)
+    assert bad.size == 0, (x[bad[:5]].tolist(), got[bad[:5]].tolist(), expected[bad[:5]].tolist())
+
+
 @pytest.mark.parametrize("fmt, dtype", [(lp.FP6_E2M3, ml_dtypes.float6_e2m3fn),
                                         (lp.FP6_E3M2, ml_dtypes.float6_e3m2fn),
                                         (lp.FP4_E2M1, ml_dtypes.float4_e2m1fn)])
