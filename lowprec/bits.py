@@ -3,12 +3,14 @@
 Patterns live in the smallest unsigned dtype that holds ``fmt.bits`` (uint8,
 uint16, uint32, uint64), sign at bit ``bits - 1``, then the exponent field, then the
 mantissa. `encode` rounds through the rounding kernel first; it never rounds on its
-own. `decode` of formats of 16 bits or fewer reads a table built once per format.
+own. `decode` of formats of 16 bits or fewer reads a table built once per format (the
+latest 32 formats' tables are kept).
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+import os
+import threading
 
 import numpy as np
 
@@ -83,13 +85,27 @@ def encode(x, fmt, mode="rne", **kwargs):
     return out[()] if out.ndim == 0 else out
 
 
+def _is_int(v):
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
 def _check_patterns(bits, fmt):
     b = np.asarray(bits)
-    if b.dtype.kind not in "ui":
+    if b.dtype.kind == "O" or (b.dtype.kind == "f" and not isinstance(bits, np.ndarray)
+                               and not isinstance(bits, np.generic)):
+        # Python ints past int64 give an object array (or, mixed with small ones, a
+        # float64 one): check them as Python ints, which never wrap.
+        b = np.asarray(bits, dtype=object)
+        for v in b.flat:
+            if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)):
+                raise TypeError(f"bit patterns must be integers, got {type(v).__name__} {v!r}")
+    elif b.dtype.kind not in "ui":
         raise TypeError(f"bit patterns must be integers, got dtype {b.dtype}")
-    if b.size and (b.min() < 0 or int(b.max()) >> fmt.bits):
-        raise ValueError(f"bit patterns must be in [0, 2**{fmt.bits}) for "
-                         f"{fmt.name or fmt.dtype_name}")
+    if b.size:
+        lo, hi = int(b.min()), int(b.max())
+        if lo < 0 or hi >> fmt.bits:
+            raise ValueError(f"bit pattern {lo if lo < 0 else hi} is not in "
+                             f"[0, 2**{fmt.bits}) for {fmt.name or fmt.dtype_name}")
     return b.astype(np.uint64)
 
 
@@ -126,6 +142,8 @@ def _decode_formula(b, fmt):
     with np.errstate(over="ignore"):   # the top exponent code overflows; replaced below
         value = np.ldexp(significand, scale)
     if not fmt.subnormals:
+        # Exponent code 0 with a nonzero mantissa is no value of the format: read as
+        # zero of the pattern's sign, as denormals-are-zero hardware does.
         value = np.where(subnormal, 0.0, value)
     if fmt.kind == "ieee":
         value = np.where(exponent == top, np.where(mantissa == 0, np.inf, np.nan), value)
@@ -133,19 +151,49 @@ def _decode_formula(b, fmt):
         value = np.where((exponent == top) & (mantissa == 2 ** m - 1), np.nan, value)
     elif fmt.kind == "fnuz":
         value = np.where(b == np.uint64(1 << (fmt.bits - 1)), np.nan, value)
-        sign = sign & (b != np.uint64(1 << (fmt.bits - 1)))
+        sign = sign & (b != np.uint64(1 << (fmt.bits - 1))) & (value != 0)   # no -0
     return np.where(sign, -value, value)
 
 
-@lru_cache(maxsize=None)
+_TABLES = {}          # fmt -> read-only table of every pattern's value, oldest first
+_MAX_TABLES = 32      # at most 512 KiB each: a sweep over custom formats keeps the latest
+_TABLES_LOCK = threading.Lock()
+
+
 def _table(fmt):
-    table = _decode_formula(np.arange(2 ** fmt.bits, dtype=np.uint64), fmt)
-    table.flags.writeable = False
+    table = _TABLES.get(fmt)   # one dict lookup: atomic, no lock needed
+    if table is None:
+        table = _decode_formula(np.arange(2 ** fmt.bits, dtype=np.uint64), fmt)
+        table.flags.writeable = False
+        with _TABLES_LOCK:     # two threads may build one format's table: they are equal
+            while len(_TABLES) >= _MAX_TABLES:
+                del _TABLES[next(iter(_TABLES))]
+            _TABLES[fmt] = table
     return table
+
+
+def _forget_lock():
+    # A forked child inherits the lock as a thread of the parent may have held it.
+    global _TABLES_LOCK
+    _TABLES_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_lock)
 
 
 def decode(bits, fmt):
     """Map bit patterns to their float64 values (every NaN pattern to NaN).
+
+    ``bits``: integers in ``[0, 2**fmt.bits)`` of any shape; anything else raises
+    `ValueError` (negative or too wide, Python ints of any size included) or
+    `TypeError` (not integers: floats, bools, strings).
+
+    In a format with ``subnormals=False`` a pattern with exponent field 0 and a
+    nonzero mantissa is no value of the format; it decodes to zero of its sign (+0 in
+    ``fnuz`` formats), as denormals-are-zero hardware reads it, so ``encode`` gives
+    back the zero pattern. ``encode(decode(b)) == b`` holds for every other non-NaN
+    pattern of every format of 16 bits or fewer: every pattern that is a value.
 
     Examples
     --------
@@ -154,6 +202,8 @@ def decode(bits, fmt):
     array([1.00000000e+00, 5.96046448e-08,            inf])
     >>> lp.decode(0x7E, "e4m3"), lp.decode(0x80, "e4m3fnuz")
     (np.float64(448.0), np.float64(nan))
+    >>> lp.decode([0x0001, 0x8001], lp.Format(5, 10, subnormals=False))
+    array([ 0., -0.])
     """
     fmt = _format(fmt)
     b = _check_patterns(bits, fmt)

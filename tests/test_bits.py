@@ -124,3 +124,97 @@ def test_bad_patterns_raise():
         lp.decode([1.5], "fp16")
     with pytest.raises(ValueError, match=r"2\*\*4"):
         lp.fields(16, "fp4")
+
+
+@pytest.mark.parametrize("bits, fmt", [
+    (2**70, "fp16"), (2**64, "fp64"), (-2**70, "fp16"), (-1, "fp16"), (2**16, "fp16"),
+    ([2**64, 1], "fp64"), ([1, -2**63 - 1], "fp64"), (np.array([3, 2**80], dtype=object), "fp32")])
+def test_patterns_out_of_range_raise_value_error(bits, fmt):
+    with pytest.raises(ValueError, match=r"bit pattern -?\d+ is not in \[0, 2\*\*\d+\)"):
+        lp.decode(bits, fmt)
+    with pytest.raises(ValueError, match=r"is not in \[0, 2\*\*\d+\)"):
+        lp.fields(bits, fmt)
+
+
+@pytest.mark.parametrize("bits", [1.0, [1, 2.5], [2**64, 1.5], None, True, [1, None], "1"])
+def test_patterns_that_are_not_integers_raise_type_error(bits):
+    with pytest.raises(TypeError, match="bit patterns must be integers"):
+        lp.decode(bits, "fp64")
+
+
+def test_python_ints_past_int64_decode():
+    # NumPy makes [2**64 - 1, 1] a float64 array; the patterns are still integers.
+    got = lp.decode([2**64 - 1, 1, 2**63], "fp64")
+    expected = np.array([2**64 - 1, 1, 2**63], dtype=np.uint64).view(np.float64)
+    assert np.isnan(got[0]) and got[1:].tolist() == expected[1:].tolist()
+    assert np.signbit(got[2]) and lp.fields(2**63 + 5, "fp64") == (1, 0, 5)
+
+
+def _float16_scaled(bias):
+    """Every pattern's value in the IEEE format with FP16's fields and bias ``bias``:
+    NumPy's float16 value times 2**(15 - bias), exactly."""
+    with np.errstate(invalid="ignore"):   # signalling NaN patterns
+        v = np.arange(2**16, dtype=np.uint64).astype(np.uint16).view(np.float16).astype(np.float64)
+        return np.ldexp(v, 15 - bias)
+
+
+def test_decode_tables_stay_bounded_and_right_across_threads():
+    # 96 custom formats of 2**16 patterns (512 KiB of table each), decoded from 4
+    # threads at once: memory must stay near the 32 kept tables, and every table
+    # (including ones rebuilt after being dropped) must match NumPy's float16.
+    import tracemalloc
+    from concurrent.futures import ThreadPoolExecutor
+
+    biases = list(range(16, 16 + 96))
+    expected = {bias: _float16_scaled(bias) for bias in biases[::16]}
+    b = np.arange(2**16, dtype=np.uint64)
+
+    def sweep(offset):
+        for bias in biases[offset:] + biases[:offset]:
+            got = lp.decode(b, lp.Format(5, 10, bias=bias))
+            if bias in expected:
+                assert np.array_equal(got, expected[bias], equal_nan=True)
+
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(sweep, [0, 24, 48, 72]))
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 24 * 2**20, f"{grown / 2**20:.0f} MiB kept after 96 formats"
+
+
+def _without_subnormals(fmt):
+    return lp.Format(fmt.exponent_bits, fmt.mantissa_bits, bias=fmt.bias, kind=fmt.kind,
+                     subnormals=False)
+
+
+@pytest.mark.parametrize("fmt", list(ORACLES), ids=lambda f: f.name)
+def test_round_trip_without_subnormals_every_pattern(fmt):
+    # Oracle: the subnormals=True format's value from NumPy / ml_dtypes; patterns with
+    # exponent field 0 and a nonzero mantissa are no value of the subnormals=False
+    # format and read as zero of their sign (+0 in fnuz formats, which have no -0).
+    nosub = _without_subnormals(fmt)
+    b = np.arange(2 ** fmt.bits, dtype=np.uint64)
+    m = fmt.mantissa_bits
+    exponent = (b >> np.uint64(m)) & np.uint64(2 ** fmt.exponent_bits - 1)
+    mantissa = b & np.uint64(2 ** m - 1)
+    negative = (b >> np.uint64(fmt.bits - 1)) == 1
+    flushed = (exponent == 0) & (mantissa != 0)
+    expected = oracle_values(fmt)
+    zero = -0.0 if fmt.kind != "fnuz" else 0.0
+    expected[flushed] = np.where(negative[flushed], zero, 0.0)
+
+    got = lp.decode(b, nosub)
+    nan = np.isnan(expected)
+    assert np.array_equal(np.isnan(got), nan)
+    assert np.array_equal(got[~nan], expected[~nan])
+    assert np.array_equal(np.signbit(got[~nan]), np.signbit(expected[~nan]))
+
+    keep = ~nan & ~flushed
+    assert np.array_equal(lp.encode(got[keep], nosub).astype(np.uint64), b[keep])
+    sign_bit = np.uint64(1 << (fmt.bits - 1)) if fmt.kind != "fnuz" else np.uint64(0)
+    assert np.array_equal(lp.encode(got[flushed], nosub).astype(np.uint64),
+                          np.where(negative[flushed], sign_bit, np.uint64(0)))
