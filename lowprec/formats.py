@@ -30,6 +30,16 @@ KINDS = {
 }
 
 
+def _is_int(value):
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _as_int(attr, value):
+    if not _is_int(value):
+        raise TypeError(f"{attr} must be an int, got {value!r}")
+    return int(value)
+
+
 @dataclass(frozen=True)
 class Format:
     """A binary floating-point format, described by its parameters only.
@@ -38,10 +48,12 @@ class Format:
     ----------
     exponent_bits, mantissa_bits : int
         Widths of the exponent field and of the stored fraction (hidden bit excluded).
+        NumPy integers are stored as Python ints; bools and floats raise TypeError.
     bias : int, optional
         Exponent bias; ``2**(exponent_bits - 1) - 1`` when omitted.
     subnormals : bool
-        Whether the format has subnormal numbers (exponent code 0).
+        Whether the format has subnormal numbers (exponent code 0); TypeError if not
+        a bool.
     kind : {"ieee", "fn", "fnuz", "finite"}
         How the top exponent code is used; see ``KINDS``.
     name : str, optional
@@ -67,17 +79,21 @@ class Format:
     name: str | None = field(default=None, compare=False)
 
     def __post_init__(self):
+        # NumPy integers become Python ints, so derived constants (math.ldexp) and
+        # comparisons behave exactly as for ints (no uint8 wrap-around, no TypeError).
         for attr in ("exponent_bits", "mantissa_bits"):
-            value = getattr(self, attr)
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
-                raise TypeError(f"{attr} must be an int, got {value!r}")
-        if self.bias is None:
-            object.__setattr__(self, "bias", 2 ** (self.exponent_bits - 1) - 1)
-        if self.kind not in KINDS:
-            raise ValueError(f"kind must be one of {sorted(KINDS)}, got {self.kind!r}")
+            object.__setattr__(self, attr, _as_int(attr, getattr(self, attr)))
         if self.exponent_bits < 1 or self.mantissa_bits < 0:
             raise ValueError("exponent_bits must be >= 1 and mantissa_bits >= 0, "
                              f"got {self.exponent_bits} and {self.mantissa_bits}")
+        if self.bias is None:
+            object.__setattr__(self, "bias", 2 ** (self.exponent_bits - 1) - 1)
+        object.__setattr__(self, "bias", _as_int("bias", self.bias))
+        if not isinstance(self.subnormals, (bool, np.bool_)):
+            raise TypeError(f"subnormals must be a bool, got {self.subnormals!r}")
+        object.__setattr__(self, "subnormals", bool(self.subnormals))
+        if not isinstance(self.kind, str) or self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {sorted(KINDS)}, got {self.kind!r}")
         if self.kind == "ieee" and self.exponent_bits < 2:
             raise ValueError("an 'ieee' format needs exponent_bits >= 2 "
                              "(one code for subnormals, one for inf/NaN)")
@@ -117,11 +133,11 @@ class Format:
         ...
         ValueError: emax must be 2**k - 1 for an IEEE layout, got 10
         """
-        if not isinstance(precision, (int, np.integer)) or precision < 1:
+        if not _is_int(precision) or precision < 1:
             raise ValueError(f"precision must be an int >= 1, got {precision!r}")
-        if not isinstance(emax, (int, np.integer)) or emax < 1 or (emax + 1) & emax:
+        if not _is_int(emax) or emax < 1 or (int(emax) + 1) & int(emax):
             raise ValueError(f"emax must be 2**k - 1 for an IEEE layout, got {emax!r}")
-        return cls(int(emax + 1).bit_length(), int(precision) - 1, int(emax),
+        return cls((int(emax) + 1).bit_length(), int(precision) - 1, int(emax),
                    subnormals=subnormals, kind="ieee", name=name)
 
     # -- parameters in IEEE 754's terms --------------------------------------
@@ -153,7 +169,9 @@ class Format:
 
     @property
     def has_nan(self):
-        return self.kind != "finite"
+        # An 'ieee' format with no mantissa bits has inf in its top code but no NaN.
+        return self.kind != "finite" and not (self.kind == "ieee"
+                                              and self.mantissa_bits == 0)
 
     @property
     def has_negative_zero(self):
@@ -182,6 +200,8 @@ class Format:
 
     @property
     def negep(self):
+        if self.emin == 0 and not self.subnormals:
+            return 0  # nothing between 0 and 1, so 1 - (largest value below 1) = 1
         return max(-1, self.emin) - self.mantissa_bits
 
     @property
@@ -190,8 +210,8 @@ class Format:
 
     @property
     def epsneg(self):
-        """1 minus the largest value below 1 (a subnormal gap when emin >= 0)."""
-        return 2.0 ** (max(-1, self.emin) - self.mantissa_bits)
+        """1 minus the largest value below 1 (a subnormal gap, or 1, when emin = 0)."""
+        return 2.0 ** self.negep
 
     @cached_property
     def max(self):
@@ -239,7 +259,10 @@ class Format:
         if known:
             return known
         suffix = {"ieee": "", "fn": "fn", "fnuz": "fnuz", "finite": "fn"}[self.kind]
-        return f"float{self.bits}_e{self.exponent_bits}m{self.mantissa_bits}{suffix}"
+        # ml_dtypes spells a bias other than its usual one: float8_e4m3b11fnuz.
+        usual = 2 ** (self.exponent_bits - 1) - (0 if self.kind == "fnuz" else 1)
+        b = "" if self.bias == usual else f"b{self.bias}"
+        return f"float{self.bits}_e{self.exponent_bits}m{self.mantissa_bits}{b}{suffix}"
 
     def __str__(self):
         rows = [
@@ -299,10 +322,19 @@ _ALIASES = {
     FP6_E3M2: ("e3m2", "float6_e3m2fn"),
     FP4_E2M1: ("e2m1", "fp4", "float4_e2m1fn"),
 }
-_BY_NAME = {}
+# ml_dtypes types with no module constant: each decodes, all 256 patterns, exactly as
+# the format it maps to (tests/test_formats.py checks this against ml_dtypes).
+_ML_DTYPES_ONLY = {
+    "float8_e4m3": Format(4, 3),                            # IEEE-like, with inf
+    "float8_e3m4": Format(3, 4),
+    "float8_e4m3b11fnuz": Format(4, 3, bias=11, kind="fnuz"),
+}
+_BY_NAME = dict(_ML_DTYPES_ONLY)
 for _fmt, _names in _ALIASES.items():
     for _n in (_fmt.name, *_names):
         _BY_NAME[_n.lower()] = _fmt
+_VALID = (f"valid names: {', '.join(sorted(NAMED_FORMATS))} (and aliases such as "
+          "'fp16', 'bfloat16', 'e4m3', ml_dtypes names)")
 
 
 def format(spec):  # noqa: A001 - the contract's name
@@ -325,19 +357,22 @@ def format(spec):  # noqa: A001 - the contract's name
     if isinstance(spec, str):
         found = _BY_NAME.get(spec.strip().lower().replace("-", "_"))
         if found is None:
-            raise ValueError(
-                f"unknown format {spec!r}; valid names: {', '.join(sorted(NAMED_FORMATS))}"
-                " (and aliases such as 'fp16', 'bfloat16', 'e4m3', ml_dtypes names)")
+            raise ValueError(f"unknown format {spec!r}; {_VALID}")
         return found
-    try:
-        dtype = np.dtype(spec)
-    except TypeError:
-        raise TypeError(f"cannot interpret {spec!r} as a format: give a Format, "
-                        "a name such as 'bf16', or a float dtype") from None
+    # np.dtype(None) is float64: None must not silently mean FP64.
+    dtype = None
+    if spec is not None:
+        try:
+            dtype = np.dtype(spec)
+        except TypeError:
+            pass
+    if dtype is None:
+        raise TypeError(f"cannot interpret {spec!r} as a format: give a Format, a float "
+                        f"dtype or a name; {_VALID}")
     found = _BY_NAME.get(dtype.name.lower())
     if found is None:
         raise ValueError(f"dtype {dtype} is not a floating-point format lowprec knows; "
-                         f"valid names: {', '.join(sorted(NAMED_FORMATS))}")
+                         f"{_VALID}")
     return found
 
 

@@ -1,6 +1,7 @@
 """Formats: identities, and constants against numpy.finfo and ml_dtypes.finfo."""
 
 import dataclasses
+from fractions import Fraction
 
 import ml_dtypes
 import numpy as np
@@ -25,8 +26,10 @@ def test_twelve_named_formats():
 
 @pytest.mark.parametrize("name", sorted(ORACLE_DTYPES))
 def test_constants_match_finfo_of_oracle(name):
-    fmt = lp.NAMED_FORMATS[name]
-    dt = ORACLE_DTYPES[name]
+    assert_finfo_matches(lp.NAMED_FORMATS[name], ORACLE_DTYPES[name])
+
+
+def assert_finfo_matches(fmt, dt):
     numpy_own = dt in (np.float16, np.float32, np.float64)
     fi = np.finfo(dt) if numpy_own else ml_dtypes.finfo(dt)
     assert fmt.bits == fi.bits
@@ -136,3 +139,119 @@ def test_str_prints_parameter_table():
         assert needle in text
     assert repr(lp.BF16) == "lp.BF16"
     assert "Format(exponent_bits=3" in repr(lp.Format(3, 4))
+
+
+def values_below_one(e, m, bias, subnormals, kind):
+    """Non-negative finite values below 1, from the layout alone (Fraction oracle)."""
+    top, out = 2**e - 1, []
+    for code in range(2 ** (e + m)):              # sign bit clear
+        E, M = divmod(code, 2**m)
+        if kind == "ieee" and E == top or kind == "fn" and E == top and M == 2**m - 1:
+            continue
+        if E == 0 and not subnormals and M:
+            v = None                                # not a value without subnormals
+        elif E == 0:
+            v = Fraction(M, 2**m) * Fraction(2) ** (1 - bias)
+        else:
+            v = (1 + Fraction(M, 2**m)) * Fraction(2) ** (E - bias)
+        if v is not None and v < 1:
+            out.append(v)
+    return out
+
+
+@pytest.mark.parametrize("params", [
+    (2, 1, 1, "finite"), (2, 3, 1, "finite"), (3, 2, 3, "finite"), (4, 3, 7, "fn"),
+    (4, 3, 8, "fnuz"), (5, 10, 15, "ieee"), (3, 0, 3, "ieee"), (3, 0, 1, "ieee"),
+    (2, 0, 1, "finite"), (3, 4, 3, "ieee"),
+], ids=str)
+@pytest.mark.parametrize("subnormals", [True, False])
+def test_epsneg_is_one_minus_largest_value_below_one(params, subnormals):
+    # numpy's meaning; without subnormals and with emin = 0 nothing lies in (0, 1).
+    e, m, bias, kind = params
+    fmt = lp.Format(e, m, bias=bias, subnormals=subnormals, kind=kind)
+    expected = 1 - max(values_below_one(e, m, bias, subnormals, kind))
+    assert fmt.epsneg == expected == Fraction(2) ** fmt.negep
+
+
+def test_fp4_without_subnormals_has_epsneg_one():
+    # FP4 E2M1 flushed: values 0, 1, 1.5, 2, 3, 4, 6, so 1 - (largest below 1) = 1.
+    assert lp.Format(2, 1, bias=1, subnormals=False, kind="finite").epsneg == 1.0
+
+
+@pytest.mark.parametrize("e", [2, 3, 4])
+@pytest.mark.parametrize("m", [0, 1, 2])
+def test_ieee_has_nan_only_when_top_code_has_a_nonzero_mantissa(e, m):
+    # Contract: the top exponent code is inf with mantissa 0, NaN otherwise, so an
+    # 'ieee' format with m = 0 (p = 1, as Format.custom(precision=1) builds) has no NaN.
+    fmt = lp.Format(e, m)
+    nan_patterns = 2 * (2**m - 1)
+    assert fmt.has_inf and fmt.has_nan == (nan_patterns > 0)
+    if nan_patterns == 0:
+        with pytest.raises(ValueError, match="no NaN"):
+            lp.encode(np.nan, fmt)
+        assert not np.isnan(lp.decode(np.arange(2**fmt.bits), fmt)).any()
+
+
+def test_custom_with_one_bit_of_precision_has_no_nan():
+    assert lp.Format.custom(precision=1, emax=3).has_nan is False
+
+
+@pytest.mark.parametrize("ints", [np.int64, np.int32, np.int16, np.int8, np.uint8])
+def test_numpy_integer_parameters_behave_as_ints(ints):
+    for fmt, dt in ((lp.Format(ints(5), ints(10)), np.float16),
+                    (lp.Format(ints(4), ints(3), kind="fn"), ml_dtypes.float8_e4m3fn),
+                    (lp.Format(ints(4), ints(3), bias=ints(8), kind="fnuz"),
+                     ml_dtypes.float8_e4m3fnuz),
+                    (lp.Format(ints(8), ints(7)), ml_dtypes.bfloat16)):
+        assert all(type(getattr(fmt, a)) is int
+                   for a in ("exponent_bits", "mantissa_bits", "bias"))
+        assert_finfo_matches(fmt, dt)
+        x = np.array([0.1, 3.3, -1e-3])
+        assert np.array_equal(lp.round(x, fmt), x.astype(dt).astype(np.float64))
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(bias=14.5), TypeError, "bias must be an int"),
+    (dict(bias=15.0), TypeError, "bias must be an int"),
+    (dict(bias="15"), TypeError, "bias must be an int"),
+    (dict(bias=True), TypeError, "bias must be an int"),
+    (dict(subnormals="no"), TypeError, "subnormals must be a bool"),
+    (dict(subnormals=0), TypeError, "subnormals must be a bool"),
+    (dict(kind=["ieee"]), ValueError, "kind must be one of"),
+])
+def test_bias_subnormals_kind_are_validated(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        lp.Format(5, 10, **kwargs)
+
+
+def test_bool_parameters_are_refused():
+    with pytest.raises(TypeError, match="mantissa_bits must be an int"):
+        lp.Format(5, True)
+    with pytest.raises(ValueError, match="precision must be an int"):
+        lp.Format.custom(precision=True, emax=15)
+    fmt = lp.Format(5, 10, subnormals=np.bool_(False))
+    assert fmt.subnormals is False
+    assert fmt.smallest_subnormal == float(np.finfo(np.float16).tiny)
+
+
+@pytest.mark.parametrize("spec", [None, 5, 1.5, b"fp16", object()])
+def test_non_specs_raise_type_error_listing_valid_names(spec):
+    # np.dtype(None) is float64: None must not silently mean FP64.
+    with pytest.raises(TypeError, match=r"cannot interpret .* valid names: BF16, FP16"):
+        lp.format(spec)
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3", "float8_e3m4", "float8_e4m3b11fnuz"])
+def test_other_ml_dtypes_float8_types(name):
+    dt = getattr(ml_dtypes, name)
+    fmt = lp.format(dt)
+    assert lp.format(name) == fmt == lp.format(np.dtype(dt)) and fmt.dtype_name == name
+    assert_finfo_matches(fmt, dt)
+    codes = np.arange(256)
+    ours = lp.decode(codes, fmt)
+    theirs = codes.astype(np.uint8).view(dt).astype(np.float64)
+    assert np.array_equal(ours, theirs, equal_nan=True)
+    number = ~np.isnan(theirs)                    # a NaN's sign is no value's sign
+    assert np.array_equal(np.signbit(ours[number]), np.signbit(theirs[number]))
+    assert fmt.has_inf == bool(np.isinf(theirs).any())
+    assert fmt.has_nan == bool(np.isnan(theirs).any())
