@@ -147,7 +147,21 @@ def _st():
 
 
 def values(fmt, *, allow_nan=True, allow_infinity=True):
-    """Any float64, with extra weight around the format's range."""
+    """Any float64, with extra weight around the format's range: its binades, its
+    ties (`midpoints`, for every format but FP64, whose ties are not float64 values),
+    `near_overflow` and `subnormals`. NaN and infinities come only when allowed.
+
+    Examples
+    --------
+    >>> import math
+    >>> import lowprec as lp
+    >>> from lowprec.testing import values
+    >>> from hypothesis import find
+    >>> huge = find(values(lp.FP64, allow_infinity=False, allow_nan=False),
+    ...             lambda x: abs(x) > 1e308)
+    >>> math.isfinite(huge)
+    True
+    """
     fmt = _format(fmt)
     st = _st()
     scaled = st.tuples(st.floats(1.0, 2.0, exclude_max=True),
@@ -155,46 +169,103 @@ def values(fmt, *, allow_nan=True, allow_infinity=True):
                                    min(fmt.emax + 2, 1023)),
                        st.booleans()).map(
         lambda t: (-1) ** t[2] * math.ldexp(t[0], t[1]))
-    return st.one_of(scaled, st.floats(allow_nan=allow_nan, allow_infinity=allow_infinity),
-                     midpoints(fmt), near_overflow(fmt), subnormals(fmt))
+    parts = [scaled, st.floats(allow_nan=allow_nan, allow_infinity=allow_infinity)]
+    if _ties_are_floats(fmt):
+        parts.append(midpoints(fmt))
+    return st.one_of(*parts, near_overflow(fmt), subnormals(fmt))
 
 
 def bit_patterns(fmt):
-    """Integers in [0, 2**bits): every pattern of the format."""
+    """Integers in [0, 2**bits): every pattern of the format, NaN and inf codes
+    included."""
     fmt = _format(fmt)
     return _st().integers(0, 2 ** fmt.bits - 1)
 
 
-def _grid_value(fmt, st):
-    """A finite positive value of the format, as (value, quantum)."""
+def _ties_are_floats(fmt):
+    # A tie needs p + 1 significant bits (the format's p, then a 1); the smallest,
+    # half the smallest subnormal, is >= 2**-1021 for every format but FP64
+    # (Format requires emin - mantissa_bits >= -1020), so p <= 52 is the whole test.
+    return fmt.p <= 52
+
+
+def _lower_neighbour(fmt, st):
+    """A finite value v >= 0 of the format with its gap g to the next value up, as
+    (v, g): v + g is the next value of the format, or, for v = max, the first value
+    past max on the format's grid with the exponent unbounded (v + g/2 is then the
+    overflow threshold)."""
     m = fmt.mantissa_bits
+    # fn formats give their top code S.1..1.1..1 to NaN: in the top binade the
+    # largest mantissa field is max's, not 2**m - 1.
+    top_k = int(fmt.max / math.ldexp(1.0, fmt.emax - m)) - 2 ** m
 
     def build(t):
         e, k = t
-        if e < fmt.emin:   # subnormal
-            return math.ldexp(k % (2 ** m) or 1, fmt.emin - m), math.ldexp(1, fmt.emin - m)
-        return math.ldexp(2 ** m + k % (2 ** m), e - m), math.ldexp(1, e - m)
+        if e < fmt.emin:
+            if not fmt.subnormals:   # below the smallest normal only 0 is a value
+                return 0.0, fmt.smallest_normal
+            sub = math.ldexp(1.0, fmt.emin - m)
+            return (k % 2 ** m) * sub, sub
+        k %= (top_k if e == fmt.emax else 2 ** m - 1) + 1
+        return math.ldexp(2 ** m + k, e - m), math.ldexp(1.0, e - m)
     return st.tuples(st.integers(fmt.emin - 1, fmt.emax),
                      st.integers(0, 2 ** max(m, 1))).map(build)
 
 
 def midpoints(fmt):
-    """Exact ties between neighbours of the format, and ties nudged by one float64 ulp."""
+    """Exact ties of the format, either sign, and ties nudged by one float64 ulp.
+
+    A tie is the value halfway between two adjacent values of the format (from the
+    tie between 0 and the smallest subnormal, or the smallest normal without
+    subnormals, up to the one below max), or the overflow threshold ``max + ulp/2``,
+    where round-to-nearest chooses between max and overflow (``ulp`` is the gap in
+    max's binade: 464 for E4M3, whose 480 is NaN). Raises ``ValueError`` for FP64,
+    whose ties are not float64 values.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> from lowprec.testing import midpoints
+    >>> midpoints(lp.FP64)
+    Traceback (most recent call last):
+    ...
+    ValueError: FP64 has no ties that are float64 values: a tie between adjacent values needs 54 significant bits
+    """
     fmt = _format(fmt)
+    if not _ties_are_floats(fmt):
+        raise ValueError(f"{fmt.name or repr(fmt)} has no ties that are float64 values: a tie "
+                         f"between adjacent values needs {fmt.p + 1} significant bits")
     st = _st()
 
     def tie(t):
-        (v, quantum), sign, nudge = t
-        mid = v + quantum / 2
+        (v, gap), sign, nudge = t
+        mid = v + gap / 2   # exact: p + 1 <= 53 bits, and >= 2**-1021 (_ties_are_floats)
         if nudge:
             mid = math.nextafter(mid, math.inf if nudge > 0 else 0.0)
         return sign * mid
-    return st.tuples(_grid_value(fmt, st), st.sampled_from([1.0, -1.0]),
+    return st.tuples(_lower_neighbour(fmt, st), st.sampled_from([1.0, -1.0]),
                      st.sampled_from([0, 1, -1])).map(tie)
 
 
 def near_overflow(fmt):
-    """Values around max, max + ulp/2 and 2**(emax+1), either sign."""
+    """Finite float64 values at and up to three float64 ulps either side of max,
+    max + ulp/2, max + ulp and 2**(emax+1), either sign (``ulp`` is the gap in max's
+    binade). Those of them past the largest float64 are left out: for FP64, only max
+    and the values just below it.
+
+    Examples
+    --------
+    >>> import math
+    >>> import lowprec as lp
+    >>> from hypothesis import find
+    >>> from lowprec.testing import near_overflow
+    >>> find(near_overflow(lp.FP8_E4M3), lambda x: x > 460)
+    464.0
+    >>> find(near_overflow(lp.FP64), math.isinf)
+    Traceback (most recent call last):
+    ...
+    hypothesis.errors.NoSuchExample: No examples found of condition isinf
+    """
     fmt = _format(fmt)
     st = _st()
     ulp = math.ldexp(1.0, fmt.emax - fmt.mantissa_bits)
@@ -207,22 +278,38 @@ def near_overflow(fmt):
         a, steps, sign = t
         v = a
         for _ in range(abs(steps)):
-            v = math.nextafter(v, math.inf if steps > 0 else 0.0)
+            step = math.nextafter(v, math.inf if steps > 0 else 0.0)
+            if math.isinf(step):
+                break
+            v = step
         return sign * v
     return st.tuples(st.sampled_from(anchors), st.integers(-3, 3),
                      st.sampled_from([1.0, -1.0])).map(near)
 
 
 def subnormals(fmt):
-    """Values in the subnormal range and around the smallest normal and half the
-    smallest subnormal."""
+    """Values of magnitude below the smallest normal, either sign, and values at and
+    one float64 ulp either side of the edges there: the smallest normal, the smallest
+    subnormal, half the smallest normal, and the ties half the smallest subnormal and
+    half a subnormal below the smallest normal. Without subnormals, the smallest subnormal reads as the smallest
+    normal (``numpy.finfo``'s convention), so the one tie is half of it.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> from lowprec.testing import subnormals
+    >>> from hypothesis import find
+    >>> find(subnormals(lp.FP8_E4M3), lambda x: x > 2 ** -7) <= 2 ** -6
+    True
+    """
     fmt = _format(fmt)
     st = _st()
     tiny = fmt.smallest_normal
-    sub = math.ldexp(1.0, fmt.emin - fmt.mantissa_bits)
+    sub = fmt.smallest_subnormal
+    # FP64's sub / 2 underflows to 0.0; it is no edge.
+    anchors = sorted({a for a in (tiny, sub, sub / 2, tiny - sub / 2, tiny / 2) if a > 0})
     inside = st.floats(0.0, tiny, allow_subnormal=True)
-    edges = st.tuples(st.sampled_from([tiny, sub, sub / 2, tiny - sub / 2, tiny / 2]),
-                      st.integers(-2, 2)).map(
+    edges = st.tuples(st.sampled_from(anchors), st.integers(-2, 2)).map(
         lambda t: math.nextafter(t[0], math.inf) if t[1] > 0 else (
             math.nextafter(t[0], 0.0) if t[1] < 0 else t[0]))
     return st.tuples(st.one_of(inside, edges), st.sampled_from([1.0, -1.0])).map(
