@@ -49,13 +49,13 @@ def reference_round(x, fmt, mode="rne", *, subnormals=None, saturate=False, u=No
     subnormals = fmt.subnormals if subnormals is None else subnormals
     if isinstance(x, float):
         if math.isnan(x):
-            return math.nan
+            return x                          # NaN, with its sign
         if math.isinf(x):
             if fmt.has_inf:
                 return x
             if saturate or fmt.kind == "finite":
                 return math.copysign(fmt.max, x)
-            return math.nan
+            return math.copysign(math.nan, x)   # fn/fnuz: NaN where IEEE keeps inf
     negative = (x < 0) or (isinstance(x, float) and math.copysign(1.0, x) < 0)
     q = abs(Fraction(x))
     if q == 0:

@@ -545,3 +545,13 @@ def test_round_exact_to_fp64_records_flags():
     with lp.flags() as f:
         r = lp.round_exact(1.0, 2.0**-60, "fp64", "ru")
     assert r == 1 + 2.0**-52 and f.inexact == 1
+
+
+def test_reference_keeps_the_sign_of_nan_as_ml_dtypes_does():
+    # E4M3 (fn) overflow and -inf give the NaN 0xFF (sign set) in ml_dtypes' cast; NaN
+    # input keeps its sign. The reference's NaNs carry the same signs.
+    x = np.array([-1000.0, -np.inf, 1000.0, np.inf, -np.nan, np.nan], np.float32)
+    signs = (x.astype(ml_dtypes.float8_e4m3fn).view(np.uint8) & 0x80) != 0
+    got = [lpt.reference_round(float(v), "e4m3") for v in x]
+    assert all(math.isnan(g) for g in got)
+    assert [math.copysign(1.0, g) < 0 for g in got] == signs.tolist()
