@@ -19,7 +19,7 @@ import numpy as np
 from .flags import FLAG_NAMES, recording
 from .formats import format as _format
 from .rounding import (CHUNK, _check_mode, _draw, _finish, _odd, _Plan, _round_into,
-                       _two_sum, as_real_array, in_spans)
+                       _steps_toward_lo, _two_sum, as_real_array, in_spans)
 
 __all__ = ["add", "sub", "mul", "div", "sqrt", "fma", "sum", "dot", "ORDERS"]
 
@@ -155,19 +155,12 @@ def _fp64_slow(plan, h, l_, E, ref, counts):
     n = np.nextafter(rf, np.copysign(np.inf, d))
     # Past max the next point of an unbounded exponent range is 2**1024 (scaled: exact).
     n2 = np.where(np.isinf(n), np.copysign(np.ldexp(1.0, 1024 - Ef), rf), np.ldexp(n, -Ef))
+    take = _steps_toward_lo(mode, rf, d)
     if mode == "rne":
         take = np.zeros(d.shape, bool)
-    elif mode == "rz":
-        take = (d != 0) & (np.signbit(d) != np.signbit(rf))
-    elif mode == "ru":
-        take = d > 0
-    elif mode == "rd":
-        take = d < 0
-    elif mode == "ro":
-        take = (d != 0) & ((rf.view(_U) & _U(1)) == 0)
     elif mode == "rna":
         take = _midpoint(hf, lf, back, n2) & (np.abs(n) > np.abs(rf))
-    else:
+    elif mode == "sr":
         frac = np.abs(d) / np.abs(n2 - back)
         take = _draw(plan, np.empty(d.shape)) < frac      # never when d == 0
     res = np.where(take, n, rf)
@@ -225,15 +218,8 @@ def _fp64_tiny(plan, h, l_, E, final):
     # h == RN(v) at 53 bits (scaled by 2**-E, exact), l with the sign of v - h: the
     # directed and odd roundings step once toward l. rna differs from rne only on ties
     # whose lower neighbour is even, and 2**-1022 - 2**-1075 (53 ones) is odd.
-    if mode == "rz":
-        step = (l_ != 0) & (np.signbit(l_) != np.signbit(h))
-    elif mode == "ru":
-        step = l_ > 0
-    elif mode == "rd":
-        step = l_ < 0
-    elif mode == "ro":
-        step = (l_ != 0) & ((h.view(_U) & _U(1)) == 0)
-    else:
+    step = _steps_toward_lo(mode, h, l_)
+    if step is None:
         step = np.zeros(h.shape, bool)
     r = np.where(step, np.nextafter(h, np.copysign(np.inf, l_)), h)
     # |r| * 2**E < 2**-1022, read off the exponents (no rounding of r * 2**E).

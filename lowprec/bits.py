@@ -9,12 +9,10 @@ latest 32 formats' tables are kept).
 
 from __future__ import annotations
 
-import os
-import threading
-
 import numpy as np
 
-from .formats import format as _format
+from ._cache import Latest
+from .formats import _is_int, format as _format
 from .rounding import round as _round
 
 __all__ = ["encode", "decode", "fields", "uint_dtype"]
@@ -85,10 +83,6 @@ def encode(x, fmt, mode="rne", **kwargs):
     return out[()] if out.ndim == 0 else out
 
 
-def _is_int(v):
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-
-
 def _check_patterns(bits, fmt):
     b = np.asarray(bits)
     if b.dtype.kind == "O" or (b.dtype.kind == "f" and not isinstance(bits, np.ndarray)
@@ -97,7 +91,7 @@ def _check_patterns(bits, fmt):
         # float64 one): check them as Python ints, which never wrap.
         b = np.asarray(bits, dtype=object)
         for v in b.flat:
-            if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)):
+            if not _is_int(v):
                 raise TypeError(f"bit patterns must be integers, got {type(v).__name__} {v!r}")
     elif b.dtype.kind not in "ui":
         raise TypeError(f"bit patterns must be integers, got dtype {b.dtype}")
@@ -155,31 +149,18 @@ def _decode_formula(b, fmt):
     return np.where(sign, -value, value)
 
 
-_TABLES = {}          # fmt -> read-only table of every pattern's value, oldest first
-_MAX_TABLES = 32      # at most 512 KiB each: a sweep over custom formats keeps the latest
-_TABLES_LOCK = threading.Lock()
+# fmt -> read-only table of every pattern's value; at most 512 KiB each: a sweep over
+# custom formats keeps the latest.
+_TABLES = Latest(32)
 
 
 def _table(fmt):
-    table = _TABLES.get(fmt)   # one dict lookup: atomic, no lock needed
+    table = _TABLES.get(fmt)
     if table is None:
         table = _decode_formula(np.arange(2 ** fmt.bits, dtype=np.uint64), fmt)
         table.flags.writeable = False
-        with _TABLES_LOCK:     # two threads may build one format's table: they are equal
-            while len(_TABLES) >= _MAX_TABLES:
-                del _TABLES[next(iter(_TABLES))]
-            _TABLES[fmt] = table
+        _TABLES.put(fmt, table)
     return table
-
-
-def _forget_lock():
-    # A forked child inherits the lock as a thread of the parent may have held it.
-    global _TABLES_LOCK
-    _TABLES_LOCK = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_lock)
 
 
 def decode(bits, fmt):

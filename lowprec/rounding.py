@@ -28,6 +28,7 @@ import warnings
 
 import numpy as np
 
+from ._cache import Latest
 from .flags import FLAG_NAMES, recording
 from .formats import format as _format
 
@@ -344,9 +345,9 @@ def _round_subnormal_range(plan, xs):
 # deterministic mode, overflow and options included; and x == k's value is a single
 # value. Two tables of 2**16 results, made by this kernel itself, round everything.
 
-_TABLES = {}          # (fmt, mode, subnormals, saturate) -> tables, newest last
-_MAX_TABLES = 32      # 1 MiB each: a sweep over custom formats keeps only the latest
-_TABLES_LOCK = threading.Lock()
+# (fmt, mode, subnormals, saturate) -> tables; 1 MiB each: a sweep over custom
+# formats keeps only the latest.
+_TABLES = Latest(32)
 _TOP16 = slice(3, None, 4) if sys.byteorder == "little" else slice(0, None, 4)
 _LOW48 = np.uint64((1 << 48) - 1)
 
@@ -362,11 +363,7 @@ def _table_for(plan):
         counts = dict.fromkeys(FLAG_NAMES, 0)   # counting: the arithmetic path, not this
         with np.errstate(all="ignore"):
             _round_into(plan, x, table, np.empty(x.size, np.uint64), np.empty_like(x), counts)
-        table = (table[: 1 << 16], table[1 << 16:])
-        with _TABLES_LOCK:       # two threads may build one key: the tables are equal
-            while len(_TABLES) >= _MAX_TABLES:
-                del _TABLES[next(iter(_TABLES))]
-            _TABLES[key] = table
+        table = _TABLES.put(key, (table[: 1 << 16], table[1 << 16:]))
     return table
 
 
@@ -663,10 +660,10 @@ def threads(n=None):
 
 
 def _forget_pool():
-    # A forked child inherits the pool object but not its threads, and locks that a
+    # A forked child inherits the pool object but not its threads, and a lock that a
     # thread of the parent may have held.
-    global _POOL, _POOL_LOCK, _TABLES_LOCK
-    _POOL, _POOL_LOCK, _TABLES_LOCK = None, threading.Lock(), threading.Lock()
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = None, threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
@@ -722,20 +719,27 @@ def _fp64_move(plan, hi, lo, nz):
     """Directed, odd, away and stochastic rounding of ``hi + lo`` (lo != 0 where nz)."""
     h, l_ = hi[nz], lo[nz]
     n = np.nextafter(h, np.copysign(np.inf, l_))
-    mode = plan.mode
-    if mode == "rz":
-        take = np.signbit(l_) != np.signbit(h)
-    elif mode == "ru":
-        take = l_ > 0
-    elif mode == "rd":
-        take = l_ < 0
-    elif mode == "ro":
-        take = (h.view(np.uint64) & np.uint64(1)) == 0
-    elif mode == "rna":
+    take = _steps_toward_lo(plan.mode, h, l_)
+    if plan.mode == "rna":
         take = (2 * np.abs(l_) == np.abs(n - h)) & (np.abs(n) > np.abs(h))
-    else:
+    elif plan.mode == "sr":
         take = _draw(plan, np.empty(h.size)) < np.abs(l_) / np.abs(n - h)
     hi[nz] = np.where(take, n, h)
+
+
+def _steps_toward_lo(mode, h, lo):
+    """Where rz, ru, rd or ro round ``v`` to the neighbour of ``h`` on ``lo``'s side rather
+    than to ``h`` (``h`` a float64 nearest to v, ``lo`` of the sign of v - h, 0 iff v == h);
+    None for the other modes."""
+    if mode == "rz":
+        return (lo != 0) & (np.signbit(lo) != np.signbit(h))
+    if mode == "ru":
+        return lo > 0
+    if mode == "rd":
+        return lo < 0
+    if mode == "ro":
+        return (lo != 0) & ((h.view(np.uint64) & np.uint64(1)) == 0)
+    return None
 
 
 def round(x, fmt, mode="rne", *, rng=None, sr_bits=None, subnormals=None,  # noqa: A001

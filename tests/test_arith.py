@@ -574,6 +574,14 @@ def test_fp64_ties_outside_the_fast_range(mode, s):
         assert_same(lp.fma(*triples, "FP64", mode), want, *triples)
 
 
+def _exact_values(op, ops, mode):
+    """The exact results (Fractions) of ``op`` on the operand arrays ``ops``."""
+    columns = zip(*(v.tolist() for v in ops))
+    if op == "fma":
+        return [Fraction(x) * Fraction(y) + Fraction(z) for x, y, z in columns]
+    return [exact_result(op, x, y, mode) for x, y in columns]
+
+
 def _near_smallest_normal(rng, op, n):
     """Operands whose exact products, quotients or fma results lie near 2**-1023
     (the tie between 0 and 2**-1022 without subnormals) and near 2**-1022."""
@@ -599,11 +607,7 @@ def test_fp64_without_subnormals_rounds_once(op, mode):
     # One rounding of the exact value into FP64 without subnormals: rounding to a
     # float64 subnormal first, then flushing, would round twice.
     ops = _near_smallest_normal(np.random.default_rng(21), op, 1500)
-    columns = zip(*(v.tolist() for v in ops))
-    if op == "fma":
-        exact = [Fraction(x) * Fraction(y) + Fraction(z) for x, y, z in columns]
-    else:
-        exact = [exact_result(op, x, y, mode) for x, y in columns]
+    exact = _exact_values(op, ops, mode)
     want = np.array([reference_round(e, "FP64", mode, subnormals=False) for e in exact])
     with lp.flags() as f:
         got = getattr(lp, op)(*ops, "FP64", mode, subnormals=False)
@@ -773,11 +777,7 @@ def test_fp64_overflow_flags_near_max(op, mode):
     # (as the rounding kernel counts other formats'), inf or not; with saturate every
     # overflow also counts as saturated and gives ±max.
     ops = _near_max(np.random.default_rng(32), op, 400)
-    columns = list(zip(*(v.tolist() for v in ops)))
-    if op == "fma":
-        exact = [Fraction(x) * Fraction(y) + Fraction(z) for x, y, z in columns]
-    else:
-        exact = [exact_result(op, x, y, mode) for x, y in columns]
+    exact = _exact_values(op, ops, mode)
     big = Fraction(np.finfo(np.float64).max)
     overflow = sum(abs(_unbounded53(e, mode, -200)) > big for e in exact)
     assert 0 < overflow < len(exact)
@@ -837,11 +837,7 @@ def test_fp64_underflow_is_tininess_after_rounding(op, mode, subnormals):
     # (as on x86, and as the rounding kernel detects it for other formats): v just
     # below 2**-1022 that rounds to 2**-1022 in FP64 still underflows.
     ops = _near_smallest_normal_below(np.random.default_rng(33), op, 400)
-    columns = list(zip(*(v.tolist() for v in ops)))
-    if op == "fma":
-        exact = [Fraction(x) * Fraction(y) + Fraction(z) for x, y, z in columns]
-    else:
-        exact = [exact_result(op, x, y, mode) for x, y in columns]
+    exact = _exact_values(op, ops, mode)
     want = [reference_round(e, "FP64", mode, subnormals=subnormals) for e in exact]
     with lp.flags() as f:
         got = getattr(lp, op)(*ops, "FP64", mode, subnormals=subnormals)
