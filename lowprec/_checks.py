@@ -1,0 +1,104 @@
+"""Argument checks shared by every layer: one rule, one message, for each kind of option.
+
+A wrong-typed option must never change a result silently (``subnormals="no"`` is
+truthy, ``mode=""`` is falsy): each check here raises `TypeError` naming the
+argument for a value of the wrong type and `ValueError` for a value of the right
+type that is not allowed. This module imports nothing from lowprec and holds no state.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+__all__ = ["MODES", "check_bool", "check_mode", "check_rng", "check_int"]
+
+#: The rounding modes, in the order the docs list them.
+MODES = ("rne", "rna", "rz", "ru", "rd", "ro", "sr")
+
+
+def check_bool(name: str, value: object, *, optional: bool = False) -> bool | None:
+    """``value`` as a bool; `TypeError` naming ``name`` unless it is a bool (or None
+    when ``optional``).
+
+    Examples
+    --------
+    >>> check_bool("saturate", True), check_bool("subnormals", None, optional=True)
+    (True, None)
+    >>> check_bool("subnormals", "no")
+    Traceback (most recent call last):
+    ...
+    TypeError: subnormals must be a bool, got str 'no'
+    """
+    if value is None and optional:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    allowed = "a bool or None" if optional else "a bool"
+    raise TypeError(f"{name} must be {allowed}, got {type(value).__name__} {value!r}")
+
+
+def check_mode(mode: object, name: str = "mode") -> str:
+    """``mode`` if it is one of `MODES`; `TypeError` for a non-string, `ValueError`
+    for an unknown name.
+
+    Examples
+    --------
+    >>> check_mode("rz")
+    'rz'
+    >>> check_mode(0)
+    Traceback (most recent call last):
+    ...
+    TypeError: mode must be a str, one of rne, rna, rz, ru, rd, ro, sr; got int 0
+    """
+    if not isinstance(mode, str):
+        raise TypeError(f"{name} must be a str, one of {', '.join(MODES)}; "
+                        f"got {type(mode).__name__} {mode!r}")
+    if mode not in MODES:
+        raise ValueError(f"unknown rounding mode {mode!r}; valid modes: {', '.join(MODES)}")
+    return mode
+
+
+def check_rng(rng: object, name: str = "rng") -> None:
+    """`TypeError` unless ``rng`` is None, an int seed or a `numpy.random.Generator`
+    (checked whatever the mode: an rng that could never be used is still a mistake).
+
+    Examples
+    --------
+    >>> check_rng(0); check_rng(None); check_rng(np.random.default_rng(1))
+    >>> check_rng(True)
+    Traceback (most recent call last):
+    ...
+    TypeError: rng must be a numpy.random.Generator, an int seed or None, got bool True
+    """
+    if rng is None or isinstance(rng, np.random.Generator):
+        return
+    if isinstance(rng, (numbers.Integral, np.integer)) and not isinstance(rng, (bool, np.bool_)):
+        if rng < 0:
+            raise ValueError(f"{name} seed must be non-negative, got {rng!r}")
+        return
+    raise TypeError(f"{name} must be a numpy.random.Generator, an int seed or None, "
+                    f"got {type(rng).__name__} {rng!r}")
+
+
+def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
+    """``value`` as a Python int; `TypeError` for non-integers (bools included),
+    `ValueError` below ``minimum``.
+
+    Examples
+    --------
+    >>> check_int("steps", np.int64(3), minimum=0)
+    3
+    >>> check_int("steps", -1, minimum=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: steps must be at least 0, got -1
+    """
+    if (not isinstance(value, (numbers.Integral, np.integer))
+            or isinstance(value, (bool, np.bool_))):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value!r}")
+    return value
