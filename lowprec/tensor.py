@@ -22,9 +22,10 @@ from . import arith, bits
 from .formats import (BF16, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E4M3FNUZ,
                       FP8_E5M2, FP8_E5M2FNUZ, FP16, FP32, FP64, TF32)
 from .formats import format as _format
+from ._checks import check_bool, check_mode, check_rng
 from .matmul import MODELS as _MODELS
+from .matmul import TensorCoreModel
 from .matmul import matmul as _matmul_kernel
-from .rounding import MODES
 from .rounding import round as _round
 
 __all__ = ["Tensor", "tensor", "context", "get_context", "result_format", "matmul",
@@ -48,6 +49,21 @@ class _Context:
 _CONTEXT: ContextVar[_Context] = ContextVar("lowprec_context", default=_Context())
 
 
+def _check_model(model, name="matmul"):
+    """``model`` if it names a matmul model (a `MODELS` key, any case), is a `MODELS`
+    value or a `TensorCoreModel`; `TypeError` for other types, `ValueError` for an
+    unknown name."""
+    if isinstance(model, str):
+        if model.lower() not in _MODELS:
+            raise ValueError(f"unknown matmul model {model!r}; valid models: "
+                             f"{', '.join(_MODELS)} or a lp.TensorCoreModel")
+        return model
+    if isinstance(model, TensorCoreModel) or any(model is m for m in _MODELS.values()):
+        return model
+    raise TypeError(f"{name} must be a model name ({', '.join(_MODELS)}) or a "
+                    f"lp.TensorCoreModel, got {type(model).__name__} {model!r}")
+
+
 def get_context():
     """The active defaults (mode, rng, matmul, subnormals, saturate)."""
     return _CONTEXT.get()
@@ -61,6 +77,20 @@ def context(*, mode=None, rng=None, matmul=None, subnormals=None, saturate=None)
     restored. Built on ``contextvars``, so threads and asyncio tasks each see
     their own. An int ``rng`` seeds one generator for the whole block.
 
+    Parameters
+    ----------
+    mode : str, optional
+        Rounding mode (one of `lowprec.MODES`).
+    rng : numpy.random.Generator or int, optional
+        Generator (or non-negative int seed) for ``mode="sr"``.
+    matmul : str or TensorCoreModel, optional
+        A model name of `lowprec.MODELS`, one of its values, or a `TensorCoreModel`.
+    subnormals, saturate : bool, optional
+        Passed to every rounding (see `lowprec.round`).
+
+    A wrong-typed option raises `TypeError` naming it (``subnormals="no"`` is not
+    False); a value of the right type that is not allowed raises `ValueError`.
+
     Examples
     --------
     >>> import lowprec as lp
@@ -70,28 +100,27 @@ def context(*, mode=None, rng=None, matmul=None, subnormals=None, saturate=None)
     [1.0078125 2.015625 ]
     >>> (x + 2**-9).values
     array([1., 2.])
+    >>> with lp.context(saturate="no"):
+    ...     pass
+    Traceback (most recent call last):
+    ...
+    TypeError: saturate must be a bool, got str 'no'
     """
     current = _CONTEXT.get()
     changes = {}
+    # Every option is type-checked: "no" is truthy and 0 is falsy, so a loose check
+    # would silently turn a wrong-typed option into a different setting.
     if mode is not None:
-        if mode not in MODES:
-            raise ValueError(f"unknown rounding mode {mode!r}; valid modes: {', '.join(MODES)}")
-        changes["mode"] = mode
+        changes["mode"] = check_mode(mode)
     if rng is not None:
-        if isinstance(rng, (int, np.integer)):
-            rng = np.random.default_rng(rng)
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError(f"rng must be a numpy.random.Generator or an int seed, got {rng!r}")
-        changes["rng"] = rng
+        check_rng(rng)
+        changes["rng"] = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     if matmul is not None:
-        if isinstance(matmul, str) and matmul.lower() not in _MODELS:
-            raise ValueError(f"unknown matmul model {matmul!r}; valid models: "
-                             f"{', '.join(_MODELS)} or a lp.TensorCoreModel")
-        changes["matmul"] = matmul
+        changes["matmul"] = _check_model(matmul)
     if subnormals is not None:
-        changes["subnormals"] = bool(subnormals)
+        changes["subnormals"] = check_bool("subnormals", subnormals)
     if saturate is not None:
-        changes["saturate"] = bool(saturate)
+        changes["saturate"] = check_bool("saturate", saturate)
     token = _CONTEXT.set(replace(current, **changes))
     try:
         yield _CONTEXT.get()
@@ -441,11 +470,14 @@ def tensor(data, fmt=None, mode=None, *, rng=None):
 
 
 def _round_ctx(x, fmt, mode, rng=None):
+    """``round(x, fmt)`` with the context's mode and rng where ``mode``/``rng`` are None."""
     ctx = _CONTEXT.get()
     kw = ctx.kwargs()
+    check_rng(rng)
     if rng is not None:
         kw["rng"] = rng
-    return _round(x, fmt, mode or ctx.mode, **kw)
+    # ``mode is None``, not ``not mode``: mode="" or 0 is an error, not the default.
+    return _round(x, fmt, ctx.mode if mode is None else check_mode(mode), **kw)
 
 
 # -- operands -----------------------------------------------------------------------
@@ -588,7 +620,7 @@ def matmul(a, b, *, model=None, c=None, in_fmt=None, out_fmt=None):
     ...     (a @ b).fmt
     lp.FP16
     """
-    model = _CONTEXT.get().matmul if model is None else model
+    model = _CONTEXT.get().matmul if model is None else _check_model(model, "model")
     tensors = [x for x in (a, b) if isinstance(x, Tensor)]
     if tensors and in_fmt is None:
         fa, fb = (x.fmt if isinstance(x, Tensor) else None for x in (a, b))

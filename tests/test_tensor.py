@@ -389,3 +389,61 @@ def test_matmul_rounds_plain_operands_with_rne_whatever_the_mode():
 def test_tensor_from_tensor_honours_rng():
     a = lp.tensor(np.full(1000, 1 + 2**-9), "fp32")
     assert same(lp.tensor(a, "bf16", "sr", rng=0).values, lp.tensor(a, "bf16", "sr", rng=0).values)
+
+
+# -- issue 12 -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs, exc, name", [
+    (dict(subnormals="no"), TypeError, "subnormals"),
+    (dict(subnormals=0), TypeError, "subnormals"),
+    (dict(saturate="no"), TypeError, "saturate"),
+    (dict(saturate=1), TypeError, "saturate"),
+    (dict(mode=0), TypeError, "mode"),
+    (dict(mode=""), ValueError, "mode"),
+    (dict(mode="up"), ValueError, "mode"),
+    (dict(matmul=5), TypeError, "matmul"),
+    (dict(matmul=lp.FP16), TypeError, "matmul"),
+    (dict(matmul="tpu"), ValueError, "matmul model"),
+    (dict(rng=True), TypeError, "rng"),
+    (dict(rng=1.5), TypeError, "rng"),
+    (dict(rng=-1), ValueError, "rng"),
+])
+def test_context_refuses_wrong_typed_options(kwargs, exc, name):
+    with pytest.raises(exc, match=name):
+        with lp.context(**kwargs):
+            pass
+    assert lp.get_context() == type(lp.get_context())()   # nothing leaked
+
+
+def test_context_accepts_every_model_form_and_bools():
+    custom = lp.TensorCoreModel(block=4, fraction_bits=24)
+    for model in ("A100", lp.MODELS["h100"], custom):
+        with lp.context(matmul=model):
+            assert lp.get_context().matmul is model
+    with lp.context(subnormals=np.False_, saturate=True):
+        assert lp.get_context().subnormals is False and lp.get_context().saturate is True
+        # saturate=True is in effect: 1e6 goes to FP16's max, not inf.
+        assert float(lp.tensor(1e6, "fp16")) == lp.FP16.max
+
+
+@pytest.mark.parametrize("mode, exc", [("", ValueError), (0, TypeError), (False, TypeError),
+                                       ("up", ValueError)])
+def test_tensor_and_astype_refuse_bad_modes(mode, exc):
+    # A falsy mode must not fall back to the context's mode.
+    with pytest.raises(exc, match="mode"):
+        lp.tensor([0.1], "fp16", mode=mode)
+    with pytest.raises(exc, match="mode"):
+        lp.tensor([0.1], "fp16").astype("bf16", mode=mode)
+
+
+def test_tensor_refuses_bad_rng():
+    with pytest.raises(TypeError, match="rng"):
+        lp.tensor([0.1], "fp16", "sr", rng=True)
+    with pytest.raises(TypeError, match="rng"):
+        lp.tensor([0.1], "fp16", rng="seed")
+
+
+def test_matmul_wrapper_refuses_bad_model_type():
+    t = lp.tensor([[1.0]], "fp16")
+    with pytest.raises(TypeError, match="model"):
+        lp.matmul(t, t, model=5)
