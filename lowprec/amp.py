@@ -15,11 +15,15 @@ policy names, and every rounding is one a real mixed-precision run would make.
 from __future__ import annotations
 
 import functools
+import math
+import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from . import nn
+from ._checks import check_bool, check_int, check_rng
 from .flags import flags
 from .formats import BF16, FP16, FP32, Format
 from .formats import format as _format
@@ -153,6 +157,56 @@ def _fp32(x):
     return float(_round(x, FP32))
 
 
+def _check_real(name, value, *, low=None, high=None, low_open=False, high_open=False):
+    """``value`` as a Python float: `TypeError` naming ``name`` unless it is a real
+    number (bools excluded), `ValueError` for NaN or a value outside the interval
+    (``low``/``high`` included unless ``low_open``/``high_open``; None: unbounded)."""
+    if (not isinstance(value, (numbers.Real, np.floating, np.integer))
+            or isinstance(value, (bool, np.bool_))):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    value = float(value)
+    below = low is not None and (value <= low if low_open else value < low)
+    above = high is not None and (value >= high if high_open else value > high)
+    if math.isnan(value) or below or above:
+        lo = "(-inf" if low is None else ("(" if low_open else "[") + f"{low:g}"
+        hi = "inf)" if high is None else f"{high:g}" + (")" if high_open else "]")
+        raise ValueError(f"{name} must be in {lo}, {hi}, got {value!r}")
+    return value
+
+
+def _check_scale(name, value, *, zero=False):
+    """A loss scale: a positive (or, with ``zero``, non-negative) finite real that
+    stays so once rounded to FP32; returns the FP32 value."""
+    value = _check_real(name, value, low=0.0, low_open=not zero)
+    scale = _fp32(value)
+    if not math.isfinite(scale) or (scale == 0 and not zero):
+        raise ValueError(f"{name} must be a positive value of FP32, got {value!r} "
+                         f"(it rounds to {scale!r} in FP32)")
+    return scale
+
+
+def _as_grad(g, name="grads"):
+    """A gradient as a `Tensor`: a Tensor as it is, plain real numbers (an ndarray
+    of any float or int dtype, a list) rounded once to FP32, the format PyTorch's
+    gradients of FP32 parameters have; `TypeError` for anything else."""
+    if isinstance(g, Tensor):
+        return g
+    arr = np.asarray(g)
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must hold lp.Tensors or arrays of real numbers, got "
+                        f"{type(g).__name__} of dtype {arr.dtype}")
+    return tensor(arr, FP32, "rne")
+
+
+def _as_grads(grads, name="grads"):
+    """A sequence of gradients as a list of Tensors (see `_as_grad`). A bare Tensor
+    or ndarray is refused: it is one gradient, and iterating it would split it."""
+    if isinstance(grads, (Tensor, np.ndarray)) or not isinstance(grads, (list, tuple)):
+        raise TypeError(f"{name} must be a list or tuple of gradients (pass [g] for one), "
+                        f"got {type(grads).__name__}")
+    return [_as_grad(g, f"{name}[{i}]") for i, g in enumerate(grads)]
+
+
 class GradScaler:
     """Dynamic loss scaling with ``torch.amp.GradScaler``'s documented rules.
 
@@ -164,6 +218,30 @@ class GradScaler:
     that would overflow FP32 is not applied (as PyTorch's ``_amp_update_scale_``).
     A disabled scaler does nothing: ``scale`` returns the loss, ``unscale`` the
     gradients with ``found_inf=False``, ``get_scale`` 1.0.
+
+    Parameters
+    ----------
+    init_scale : float
+        Positive, and positive and finite once rounded to FP32.
+    growth_factor : float
+        Finite, greater than 1 (PyTorch's rule).
+    backoff_factor : float
+        In (0, 1) (PyTorch asks for < 1; 0 or less would zero or negate the scale).
+    growth_interval : int
+        At least 1.
+    enabled : bool
+
+    Notes
+    -----
+    Backing off is not clamped, as in PyTorch: after 166 consecutive backoffs from
+    2**16 the FP32 scale underflows to 0 (2**-150 ties to 0), and it then stays 0,
+    since growth needs clean steps. Whenever the FP32 inverse of the scale is not
+    finite (a scale below about 2**-128, 0 included) every gradient is inf or NaN
+    once unscaled: `unscale` reports ``found_inf`` and the step is skipped. In
+    general ``found_inf`` is true when a gradient holds an inf or a NaN before *or
+    after* unscaling; PyTorch checks only before (the scaled gradients), and would
+    step with the infinite unscaled ones. A scale that has collapsed to 0 says the
+    gradients are inf or NaN whatever the scale: look for a NaN in the model.
 
     Examples
     --------
@@ -184,15 +262,13 @@ class GradScaler:
 
     def __init__(self, init_scale=2.0**16, growth_factor=2.0, backoff_factor=0.5,
                  growth_interval=2000, enabled=True):
-        if growth_factor <= 1.0:
-            raise ValueError("The growth factor must be > 1.0.")
-        if backoff_factor >= 1.0:
-            raise ValueError("The backoff factor must be < 1.0.")
-        self._enabled = bool(enabled)
-        self._scale = _fp32(init_scale)
-        self._growth_factor = float(growth_factor)
-        self._backoff_factor = float(backoff_factor)
-        self._growth_interval = int(growth_interval)
+        self._enabled = check_bool("enabled", enabled)
+        self._scale = _check_scale("init_scale", init_scale)
+        self._growth_factor = _check_real("growth_factor", growth_factor, low=1.0,
+                                          low_open=True, high=math.inf, high_open=True)
+        self._backoff_factor = _check_real("backoff_factor", backoff_factor, low=0.0,
+                                           low_open=True, high=1.0, high_open=True)
+        self._growth_interval = check_int("growth_interval", growth_interval, minimum=1)
         self._growth_tracker = 0
         self._found_inf = None
 
@@ -231,23 +307,35 @@ class GradScaler:
     def unscale(self, grads):
         """Divide gradients by the scale; returns ``(grads, found_inf)``.
 
-        Each gradient is multiplied by ``1/scale`` rounded to FP32, in FP32, and
-        rounded back to its own format (PyTorch's in-place ``mul_``). ``found_inf``
-        says whether any gradient holds an inf or a NaN; `update` acts on it. FP16
-        gradients raise `ValueError`, as in PyTorch: their unscaled values would
-        underflow again; keep FP32 master weights (``"fp16-mixed"``).
+        Each gradient is multiplied by ``1/scale`` rounded to FP32 (computed in
+        float64, as PyTorch does), in FP32, and rounded back to its own format
+        (PyTorch's in-place ``mul_``). ``grads`` is a list of Tensors; plain arrays
+        of real numbers are FP32 gradients (rounded to FP32 once). ``found_inf``
+        says whether any gradient holds an inf or a NaN, before or after unscaling
+        (see the class notes); `update` acts on it. FP16 gradients raise
+        `ValueError`, as in PyTorch: their unscaled values would underflow again;
+        keep FP32 master weights (``"fp16-mixed"``).
+
+        Examples
+        --------
+        >>> import numpy as np, lowprec as lp
+        >>> lp.amp.GradScaler(init_scale=4.0).unscale([np.array([1.0, 0.1])])
+        ([Tensor([0.25, 0.02500000037252903], fmt=FP32)], False)
         """
-        grads = list(grads)
         if not self._enabled:
-            return grads, False
+            return list(grads), False
         if self._found_inf is not None:
             raise RuntimeError("unscale() has already been called since the last update().")
+        grads = _as_grads(grads)
         if any(g.fmt == FP16 for g in grads):
             raise ValueError("Attempting to unscale FP16 gradients.")
-        inv = tensor(_fp32(1.0 / self._scale), FP32)
+        # PyTorch's reciprocal in float64, then FP32: 1/0 is inf there (Python raises).
+        inv = tensor(_fp32(1.0 / self._scale) if self._scale else math.inf, FP32)
         found_inf = any(not np.all(np.isfinite(g.values)) for g in grads)
-        out = [g * inv if g.fmt == FP32 else (g.astype(FP32) * inv).astype(g.fmt, "rne")
-               for g in grads]
+        with np.errstate(invalid="ignore"):       # 0 * inf is NaN: reported as found_inf
+            out = [g * inv if g.fmt == FP32 else (g.astype(FP32) * inv).astype(g.fmt, "rne")
+                   for g in grads]
+        found_inf = found_inf or any(not np.all(np.isfinite(g.values)) for g in out)
         self._found_inf = bool(found_inf)
         return out, self._found_inf
 
@@ -271,7 +359,7 @@ class GradScaler:
         if not self._enabled:
             return
         if new_scale is not None:
-            self._scale = _fp32(new_scale)
+            self._scale = _check_scale("new_scale", new_scale)
         elif self._found_inf is None:
             raise RuntimeError("No inf checks were recorded prior to update.")
         elif self._found_inf:
@@ -299,16 +387,38 @@ class GradScaler:
                 "_growth_tracker": self._growth_tracker}
 
     def load_state_dict(self, state_dict):
+        """Load a `state_dict` (PyTorch's keys, all five required). Every entry is
+        checked before any is loaded: `TypeError` or `ValueError` naming the key.
+        A saved scale of 0 (a collapsed scaler, see the class notes) loads as it is."""
         if not self._enabled:
             return
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"state_dict must be a dict, got {type(state_dict).__name__}")
         if len(state_dict) == 0:
             raise RuntimeError("The source state dict is empty, possibly because it was "
                                "saved from a disabled instance of GradScaler.")
-        self._scale = _fp32(state_dict["scale"])
-        self._growth_factor = float(state_dict["growth_factor"])
-        self._backoff_factor = float(state_dict["backoff_factor"])
-        self._growth_interval = int(state_dict["growth_interval"])
-        self._growth_tracker = int(state_dict["_growth_tracker"])
+        keys = ("scale", "growth_factor", "backoff_factor", "growth_interval",
+                "_growth_tracker")
+        missing = [k for k in keys if k not in state_dict]
+        unknown = [k for k in state_dict if k not in keys]
+        if missing or unknown:
+            raise ValueError(f"state_dict must have the keys {', '.join(keys)}; "
+                             + (f"missing {', '.join(map(repr, missing))}" if missing
+                                else f"unknown {', '.join(map(repr, unknown))}"))
+        scale = _check_scale("state_dict['scale']", state_dict["scale"], zero=True)
+        growth = _check_real("state_dict['growth_factor']", state_dict["growth_factor"],
+                             low=1.0, low_open=True, high=math.inf, high_open=True)
+        backoff = _check_real("state_dict['backoff_factor']", state_dict["backoff_factor"],
+                              low=0.0, low_open=True, high=1.0, high_open=True)
+        interval = check_int("state_dict['growth_interval']", state_dict["growth_interval"],
+                             minimum=1)
+        tracker = check_int("state_dict['_growth_tracker']", state_dict["_growth_tracker"],
+                            minimum=0)
+        if tracker >= interval:
+            raise ValueError(f"state_dict['_growth_tracker'] must be below growth_interval "
+                             f"{interval}, got {tracker}")
+        self._scale, self._growth_factor, self._backoff_factor = scale, growth, backoff
+        self._growth_interval, self._growth_tracker = interval, tracker
 
     def __repr__(self):
         if not self._enabled:
@@ -342,13 +452,15 @@ class _Optimizer:
         if any(p.grad is None for p in self.params):
             raise RuntimeError("a parameter has no gradient: run the backward pass first")
         fmt = self.policy.weights
-        return [p.grad if p.grad.fmt == fmt else p.grad.astype(fmt, "rne")
-                for p in self.params]
+        grads = [_as_grad(p.grad, f"params[{i}].grad") for i, p in enumerate(self.params)]
+        return [g if g.fmt == fmt else g.astype(fmt, "rne") for g in grads]
 
     def step(self, grads=None):
-        """One update of every weight from ``grads`` (default: `gradients`); the
-        working copies are written back into the parameters."""
-        grads = self.gradients() if grads is None else list(grads)
+        """One update of every weight from ``grads`` (default: `gradients`), a list
+        of Tensors, one per parameter (plain arrays of real numbers are FP32
+        gradients, rounded to FP32 once); the working copies are written back into
+        the parameters."""
+        grads = self.gradients() if grads is None else _as_grads(grads)
         pol = self.policy
         moved = unchanged = 0
         for i, (p, w, g) in enumerate(zip(self.params, self.weights, grads)):

@@ -162,6 +162,136 @@ def test_scaler_step_skips_on_inf_and_steps_otherwise():
     assert np.asarray(p.value).tolist() == [0.5]
 
 
+def test_scale_backs_off_to_zero_without_error_and_steps_are_skipped():
+    # PyTorch's _amp_update_scale_: float32 scale * double backoff, stored as float32,
+    # never clamped. The oracle is NumPy's float64 -> float32 cast of that product.
+    s = amp.GradScaler()
+    expected, scales = F32(2.0**16), []
+    for _ in range(170):
+        _, found = s.unscale(fp32_grads([np.inf]))
+        s.update()
+        expected = F32(np.float64(expected) * 0.5)
+        assert found and s.get_scale() == float(expected)
+        scales.append(s.get_scale())
+    assert scales[164] == 2.0**-149 and scales[165] == 0.0     # 2**-150 ties to 0
+    # A zero scale: 1/0 is inf, every unscaled gradient inf or NaN, the step skipped.
+    p = nn.Parameter(lp.tensor([1.0, 2.0], "fp32"))
+    opt = amp.SGD([p], lr=1.0)
+    p.grad = lp.tensor([3.0, 0.0], "fp32")
+    grads, found = s.unscale(opt.gradients())
+    assert found and np.isinf(grads[0].values[0]) and np.isnan(grads[0].values[1])
+    s.update()
+    assert s.get_scale() == 0.0
+    assert s.step(opt) is False
+    s.update()
+    assert np.asarray(p.value).tolist() == [1.0, 2.0] and s.get_scale() == 0.0
+
+
+def test_a_scale_whose_inverse_overflows_fp32_skips_the_step():
+    # PyTorch checks only the scaled gradients, and would step with inf here.
+    scale = F32(2.0**-140)
+    with np.errstate(over="ignore"):
+        assert np.isinf(F32(1.0 / np.float64(scale)))      # the FP32 inverse is inf
+    s = amp.GradScaler(init_scale=float(scale))
+    p = nn.Parameter(lp.tensor([1.0], "fp32"))
+    opt = amp.SGD([p], lr=1.0)
+    p.grad = lp.tensor([1.0], "fp32")
+    assert s.step(opt) is False
+    s.update()
+    assert np.asarray(p.value).tolist() == [1.0]
+    assert s.get_scale() == float(F32(np.float64(scale) * 0.5))
+
+
+@pytest.mark.parametrize("name,value,error", [
+    ("init_scale", 0.0, ValueError), ("init_scale", -1.0, ValueError),
+    ("init_scale", np.nan, ValueError), ("init_scale", np.inf, ValueError),
+    ("init_scale", 1e-50, ValueError), ("init_scale", 1e39, ValueError),   # 0, inf in FP32
+    ("init_scale", "65536", TypeError), ("init_scale", None, TypeError),
+    ("growth_factor", 1.0, ValueError), ("growth_factor", np.nan, ValueError),
+    ("growth_factor", np.inf, ValueError), ("growth_factor", -2.0, ValueError),
+    ("backoff_factor", 0.0, ValueError), ("backoff_factor", -0.5, ValueError),
+    ("backoff_factor", 1.0, ValueError), ("backoff_factor", np.nan, ValueError),
+    ("growth_interval", 0, ValueError), ("growth_interval", -5, ValueError),
+    ("growth_interval", 1.5, TypeError), ("growth_interval", True, TypeError),
+    ("enabled", 1, TypeError),
+])
+def test_scaler_rejects_bad_arguments(name, value, error):
+    with pytest.raises(error, match=name):
+        amp.GradScaler(**{name: value})
+
+
+def test_update_new_scale_is_checked():
+    s = amp.GradScaler()
+    s.unscale(fp32_grads([1.0]))
+    for bad, error in ((-1.0, ValueError), (0.0, ValueError), (np.nan, ValueError),
+                       ("2", TypeError)):
+        with pytest.raises(error, match="new_scale"):
+            s.update(new_scale=bad)
+    s.update(new_scale=0.1)
+    assert s.get_scale() == float(F32(0.1))
+
+
+@pytest.mark.parametrize("key,value,error", [
+    ("scale", "512", TypeError), ("scale", np.nan, ValueError), ("scale", -1.0, ValueError),
+    ("scale", np.inf, ValueError), ("growth_factor", 0.5, ValueError),
+    ("growth_factor", None, TypeError), ("backoff_factor", np.nan, ValueError),
+    ("backoff_factor", 2.0, ValueError), ("growth_interval", 0, ValueError),
+    ("growth_interval", 4.0, TypeError), ("_growth_tracker", -1, ValueError),
+    ("_growth_tracker", 4, ValueError), ("_growth_tracker", "2", TypeError),
+])
+def test_load_state_dict_rejects_malformed_entries_naming_the_key(key, value, error):
+    good = {"scale": 512.0, "growth_factor": 2.0, "backoff_factor": 0.5,
+            "growth_interval": 4, "_growth_tracker": 2}
+    s = amp.GradScaler(init_scale=8.0)
+    before = s.state_dict()
+    with pytest.raises(error, match=key):
+        s.load_state_dict({**good, key: value})
+    assert s.state_dict() == before          # nothing half-loaded
+
+
+def test_load_state_dict_rejects_missing_and_unknown_keys_and_non_dicts():
+    good = {"scale": 512.0, "growth_factor": 2.0, "backoff_factor": 0.5,
+            "growth_interval": 4, "_growth_tracker": 2}
+    s = amp.GradScaler()
+    with pytest.raises(ValueError, match="missing 'growth_interval'"):
+        s.load_state_dict({k: v for k, v in good.items() if k != "growth_interval"})
+    with pytest.raises(ValueError, match="unknown 'scael'"):
+        s.load_state_dict({**good, "scael": 1.0})
+    with pytest.raises(TypeError, match="state_dict"):
+        s.load_state_dict([("scale", 1.0)])
+    # A collapsed scaler's state (scale 0) round-trips.
+    s.load_state_dict({**good, "scale": 0.0})
+    assert s.state_dict() == {**good, "scale": 0.0}
+
+
+def test_unscale_and_optimizers_take_plain_arrays_as_fp32_gradients():
+    s = amp.GradScaler(init_scale=4.0)
+    a64, a32, listed = np.array([0.1, 3.0]), np.array([0.7], np.float32), [[1, 2]]
+    grads, found = s.unscale([a64, a32, listed])
+    assert not found and all(g.fmt == lp.FP32 for g in grads)
+    quarter = F32(0.25)
+    for g, a in zip(grads, (a64, a32, listed)):
+        assert np.asarray(g).tolist() == (np.asarray(a).astype(F32) * quarter).tolist()
+    # SGD from an FP32 gradient given as a float64 array: NumPy float32 arithmetic.
+    w0, g = np.array([1.0, -2.0, 0.5]), np.array([0.3, 1e-3, -7.1])
+    p = nn.Parameter(lp.tensor(w0, "fp32"))
+    amp.SGD([p], lr=0.1).step([g])
+    expected = w0.astype(F32) - g.astype(F32) * F32(0.1)
+    assert np.asarray(p.value).tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("grads,match", [
+    ([np.array(["1.5"])], "grads\\[0\\]"), ([np.array([True])], "grads\\[0\\]"),
+    ([np.array([1 + 2j])], "grads\\[0\\]"), ([None], "grads\\[0\\]"),
+    (np.array([1.0, 2.0]), "list or tuple"), (lp.tensor([1.0], "fp32"), "list or tuple"),
+])
+def test_unscale_refuses_what_is_not_a_list_of_real_gradients(grads, match):
+    s = amp.GradScaler()
+    with pytest.raises(TypeError, match=match):
+        s.unscale(grads)
+    s.unscale(fp32_grads([1.0]))               # the failed call left no state behind
+
+
 # -- policies -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name,compute,weights,grads,loss", [
