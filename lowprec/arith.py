@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._checks import check_bool, check_mode, check_rng
 from .flags import FLAG_NAMES, recording
 from .formats import format as _format
-from .rounding import (CHUNK, _check_mode, _draw, _finish, _odd, _Plan, _round_into,
+from .rounding import (CHUNK, _draw, _finish, _odd, _Plan, _round_into,
                        _steps_toward_lo, _two_sum, as_real_array, in_spans)
 
 __all__ = ["add", "sub", "mul", "div", "sqrt", "fma", "sum", "dot", "ORDERS"]
@@ -758,9 +759,11 @@ def _operands(*xs):
 
 def _plan(fmt, mode, rng, subnormals, saturate):
     fmt = _format(fmt)
-    _check_mode(mode)
-    if not isinstance(saturate, (bool, np.bool_)):
-        raise TypeError(f"saturate must be a bool, got {saturate!r}")
+    # Wrong-typed options raise (subnormals="no" is truthy, rng="abc" unused outside sr).
+    check_mode(mode)
+    check_rng(rng)
+    subnormals = check_bool("subnormals", subnormals, optional=True)
+    saturate = check_bool("saturate", saturate)
     if 51 < fmt.p < 53:
         raise ValueError(f"arithmetic needs a precision of at most 51 bits, or 53 "
                          f"(FP64); got {fmt.p}")
@@ -1024,6 +1027,9 @@ def _reduce(plan, x, order):
 
 
 def _check_order(order):
+    if not isinstance(order, str):
+        raise TypeError(f"order must be a str, one of {', '.join(ORDERS)}; "
+                        f"got {type(order).__name__} {order!r}")
     if order not in ORDERS:
         raise ValueError(f"unknown order {order!r}; valid orders: {', '.join(ORDERS)}")
 
@@ -1132,6 +1138,7 @@ def dot(a, b, fmt, mode="rne", *, order="sequential", fused=False, rng=None,
     (np.float64(0.0078125), np.float64(0.0078277587890625))
     """
     _check_order(order)
+    fused = check_bool("fused", fused)
     if fused and order != "sequential":
         raise ValueError("fused=True accumulates left to right: order must be 'sequential'")
     plan = _plan(fmt, mode, rng, subnormals, saturate)

@@ -1219,3 +1219,53 @@ def test_fp64_saturate_clamps_finite_overflow_only():
             assert op(big, big, "fp64", mode, saturate=True) == big
     assert lp.div(-big, 0.5, "fp64", saturate=True) == -big
     assert lp.add(np.inf, 1.0, "fp64", saturate=True) == np.inf   # inf in, inf out (FP64 has inf)
+
+
+# -- option types (issue 12) --------------------------------------------------------
+
+_CALLS = {
+    "add": lambda **kw: lp.add(1.0, 2.0**-9, "bf16", **kw),
+    "sub": lambda **kw: lp.sub(1.0, 2.0**-9, "bf16", **kw),
+    "mul": lambda **kw: lp.mul(1.0 + 2.0**-7, 3.0, "bf16", **kw),
+    "div": lambda **kw: lp.div(1.0, 3.0, "bf16", **kw),
+    "sqrt": lambda **kw: lp.sqrt(2.0, "bf16", **kw),
+    "fma": lambda **kw: lp.fma(1.0, 3.0, 2.0**-9, "bf16", **kw),
+    "sum": lambda **kw: lp.sum([1.0, 2.0**-9], "bf16", **kw),
+    "dot": lambda **kw: lp.dot([1.0, 1.0], [1.0, 2.0**-9], "bf16", **kw),
+}
+
+
+@pytest.mark.parametrize("op", sorted(_CALLS))
+@pytest.mark.parametrize("name, value", [("subnormals", "no"), ("subnormals", 0),
+                                         ("saturate", "yes"), ("saturate", 1),
+                                         ("rng", "abc"), ("rng", True), ("rng", 1.5),
+                                         ("mode", 0), ("mode", None), ("mode", b"rne")])
+def test_wrong_typed_options_raise_type_error_naming_them(op, name, value):
+    # Before: subnormals="no" and saturate=1 were truthy, rng="abc"/True ignored outside
+    # "sr", mode=0 a ValueError; each silently changed or hid what the caller asked for.
+    with pytest.raises(TypeError, match=name):
+        _CALLS[op](**{name: value})
+
+
+@pytest.mark.parametrize("op", ("sum", "dot"))
+def test_wrong_typed_reduction_options(op):
+    with pytest.raises(TypeError, match="order"):
+        _CALLS[op](order=1)
+    with pytest.raises(ValueError, match="order"):
+        _CALLS[op](order="random")
+    with pytest.raises(ValueError, match="mode"):
+        _CALLS[op](mode="")
+
+
+def test_dot_fused_must_be_a_bool():
+    for value in ("yes", 1, None):
+        with pytest.raises(TypeError, match="fused"):
+            _CALLS["dot"](fused=value)
+
+
+def test_well_typed_options_still_accepted():
+    # NumPy bools and ints are the types the checks allow; results from the reference.
+    want = reference_round(Fraction(1) + Fraction(2) ** -9, "BF16", "ru")
+    assert lp.add(1.0, 2.0**-9, "bf16", "ru", subnormals=np.True_, saturate=np.False_) == want
+    assert lp.add(1.0, 2.0**-9, "bf16", "sr", rng=np.int64(3)) in (1.0, 1.0078125)
+    assert lp.dot([1.0], [1.0], "bf16", fused=np.True_) == 1.0
