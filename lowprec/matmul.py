@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ._checks import check_bool, check_int
 from .flags import record, recording
 from .formats import BF16, FP8_E4M3, FP8_E5M2, FP16, FP32, TF32, Format
 from .formats import format as _format
@@ -77,15 +78,25 @@ class TensorCoreModel:
         FP8 through ``mma.sync`` on Hopper and Blackwell (§4): every 32 products split
         by ``k mod 4`` into two block FMAs of 16, then one correctly rounded addition
         of the addend.
-    inputs : tuple of Format or str
-        Input formats the model takes.
-    variants : tuple of (Format, TensorCoreModel)
+    inputs : tuple of Format or str, or one Format or str
+        Input formats the model takes; a single name or `Format` (``inputs="fp16"``)
+        is a one-element tuple. Each must have at most 12 bits of precision and
+        FP32's exponent range.
+    variants : tuple of (format, TensorCoreModel) pairs, or a dict
         Other parameters for some input formats (a GPU runs TF32 or FP8 with other
-        block sizes than FP16).
+        block sizes than FP16). Each model must take its format and have no
+        variants of its own; no format may appear twice.
     name : str, optional
         The model's name in `MODELS`.
     doc : str
         Where the parameters come from; becomes the instance's ``__doc__``.
+
+    Raises
+    ------
+    TypeError
+        For a field of the wrong type (``fp16_output="no"``, ``block=2.0``), naming it.
+    ValueError
+        For a value of the right type that is not allowed, naming the field.
 
     Examples
     --------
@@ -113,10 +124,11 @@ class TensorCoreModel:
     doc: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self):
+        def set_(attr, value):                  # the dataclass is frozen
+            object.__setattr__(self, attr, value)
+
         for attr in ("block", "fraction_bits", "out_bits"):
-            value = getattr(self, attr)
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{attr} must be a positive int, got {value!r}")
+            set_(attr, check_int(attr, getattr(self, attr), minimum=1))
         # Truncated terms are below 2**(F + 2); block + 1 of them must sum exactly
         # in float64 (53 bits).
         if self.fraction_bits + 2 + math.ceil(math.log2(self.block + 1)) > 53:
@@ -124,25 +136,44 @@ class TensorCoreModel:
                              "does not fit the exact 53-bit sum")
         if self.out_bits > 23:
             raise ValueError(f"out_bits must be at most 23 (FP32), got {self.out_bits}")
+        if not isinstance(self.out_rounding, str):
+            raise TypeError("out_rounding must be a str, 'rz' or 'rne'; got "
+                            f"{type(self.out_rounding).__name__} {self.out_rounding!r}")
         if self.out_rounding not in ("rz", "rne"):
             raise ValueError(f"out_rounding must be 'rz' or 'rne', got {self.out_rounding!r}")
         for attr in ("elim", "elim_fp16"):
             value = getattr(self, attr)
-            if value is not None and not (isinstance(value, (int, np.integer))
-                                          and -300 <= value <= 300):
-                raise ValueError(f"{attr} must be None or an int in [-300, 300], got {value!r}")
-        inputs = tuple(_format(f) for f in self.inputs)
+            if value is not None:
+                try:
+                    value = check_int(attr, value)
+                except TypeError:
+                    raise TypeError(f"{attr} must be None or an int, got "
+                                    f"{type(value).__name__} {value!r}") from None
+                if not -300 <= value <= 300:
+                    raise ValueError(f"{attr} must be None or an int in [-300, 300], "
+                                     f"got {value!r}")
+                set_(attr, value)
+        for attr in ("fp16_output", "mma_split"):
+            set_(attr, check_bool(attr, getattr(self, attr)))
+        for attr in ("name", "doc"):
+            value = getattr(self, attr)
+            if not isinstance(value, str) and not (attr == "name" and value is None):
+                allowed = "a str or None" if attr == "name" else "a str"
+                raise TypeError(f"{attr} must be {allowed}, got {type(value).__name__} "
+                                f"{value!r}")
+        inputs = _formats("inputs", self.inputs)
         for f in inputs:
             # Exact float64 products; int16 exponent sums (1/16 units) with room for
             # the zero sentinel; every exponent far above the -600 floor.
             if f.p > 12 or f.emax > 127 or f.emin - f.mantissa_bits < -149:
                 raise ValueError("block-FMA inputs need at most 12 bits of precision and "
                                  f"FP32's exponent range, got {f!r}")
-        object.__setattr__(self, "inputs", inputs)
-        variants = tuple((_format(f), m) for f, m in self.variants)
-        object.__setattr__(self, "variants", variants)
+        set_("inputs", inputs)
+        set_("variants", _variants(self.variants))
+        if not inputs and not self.variants:
+            raise ValueError("inputs must name at least one format (or variants give some)")
         if self.doc:
-            object.__setattr__(self, "__doc__", self.doc)
+            set_("__doc__", self.doc)
 
     def for_format(self, fmt):
         """The parameters this model uses for input format ``fmt``.
@@ -163,6 +194,54 @@ class TensorCoreModel:
     def out_formats(self, fmt):
         p = self.for_format(fmt)
         return (FP32, FP16) if p.fp16_output else (FP32,)
+
+
+def _formats(name, value):
+    """A model's ``inputs`` as a tuple of `Format`: one format spec (a name, a
+    `Format`, a dtype) is a one-element tuple, as a user writing ``inputs="fp16"``
+    means; anything else must be an iterable of specs."""
+    if isinstance(value, (str, Format, np.dtype)) or (
+            isinstance(value, type) and issubclass(value, np.generic)):
+        value = (value,)
+    try:
+        items = tuple(value)
+    except TypeError:
+        raise TypeError(f"{name} must be a format name, a Format or a tuple of them, got "
+                        f"{type(value).__name__} {value!r}") from None
+    out = []
+    for f in items:
+        try:
+            out.append(_format(f))
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"{name}: {e}") from None
+    return tuple(out)
+
+
+def _variants(value):
+    """A model's ``variants`` as a tuple of (Format, TensorCoreModel) pairs, checked:
+    each model takes its format and has no variants of its own, no format twice."""
+    if isinstance(value, dict):
+        value = tuple(value.items())
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise TypeError("variants must be a tuple of (format, TensorCoreModel) pairs, got "
+                        f"{type(value).__name__} {value!r}")
+    pairs = []
+    for pair in value:
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2
+                and isinstance(pair[1], TensorCoreModel)):
+            raise TypeError("variants must be a tuple of (format, TensorCoreModel) pairs, "
+                            f"got an entry {pair!r}")
+        (f,), model = _formats("variants", (pair[0],)), pair[1]
+        if f not in model.inputs:
+            raise ValueError(f"variants: the model for {f.name or f!r} does not take it "
+                             f"(its inputs: {', '.join(g.name or repr(g) for g in model.inputs)})")
+        if model.variants:
+            raise ValueError(f"variants: the model for {f.name or f!r} has variants of "
+                             "its own; give them to the outer model")
+        if any(f == g for g, _ in pairs):
+            raise ValueError(f"variants: {f.name or f!r} is given twice")
+        pairs.append((f, model))
+    return tuple(pairs)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import pathlib
 import sys
 from fractions import Fraction
 
-import ml_dtypes
+from peers import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import example, given, settings
@@ -835,3 +835,53 @@ def test_c_with_too_many_dimensions_gets_a_clear_error():
     with pytest.raises(ValueError, match=r"c of shape \(5, 2, 4\) does not broadcast"):
         matmul(np.ones((2, 3)), np.ones((3, 4)), model="fp32", in_fmt="fp16",
                c=np.ones((5, 2, 4)))
+
+
+# -- argument checks (issue 12) --------------------------------------------------------
+
+@pytest.mark.parametrize("field, value, error", [
+    ("fp16_output", "no", TypeError), ("fp16_output", 1, TypeError),
+    ("mma_split", "yes", TypeError), ("mma_split", None, TypeError),
+    ("block", 4.0, TypeError), ("block", True, TypeError), ("block", 0, ValueError),
+    ("fraction_bits", "24", TypeError), ("out_bits", 23.0, TypeError),
+    ("out_bits", 24, ValueError), ("out_rounding", 0, TypeError),
+    ("out_rounding", "rn", ValueError), ("elim", -132.0, TypeError),
+    ("elim", "low", TypeError), ("elim", -301, ValueError), ("elim_fp16", 1.5, TypeError),
+    ("inputs", 16, TypeError), ("inputs", ("fp16", 16), TypeError),
+    ("inputs", ("fp16", "fp12"), ValueError), ("inputs", (), ValueError),
+    ("variants", 5, TypeError), ("variants", "tf32", TypeError),
+    ("variants", (("tf32", "a100"),), TypeError), ("variants", ((1, 2, 3),), TypeError),
+    ("variants", (("tf32", lp.MODELS["v100"]),), ValueError),      # v100 takes no TF32
+    ("variants", (("fp16", lp.MODELS["a100"]),), ValueError),      # a model with variants
+    ("variants", (("tf32", lp.MODELS["a100"].for_format("tf32")),) * 2, ValueError),
+    ("variants", ((16, lp.MODELS["v100"]),), TypeError),
+    ("name", 3, TypeError), ("doc", None, TypeError),
+], ids=lambda v: repr(v)[:30])
+def test_tensor_core_model_fields_are_checked(field, value, error):
+    # A wrong-typed option must never change a result silently ("no" is truthy).
+    with pytest.raises(error, match=field):
+        lp.TensorCoreModel(**{field: value})
+
+
+@pytest.mark.parametrize("spec", ["fp16", lp.FP16, np.float16, np.dtype(np.float16)],
+                         ids=repr)
+def test_tensor_core_model_takes_one_input_format_as_a_one_element_tuple(spec):
+    m = lp.TensorCoreModel(block=4, fraction_bits=23, inputs=spec)
+    assert m.inputs == (lp.FP16,)
+    assert m == lp.TensorCoreModel(block=4, fraction_bits=23, inputs=("fp16",))
+    with pytest.raises(ValueError, match="does not take BF16"):
+        m.for_format("bf16")
+
+
+def test_tensor_core_model_fields_are_normalised():
+    # NumPy ints become ints (so that equal models compare and hash equal); a dict of
+    # variants is the tuple of its pairs.
+    tf32 = lp.MODELS["a100"].for_format("tf32")
+    m = lp.TensorCoreModel(block=np.int64(8), fraction_bits=np.int32(24),
+                           elim=np.int16(-132), elim_fp16=np.int8(-20),
+                           fp16_output=np.True_, inputs=("fp16", "bf16"),
+                           variants={"tf32": tf32})
+    ref = lp.TensorCoreModel(block=8, fraction_bits=24, elim=-132, elim_fp16=-20,
+                             inputs=(lp.FP16, lp.BF16), variants=((lp.TF32, tf32),))
+    assert m == ref and hash(m) == hash(ref) and m == lp.MODELS["a100"]
+    assert type(m.block) is int and type(m.elim) is int and m.fp16_output is True
