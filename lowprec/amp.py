@@ -189,13 +189,7 @@ def _as_grad(g, name="grads"):
     """A gradient as a `Tensor`: a Tensor as it is, plain real numbers (an ndarray
     of any float or int dtype, a list) rounded once to FP32, the format PyTorch's
     gradients of FP32 parameters have; `TypeError` for anything else."""
-    if isinstance(g, Tensor):
-        return g
-    arr = np.asarray(g)
-    if arr.dtype.kind not in "iuf":
-        raise TypeError(f"{name} must hold lp.Tensors or arrays of real numbers, got "
-                        f"{type(g).__name__} of dtype {arr.dtype}")
-    return tensor(arr, FP32, "rne")
+    return nn._real_tensor(g, name)
 
 
 def _as_grads(grads, name="grads"):
@@ -435,7 +429,16 @@ class _Optimizer:
 
     def __init__(self, params, lr, policy, seed):
         self.policy = Policy.named(policy)
+        if isinstance(params, nn.Parameter):
+            raise TypeError("params must be a list of lp.nn.Parameter, got one Parameter: "
+                            "pass [p]")
         self.params = list(params)
+        if not self.params:
+            raise ValueError("params is empty: the optimizer has nothing to update")
+        for i, p in enumerate(self.params):
+            if not isinstance(p, nn.Parameter):
+                raise TypeError(f"params[{i}] must be an lp.nn.Parameter, got "
+                                f"{type(p).__name__}")
         self.lr = float(lr)
         self.rng = np.random.default_rng(seed)
         pol = self.policy
@@ -461,6 +464,13 @@ class _Optimizer:
         gradients, rounded to FP32 once); the working copies are written back into
         the parameters."""
         grads = self.gradients() if grads is None else _as_grads(grads)
+        if len(grads) != len(self.params):
+            raise ValueError(f"grads must hold one gradient per parameter ({len(self.params)}),"
+                             f" got {len(grads)}")
+        for i, (g, w) in enumerate(zip(grads, self.weights)):
+            if g.shape != w.shape:      # checked first: a broadcast would reshape the weight
+                raise ValueError(f"grads[{i}] must have its weight's shape {w.shape}, "
+                                 f"got shape {g.shape}")
         pol = self.policy
         moved = unchanged = 0
         for i, (p, w, g) in enumerate(zip(self.params, self.weights, grads)):

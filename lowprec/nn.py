@@ -112,6 +112,43 @@ def _as_tensor(x, fmt):
     return tensor(x, fmt)
 
 
+def _real_tensor(x, name):
+    """``x`` as a `Tensor`: a Tensor as it is, plain real numbers (an ndarray of any
+    float or int dtype, a list) rounded once to FP32; `TypeError` naming ``name``
+    for anything else (bools, complex, strings, None)."""
+    if isinstance(x, Tensor):
+        return x
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be an lp.Tensor or an array of real numbers, got "
+                        f"{type(x).__name__} of dtype {arr.dtype}")
+    return tensor(arr, FP32, "rne")
+
+
+def _logits_and_labels(logits, labels, fmt):
+    """The logits as a 2-D Tensor in ``fmt`` and the labels as an int array of shape
+    (N,) with values in [0, C): `TypeError` for labels that are not integers,
+    `ValueError` for a wrong shape or a label out of range (NumPy indexing would
+    broadcast a single label and wrap a negative one)."""
+    z = _as_tensor(logits, fmt)
+    if z.ndim != 2:
+        raise ValueError(f"logits must have shape (N, C), got shape {z.shape}")
+    n, classes = z.shape
+    labels = np.asarray(labels)
+    if labels.size == 0 and labels.dtype.kind == "f":
+        labels = labels.astype(np.intp)          # np.asarray([]) is float64
+    if labels.dtype.kind not in "iu":
+        raise TypeError(f"labels must be integers (class indices), got dtype {labels.dtype}")
+    if labels.shape != (n,):
+        raise ValueError(f"labels must have shape ({n},), one per row of the logits, "
+                         f"got shape {labels.shape}")
+    bad = (labels < 0) | (labels >= classes)
+    if np.any(bad):
+        raise ValueError(f"labels must be in [0, {classes}) for {classes} classes, got "
+                         f"{labels[bad][0]!r} at index {int(np.flatnonzero(bad)[0])}")
+    return z, labels
+
+
 def softmax_cross_entropy(logits, labels, *, fmt=None):
     """Mean cross-entropy of softmax(logits) against integer ``labels``.
 
@@ -131,6 +168,14 @@ def softmax_cross_entropy(logits, labels, *, fmt=None):
     Tensor
         A 0-d Tensor in ``fmt``.
 
+    Raises
+    ------
+    TypeError
+        Labels that are not integers.
+    ValueError
+        Logits that are not 2-D, labels not of shape (N,), or a label outside
+        [0, C).
+
     Examples
     --------
     >>> import lowprec as lp
@@ -140,8 +185,7 @@ def softmax_cross_entropy(logits, labels, *, fmt=None):
     >>> lp.nn.softmax_cross_entropy(z, [0, 0], fmt="fp32")
     Tensor(1.1269280910491943, fmt=FP32)
     """
-    z = _as_tensor(logits, fmt)
-    labels = np.asarray(labels)
+    z, labels = _logits_and_labels(logits, labels, fmt)
     s, e, total = _log_softmax_parts(z, labels)
     picked = np.take_along_axis(s, labels[:, None], axis=1)
     return (np.log(total) - picked).mean(acc=_acc(z.fmt))
@@ -163,8 +207,7 @@ def softmax_cross_entropy_backward(logits, labels, dloss=1.0, *, fmt=None):
     array([[-0.05960149,  0.05960146],
            [-0.44039854,  0.44039851]])
     """
-    z = _as_tensor(logits, fmt)
-    labels = np.asarray(labels)
+    z, labels = _logits_and_labels(logits, labels, fmt)
     _, e, total = _log_softmax_parts(z, labels)
     onehot = np.zeros(z.shape)
     onehot[np.arange(len(labels)), labels] = 1.0
@@ -181,20 +224,56 @@ class Parameter:
     last backward pass (not accumulated), and ``grad_fmt``, the format gradients
     are delivered in (None: the compute format).
 
+    Plain real arrays given as ``value`` or ``grad`` are FP32 (rounded to FP32
+    once). A ``grad`` must have the shape of ``value``: `ValueError` otherwise
+    (a broadcast gradient would reshape the weight in the optimizer's step).
+
     Examples
     --------
     >>> import lowprec as lp
     >>> p = lp.nn.Parameter(lp.tensor([1.0, 2.0], "fp32"))
     >>> p
     Parameter(shape=(2,), fmt=FP32, grad=None)
+    >>> p.grad = [0.5, 0.25]
+    >>> p.grad
+    Tensor([0.5, 0.25], fmt=FP32)
     """
 
-    __slots__ = ("value", "grad", "grad_fmt")
+    __slots__ = ("_value", "_grad", "_grad_fmt")
 
     def __init__(self, value, grad_fmt=None):
+        self._grad = None
         self.value = value
-        self.grad = None
         self.grad_fmt = grad_fmt
+
+    @property
+    def value(self):
+        return self._value
+
+    @value.setter
+    def value(self, value):
+        self._value = _real_tensor(value, "value")
+
+    @property
+    def grad(self):
+        return self._grad
+
+    @grad.setter
+    def grad(self, grad):
+        if grad is not None:
+            grad = _real_tensor(grad, "grad")
+            if grad.shape != self._value.shape:
+                raise ValueError(f"grad must have the parameter's shape {self._value.shape}, "
+                                 f"got shape {grad.shape}")
+        self._grad = grad
+
+    @property
+    def grad_fmt(self):
+        return self._grad_fmt
+
+    @grad_fmt.setter
+    def grad_fmt(self, fmt):
+        self._grad_fmt = None if fmt is None else _format(fmt)
 
     def _as_grad(self, g):
         fmt = self.grad_fmt or self.value.fmt

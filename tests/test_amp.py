@@ -18,7 +18,7 @@ rounding away from underflow; checked below), in FP16 the gradients underflow.
 
 import dataclasses
 
-import ml_dtypes
+from peers import ml_dtypes
 import numpy as np
 import pytest
 
@@ -424,6 +424,32 @@ def test_working_copies_are_the_masters_rounded_to_nearest():
     master = np.asarray(opt.weights[0]).astype(F32)
     expected = master.astype(ml_dtypes.bfloat16).astype(np.float64)
     assert np.asarray(params[0].value).tolist() == expected.tolist()
+
+
+def test_a_gradient_of_another_shape_never_reshapes_the_weights():
+    a = nn.Parameter(lp.tensor([1.0, 2.0], "fp32"))
+    b = nn.Parameter(lp.tensor([[1.0], [2.0]], "fp32"))
+    opt = amp.SGD([a, b], lr=0.5)
+    with pytest.raises(ValueError, match=r"grads\[1\] must have its weight's shape \(2, 1\)"):
+        opt.step([[1.0, 1.0], np.ones((2, 2))])           # would broadcast b to (2, 2)
+    with pytest.raises(ValueError, match=r"grads\[0\] must have its weight's shape \(2,\)"):
+        opt.step([[1.0], [[1.0], [1.0]]])                 # would broadcast a's step
+    with pytest.raises(ValueError, match="one gradient per parameter"):
+        opt.step([[1.0, 1.0]])                            # zip would drop b silently
+    # Nothing was updated by the refused steps.
+    assert np.asarray(a.value).tolist() == [1.0, 2.0]
+    assert np.asarray(b.value).tolist() == [[1.0], [2.0]]
+    assert [w.shape for w in opt.weights] == [(2,), (2, 1)]
+
+
+def test_optimizers_refuse_what_is_not_a_list_of_parameters():
+    p = nn.Parameter(lp.tensor([1.0], "fp32"))
+    with pytest.raises(TypeError, match="pass \\[p\\]"):
+        amp.SGD(p, lr=0.1)
+    with pytest.raises(TypeError, match=r"params\[0\]"):
+        amp.Adam([lp.tensor([1.0], "fp32")])
+    with pytest.raises(ValueError, match="params is empty"):
+        amp.SGD([], lr=0.1)
 
 
 # -- the effects, measured -------------------------------------------------------------------

@@ -7,7 +7,7 @@ float32 -> float16 casts are correctly rounded), and ml_dtypes casts to say whet
 a value belongs to a format.
 """
 
-import ml_dtypes
+from peers import ml_dtypes
 import numpy as np
 import pytest
 
@@ -217,3 +217,56 @@ def test_a_loss_scale_past_fp16_max_is_infinite_in_an_fp16_backward():
 def test_mlp_rejects_unknown_activation():
     with pytest.raises(ValueError, match="activation"):
         nn.mlp([2, 2, 2], activation="tanh")
+
+
+# -- bad input: labels, shapes ------------------------------------------------------------
+
+def small_logits():
+    return lp.tensor([[2.0, 0.0, -1.0], [0.0, 2.0, 1.0]], "fp32")
+
+
+@pytest.mark.parametrize("labels,error,match", [
+    ([0], ValueError, r"labels must have shape \(2,\)"),          # would broadcast
+    ([[0], [1]], ValueError, r"labels must have shape \(2,\)"),
+    ([0, 1, 2], ValueError, r"labels must have shape \(2,\)"),
+    ([-1, 0], ValueError, r"labels must be in \[0, 3\)"),          # would wrap to class 2
+    ([0, 3], ValueError, r"labels must be in \[0, 3\)"),
+    ([0.0, 1.0], TypeError, "labels must be integers"),
+    ([True, False], TypeError, "labels must be integers"),
+    (["0", "1"], TypeError, "labels must be integers"),
+])
+@pytest.mark.parametrize("backward", [False, True])
+def test_labels_are_validated(labels, error, match, backward):
+    fn = nn.softmax_cross_entropy_backward if backward else nn.softmax_cross_entropy
+    with pytest.raises(error, match=match):
+        fn(small_logits(), labels)
+
+
+def test_valid_labels_of_any_integer_dtype_give_the_float64_loss():
+    z = small_logits()
+    expected = ce64(np.asarray(z), np.array([2, 1]))
+    for labels in ([2, 1], np.array([2, 1], np.uint8), np.array([2, 1], np.int16)):
+        assert float(nn.softmax_cross_entropy(z, labels)) == pytest.approx(expected, rel=1e-6)
+
+
+def test_logits_must_be_two_dimensional():
+    with pytest.raises(ValueError, match=r"logits must have shape \(N, C\)"):
+        nn.softmax_cross_entropy(lp.tensor([1.0, 2.0], "fp32"), [0, 1])
+
+
+def test_a_gradient_of_another_shape_is_refused_by_the_parameter():
+    p = nn.Parameter(lp.tensor([1.0, 2.0, 3.0], "fp32"))
+    for shape in [(2, 3), (1,), (3, 1)]:                    # each would broadcast
+        with pytest.raises(ValueError, match=r"grad must have the parameter's shape \(3,\)"):
+            p.grad = lp.tensor(np.ones(shape), "fp32")
+    assert p.grad is None
+    with pytest.raises(TypeError, match="grad"):
+        p.grad = np.array(["1", "2", "3"])
+
+
+def test_plain_arrays_as_parameter_values_and_gradients_are_fp32():
+    p = nn.Parameter(np.array([0.1, 1.0]))
+    p.grad = np.array([1e-3, 2.0])
+    assert p.value.fmt == lp.FP32 and p.grad.fmt == lp.FP32
+    assert np.asarray(p.value).tolist() == np.array([0.1, 1.0], np.float32).tolist()
+    assert np.asarray(p.grad).tolist() == np.array([1e-3, 2.0], np.float32).tolist()
