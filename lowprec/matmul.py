@@ -192,8 +192,13 @@ class TensorCoreModel:
                          f"{fmt.name or repr(fmt)} inputs; it takes {', '.join(takes)}")
 
     def out_formats(self, fmt):
+        """The output formats this model gives for input format ``fmt``."""
         p = self.for_format(fmt)
         return (FP32, FP16) if p.fp16_output else (FP32,)
+
+    def default_out_format(self):
+        """The output format when ``out_fmt`` is not given: FP32."""
+        return FP32
 
 
 def _formats(name, value):
@@ -270,6 +275,10 @@ class _Accumulating:
 
     def out_formats(self, fmt):
         return None   # any format
+
+    def default_out_format(self):
+        # By value, not identity: a copied or unpickled "fp16" model is still FP16.
+        return FP16 if self.accumulator == FP16 else FP32
 
 
 _FASI = ("Fasi, Higham, Mikaitis, Pranesh, 'Numerical behavior of NVIDIA tensor cores', "
@@ -527,7 +536,7 @@ def matmul(a, b, *, model="fp32", c=None, in_fmt=None, out_fmt=None):
         fmt = _format(in_fmt)
     params = spec.for_format(fmt)
     if out_fmt is None:
-        out = FP16 if spec is SEQ_FP16 else FP32
+        out = spec.default_out_format()
     else:
         out = _format(out_fmt)
     allowed = spec.out_formats(fmt)

@@ -13,8 +13,10 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import pathlib
+import pickle
 import sys
 from fractions import Fraction
 
@@ -885,3 +887,38 @@ def test_tensor_core_model_fields_are_normalised():
                              inputs=(lp.FP16, lp.BF16), variants=((lp.TF32, tf32),))
     assert m == ref and hash(m) == hash(ref) and m == lp.MODELS["a100"]
     assert type(m.block) is int and type(m.elim) is int and m.fp16_output is True
+
+
+def _copies(model):
+    return {"copy": copy.copy(model), "deepcopy": copy.deepcopy(model),
+            "pickle": pickle.loads(pickle.dumps(model))}
+
+
+@pytest.mark.parametrize("name", list(lp.MODELS))
+def test_copied_and_pickled_models_compute_what_the_original_does(name):
+    model = lp.MODELS[name]
+    fmt = "e4m3" if name.endswith("-mma") else "fp16"
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((3, 40)) * 2.0 ** rng.integers(-8, 8, (3, 40))
+    a[0] = 0.0                                  # the first row of results is c, rounded
+    b = rng.standard_normal((40, 5))
+    # c = 1 + 2**-11 + 2**-30 rounds to FP16 differently directly (1 + 2**-10) and
+    # through FP32 (a tie, 1 + 2**-11, then to even: 1): it shows the output format.
+    c = np.full((3, 5), 1 + 2.0**-11 + 2.0**-30)
+    for how, twin in _copies(model).items():
+        assert twin == model and hash(twin) == hash(model), how
+        assert twin.name == model.name and twin.__doc__ == model.__doc__, how
+        for kw in ({}, {"c": c}, {"c": c, "out_fmt": "fp32"}):
+            expected = matmul(a, b, model=model, in_fmt=fmt, **kw)
+            got = matmul(a, b, model=twin, in_fmt=fmt, **kw)
+            assert np.array_equal(got.view(np.uint64), expected.view(np.uint64)), (how, kw)
+
+
+def test_a_copied_fp16_model_still_gives_fp16_output():
+    # One zero product: the result is c rounded once to FP16, the model's default output.
+    c = 1 + 2.0**-11 + 2.0**-30
+    expected = round_fraction(Fraction(c), **FP16_GRID)
+    assert expected == 1 + 2.0**-10
+    for how, twin in _copies(lp.MODELS["fp16"]).items():
+        got = matmul([[0.0]], [[0.0]], model=twin, in_fmt="fp16", c=[[c]])
+        assert got[0, 0] == expected, how
