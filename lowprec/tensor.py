@@ -12,6 +12,7 @@ Defaults (rounding mode, rng, matmul model, subnormals, saturation) come from
 from __future__ import annotations
 
 import contextlib
+import inspect
 import operator
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
@@ -639,6 +640,27 @@ def matmul(a, b, *, model=None, c=None, in_fmt=None, out_fmt=None):
     return Tensor(np.asarray(r), _format(out_fmt))
 
 
+def _given(value):
+    """Whether an optional NumPy argument was given (NumPy's defaults are None or
+    ``np._NoValue``)."""
+    return value is not None and value is not np._NoValue
+
+
+def _refuse(func, **kwargs):
+    """`TypeError` naming the first of ``kwargs`` that was given: options that would
+    store values the format does not have, or write into arrays outside the Tensor."""
+    for name, value in kwargs.items():
+        if _given(value):
+            why = {"out": "results are new Tensors",
+                   "dtype": "the result's format is the Tensor's (convert with "
+                            ".astype(); sums take acc=, the accumulation format)",
+                   "initial": "a start value has no place in the rounding order; add it "
+                              "explicitly",
+                   "where": "mask the Tensor explicitly (np.where) first"}.get(
+                       name, "it cannot be emulated")
+            raise TypeError(f"lowprec.Tensor does not support {name}= in numpy.{func}: {why}")
+
+
 def _same_format(fn):
     """Functions that only move values around: the result keeps the format."""
     def handler(a, *args, **kwargs):
@@ -646,36 +668,61 @@ def _same_format(fn):
     return handler
 
 
-def _joined(fn):
-    def handler(arrays, *args, **kwargs):
-        arrays = list(arrays)
-        vals, fmt = _operands(*arrays)
-        return Tensor(fn(vals, *args, **kwargs), fmt)
+def _take(a, indices, axis=None, out=None, mode="raise"):
+    _refuse("take", out=out)
+    return Tensor(np.asarray(np.take(a._v, _values_of(indices), axis=axis, mode=mode)), a.fmt)
+
+
+def _each(fn):
+    """atleast_1d/2d: each argument on its own; a Tensor keeps its format."""
+    def handler(*arys):
+        r = [Tensor(fn(x._v), x.fmt) if isinstance(x, Tensor) else fn(x) for x in arys]
+        return r[0] if len(r) == 1 else tuple(r)
     return handler
 
 
-def _where(cond, x, y):
+def _joined(fn):
+    """concatenate/stack/vstack/hstack: operands promoted to one format (exactly),
+    plain ones rounded in; ``out=`` and ``dtype=`` refused (they would store values
+    outside the format, or outside the Tensor)."""
+    name = fn.__name__
+    if name in ("concatenate", "stack"):
+        def handler(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+            _refuse(name, out=out, dtype=dtype)
+            vals, fmt = _operands(*list(arrays))
+            return Tensor(fn(vals, axis=axis, casting=casting), fmt)
+    else:
+        def handler(tup, *, dtype=None, casting="same_kind"):
+            _refuse(name, dtype=dtype)
+            vals, fmt = _operands(*list(tup))
+            return Tensor(fn(vals, casting=casting), fmt)
+    return handler
+
+
+def _where(cond, *xy):
+    if not xy:
+        return np.where(_values_of(cond))      # the indices of nonzero elements
+    if len(xy) != 2:
+        raise TypeError("numpy.where takes a condition, or a condition, x and y")
+    x, y = xy
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):
         return np.where(_values_of(cond), x, y)   # no format among the values
     return _select(lambda c, a, b: np.where(c != 0, a, b))(
         np.asarray(_values_of(cond)), x, y)
 
 
-def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None):  # noqa: A002
-    if out is not None:
-        raise TypeError("lowprec.Tensor does not support out=")
-    lo = a_min if a_min is not None else min
-    hi = a_max if a_max is not None else max
-    lo = -np.inf if lo is None else lo
-    hi = np.inf if hi is None else hi
+def _clip(a, a_min=np._NoValue, a_max=np._NoValue, out=None, *,
+          min=np._NoValue, max=np._NoValue, **kwargs):  # noqa: A002
+    _refuse("clip", out=out, **kwargs)
+    lo = a_min if _given(a_min) else min
+    hi = a_max if _given(a_max) else max
+    lo = -np.inf if not _given(lo) else lo
+    hi = np.inf if not _given(hi) else hi
     return _select(np.clip)(a, lo, hi)
 
 
-def _acc_sum(a, axis, dtype, out, keepdims, acc, order):
+def _acc_sum(a, axis, keepdims, acc, order):
     """The sum in the accumulation format, as float64 values of ``acc``."""
-    if dtype is not None or out is not None:
-        raise TypeError("lowprec.Tensor.sum does not take dtype= or out=; use acc= "
-                        "to choose the accumulation format")
     acc = a.fmt if acc is None else _format(acc)
     ctx = _CONTEXT.get()
     v = a._v if _holds(acc, a.fmt) else _round_ctx(a._v, acc, None)
@@ -692,13 +739,17 @@ def _acc_sum(a, axis, dtype, out, keepdims, acc, order):
     return s
 
 
-def _sum(a, axis=None, dtype=None, out=None, keepdims=False, *, acc=None, order="pairwise"):
-    s = _acc_sum(a, axis, dtype, out, keepdims, acc, order)
+def _sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue,
+         where=np._NoValue, *, acc=None, order="pairwise"):
+    _refuse("sum", out=out, dtype=dtype, initial=initial, where=where)
+    s = _acc_sum(a, axis, _given(keepdims) and bool(keepdims), acc, order)
     return Tensor(np.asarray(_round_ctx(s, a.fmt, None)), a.fmt)
 
 
-def _mean(a, axis=None, dtype=None, out=None, keepdims=False, *, acc=None, order="pairwise"):
-    s = _acc_sum(a, axis, dtype, out, keepdims, acc, order)
+def _mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=np._NoValue,
+          acc=None, order="pairwise"):
+    _refuse("mean", out=out, dtype=dtype, where=where)
+    s = _acc_sum(a, axis, _given(keepdims) and bool(keepdims), acc, order)
     n = a.size if axis is None else int(np.prod([a.shape[i] for i in np.atleast_1d(axis)]))
     ctx = _CONTEXT.get()
     # The sum and n are exact float64 values: one correctly rounded division.
@@ -706,8 +757,7 @@ def _mean(a, axis=None, dtype=None, out=None, keepdims=False, *, acc=None, order
 
 
 def _dot(a, b, out=None):
-    if out is not None:
-        raise TypeError("lowprec.Tensor does not support out=")
+    _refuse("dot", out=out)
     if np.ndim(_values_of(a)) == 0 or np.ndim(_values_of(b)) == 0:
         return np.multiply(a, b)
     if np.ndim(_values_of(a)) > 2 or np.ndim(_values_of(b)) > 2:
@@ -716,32 +766,80 @@ def _dot(a, b, out=None):
     return matmul(a, b)
 
 
-def _like(fn):
-    def handler(a, *args, **kwargs):
-        return Tensor(np.asarray(_round_ctx(fn(_values_of(a), *args, **kwargs), a.fmt, None)),
-                      a.fmt)
+def _dtype_format(dtype, func):
+    try:
+        return _format(dtype)
+    except (TypeError, ValueError):
+        raise TypeError(f"numpy.{func} of a Tensor: dtype= must name a format lowprec "
+                        f"knows (a float dtype, an ml_dtypes dtype or a format name), "
+                        f"got {dtype!r}") from None
+
+
+def _filled(a, fill, dtype, order, shape, device, func):
+    """zeros_like/ones_like/full_like: a Tensor of ``dtype``'s format (default: the
+    Tensor's), the fill value rounded into it once."""
+    fmt = a.fmt if dtype is None else _dtype_format(dtype, func)
+    fill = np.asarray(_round_ctx(_values_of(fill), fmt, None))
+    # ``fill`` is already float64 values of fmt: the broadcast copy is exact.
+    return Tensor(np.full_like(a._v, fill, dtype=np.float64, order=order, shape=shape,
+                               device=device), fmt)
+
+
+def _like(value):
+    def handler(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
+        return _filled(a, value, dtype, order, shape, device,
+                       "zeros_like" if value == 0 else "ones_like")
     return handler
 
 
+def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    return _filled(a, fill_value, dtype, order, shape, device, "full_like")
+
+
 def _reduce_exact(fn):
-    """max/min: exact selections."""
-    def handler(a, axis=None, out=None, keepdims=False, **kwargs):
-        if out is not None:
-            raise TypeError("lowprec.Tensor does not support out=")
-        return Tensor(np.asarray(fn(a._v, axis=axis, keepdims=keepdims, **kwargs)), a.fmt)
+    """max/min: exact selections. ``initial`` enters the format as an operand does:
+    a plain value is rounded into it once (context mode), a Tensor promotes. Rounding
+    is monotone, so this is the same as selecting first and rounding the selection
+    (``np.maximum(t, x)``) in every deterministic mode."""
+    name = fn.__name__
+
+    def handler(a, axis=None, out=None, keepdims=False, initial=np._NoValue,
+                where=np._NoValue):
+        _refuse(name, out=out)
+        kw = {} if where is np._NoValue else {"where": _values_of(where)}
+        if _given(initial):
+            (v, kw["initial"]), fmt = _operands(a, initial)
+        else:
+            v, fmt = a._v, a.fmt
+        keepdims = _given(keepdims) and bool(keepdims)
+        return Tensor(np.asarray(fn(v, axis=axis, keepdims=keepdims, **kw)), fmt)
     return handler
 
 
 def _plain(fn):
-    """Functions whose result is not a value of the format (indices, shapes, bools)."""
+    """Functions whose result is not a value of the format (indices, shapes, bools).
+    An ``out=`` array outside the Tensors is theirs; a Tensor as ``out=`` is refused."""
+    params = list(inspect.signature(fn).parameters)
+    out_at = params.index("out") if "out" in params else None
+
     def handler(*args, **kwargs):
+        out = kwargs.get("out", args[out_at] if out_at is not None and len(args) > out_at
+                         else None)
+        if isinstance(out, Tensor):
+            raise TypeError(f"lowprec.Tensor cannot be the out= of numpy.{fn.__name__}: "
+                            "its values would leave the format")
         return fn(*(_values_of(x) for x in args),
                   **{k: _values_of(v) for k, v in kwargs.items()})
     return handler
 
 
-def _take_along_axis(arr, indices, axis):
+def _take_along_axis(arr, indices, axis=-1):
     return Tensor(np.take_along_axis(arr._v, _values_of(indices), axis), arr.fmt)
+
+
+def _matmul_function(a, b, /, out=None, **kwargs):
+    _refuse("matmul", out=out, **kwargs)
+    return matmul(a, b)
 
 
 HANDLED_FUNCTIONS = {
@@ -749,18 +847,17 @@ HANDLED_FUNCTIONS = {
     np.ravel: _same_format(np.ravel), np.squeeze: _same_format(np.squeeze),
     np.expand_dims: _same_format(np.expand_dims), np.swapaxes: _same_format(np.swapaxes),
     np.moveaxis: _same_format(np.moveaxis), np.broadcast_to: _same_format(np.broadcast_to),
-    np.take: _same_format(np.take), np.take_along_axis: _take_along_axis,
+    np.take: _take, np.take_along_axis: _take_along_axis,
     np.copy: _same_format(np.copy), np.flip: _same_format(np.flip),
     np.tile: _same_format(np.tile), np.repeat: _same_format(np.repeat),
-    np.atleast_1d: _same_format(np.atleast_1d), np.atleast_2d: _same_format(np.atleast_2d),
+    np.atleast_1d: _each(np.atleast_1d), np.atleast_2d: _each(np.atleast_2d),
     np.concatenate: _joined(np.concatenate), np.stack: _joined(np.stack),
     np.vstack: _joined(np.vstack), np.hstack: _joined(np.hstack),
     np.where: _where, np.clip: _clip,
-    np.sum: _sum, np.mean: _mean, np.dot: _dot, np.matmul: lambda a, b, **kw: matmul(a, b),
+    np.sum: _sum, np.mean: _mean, np.dot: _dot, np.matmul: _matmul_function,
     np.max: _reduce_exact(np.max), np.amax: _reduce_exact(np.max),
     np.min: _reduce_exact(np.min), np.amin: _reduce_exact(np.min),
-    np.zeros_like: _like(np.zeros_like), np.ones_like: _like(np.ones_like),
-    np.full_like: _like(np.full_like),
+    np.zeros_like: _like(0.0), np.ones_like: _like(1.0), np.full_like: _full_like,
     np.argmax: _plain(np.argmax), np.argmin: _plain(np.argmin),
     np.argsort: _plain(np.argsort), np.shape: _plain(np.shape), np.ndim: _plain(np.ndim),
     np.size: _plain(np.size), np.array_equal: _plain(np.array_equal),

@@ -4,7 +4,7 @@ import asyncio
 import threading
 from fractions import Fraction
 
-import ml_dtypes
+from peers import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -447,3 +447,136 @@ def test_matmul_wrapper_refuses_bad_model_type():
     t = lp.tensor([[1.0]], "fp16")
     with pytest.raises(TypeError, match="model"):
         lp.matmul(t, t, model=5)
+
+
+def in_format(t, fmt=None):
+    """t is a Tensor (of fmt) whose float64 values are all values of its format, by
+    the Fraction reference."""
+    assert isinstance(t, lp.Tensor)
+    assert fmt is None or t.fmt == fmt
+    v = np.asarray(t)
+    assert t.values.dtype == np.float64
+    return same([lpt.reference_round(x, t.fmt) for x in v.ravel()], v.ravel())
+
+
+T16 = [65504.0, 1.0 + 2.0**-10, -3.0]   # FP16 values; 65504 is not a BF16 value
+
+
+@pytest.mark.parametrize("call", [
+    lambda t, o: np.add(t, t, out=o), lambda t, o: np.exp(t, out=(o,)),
+    lambda t, o: np.sum(t, out=o[:1].reshape(())), lambda t, o: np.mean(t, out=o[0:1]),
+    lambda t, o: np.max(t, out=o[0:1].reshape(())), lambda t, o: np.amin(t, None, o[0:1]),
+    lambda t, o: np.clip(t, 0, 1, out=o), lambda t, o: np.clip(t, 0, 1, o),
+    lambda t, o: np.take(t, [0, 1, 2], out=o), lambda t, o: np.take(t, [0, 1, 2], None, o),
+    lambda t, o: np.concatenate([t[:1], t[1:]], out=o), lambda t, o: np.stack([t], 0, o[None]),
+    lambda t, o: np.dot(t, t, out=o[0:1].reshape(())),
+    lambda t, o: np.matmul(t, t, out=o[:1].reshape(())),
+], ids=["add", "exp", "sum", "mean", "max", "amin-positional", "clip", "clip-positional", "take",
+        "take-positional", "concatenate", "stack-positional", "dot", "matmul"])
+def test_out_is_refused_and_the_out_array_untouched(call):
+    t = lp.tensor(T16, "fp16")
+    o = np.full(3, 0.1)
+    with pytest.raises(TypeError, match="out="):
+        call(t, o)
+    assert o.tolist() == [0.1] * 3
+
+
+@pytest.mark.parametrize("call", [
+    lambda x, t: np.concatenate([x], out=t), lambda x, t: np.clip(x, 0, 1, out=t),
+    lambda x, t: np.sum(x, out=t), lambda x, t: np.all(x > 0, out=t),
+    lambda x, t: np.any(x > 0, None, t), lambda x, t: np.add(x, x, out=t),
+], ids=["concatenate", "clip", "sum", "all", "any-positional", "add"])
+def test_a_tensor_is_never_an_out_array(call):
+    t = lp.tensor([0.5, 0.5, 0.5], "fp16")
+    with pytest.raises(TypeError, match="out="):
+        call(np.full(3, 0.1), t)
+    assert t.tolist() == [0.5] * 3
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda t: np.concatenate([t, t], dtype=ml_dtypes.bfloat16), "dtype"),
+    (lambda t: np.concatenate([t, t], dtype=np.int8, casting="unsafe"), "dtype"),
+    (lambda t: np.stack([t, t], dtype=np.float32), "dtype"),
+    (lambda t: np.vstack([t, t], dtype=ml_dtypes.bfloat16), "dtype"),
+    (lambda t: np.hstack([t, t], dtype=ml_dtypes.bfloat16), "dtype"),
+    (lambda t: np.sum(t, dtype=np.float32), "dtype"),
+    (lambda t: np.mean(t, dtype=np.float32), "dtype"),
+    (lambda t: np.clip(t, 0, 1, dtype=ml_dtypes.bfloat16), "dtype"),
+    (lambda t: np.add(t, t, dtype=np.float32), "dtype"),
+    (lambda t: np.add(t, t, casting="unsafe"), "casting"),
+    (lambda t: np.clip(t, 0, 1, casting="unsafe"), "casting"),
+    (lambda t: np.multiply(t, t, where=[True, False, True]), "where"),
+    (lambda t: np.sum(t, where=[True, False, True]), "where"),
+    (lambda t: np.mean(t, where=[True, False, True]), "where"),
+    (lambda t: np.sum(t, initial=0.1), "initial"),
+    (lambda t: np.sum(t, None, None, None, False, 0.1), "initial"),
+    (lambda t: np.full_like(t, 0.1, dtype=int), "dtype"),
+])
+def test_dtype_where_initial_that_cannot_be_emulated_are_refused(call, name):
+    with pytest.raises(TypeError, match=name):
+        call(lp.tensor(T16, "fp16"))
+
+
+def test_concatenate_keeps_casting_and_axis():
+    t = lp.tensor(T16, "fp16")
+    r = np.concatenate([t, t], axis=None, casting="no")
+    assert in_format(r, lp.FP16) and same(r.values, T16 * 2)
+    assert in_format(np.hstack([t, [0.1]]), lp.FP16)   # 0.1 enters as FP16(0.1)
+
+
+@pytest.mark.parametrize("fn", [np.max, np.amax, np.min, np.amin])
+@pytest.mark.parametrize("initial", [0.1, 3.3, -7.7, 1e6, -1e6])
+def test_max_min_initial_is_rounded_into_the_format(fn, initial):
+    t = lp.tensor([1.0, 2.0, 3.0], "fp16")
+    r = fn(t, initial=initial)
+    pick = max if fn in (np.max, np.amax) else min
+    assert in_format(r, lp.FP16)
+    assert same(r.values, pick(lpt.reference_round(initial, lp.FP16), 3.0 if pick is max else 1.0))
+    r = fn(t, None, None, False, initial)                # positional initial
+    assert in_format(r, lp.FP16)
+    r = fn(t, where=[False, False, False], initial=initial)   # nothing but initial
+    assert same(r.values, lpt.reference_round(initial, lp.FP16))
+    with lp.context(mode="rz"):
+        assert same(fn(t, where=[False] * 3, initial=initial).values,
+                    lpt.reference_round(initial, lp.FP16, "rz"))
+
+
+def test_max_initial_tensor_promotes():
+    t = lp.tensor([1.0, 2.0], "fp16")
+    r = np.max(t, initial=lp.tensor(2.0**20, "bf16"))
+    assert in_format(r, lp.FP32) and float(r) == 2.0**20
+
+
+@pytest.mark.parametrize("call", [
+    lambda t: np.full_like(t, 0.1), lambda t: np.full_like(t, 0.1, dtype=np.float16),
+    lambda t: np.full_like(t, 0.1, ml_dtypes.bfloat16), lambda t: np.full_like(t, 1e6, "e4m3"),
+    lambda t: np.full_like(t, lp.tensor(0.1, "fp32")), lambda t: np.zeros_like(t, dtype="fp4"),
+    lambda t: np.ones_like(t, np.float32, shape=(2, 2)),
+])
+def test_like_functions_store_values_of_the_format_named_by_dtype(call):
+    t = lp.tensor(T16, "bf16")
+    r = call(t)
+    assert in_format(r)
+    fill = float(r.values.ravel()[0])
+    assert np.all(r.values == fill) or np.all(np.isnan(r.values))
+
+
+def test_like_dtype_names_the_result_format_with_one_rounding():
+    t = lp.tensor(T16, "fp16")
+    # 0.1 -> FP16 -> BF16 would be a double rounding; dtype= rounds the fill once.
+    x = 0.1 + 2.0**-13
+    assert same(np.full_like(t, x, dtype="bf16").values,
+                [lpt.reference_round(x, lp.BF16)] * 3)
+    assert np.full_like(t, 0.1, dtype=np.float16).fmt is lp.FP16
+    assert same(np.full_like(t, 0.1, dtype=np.float16).values,
+                np.full(3, np.float16(0.1)).astype(np.float64))
+
+
+def test_plain_functions_keep_their_own_out_arrays():
+    t = lp.tensor(T16, "fp16")
+    o = np.empty((), dtype=np.intp)
+    assert np.argmax(t, out=o) is o and int(o) == 0
+    assert same(np.take_along_axis(t, np.array([2, 0]), -1).values, [-3.0, 65504.0])
+    a, b = np.atleast_1d(lp.tensor(1.0, "bf16"), np.float64(2.0))
+    assert a.fmt is lp.BF16 and a.shape == (1,) and isinstance(b, np.ndarray)
+    assert np.where(t > 0)[0].tolist() == [0, 1]
