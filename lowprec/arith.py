@@ -740,10 +740,27 @@ def _fma_normalised(a, b, c, nearest=False):
 
 # -- the chunk loop ---------------------------------------------------------------
 
+def _broadcast_shape(*shapes):
+    """The shape NumPy broadcasts ``shapes`` to, for any number of dimensions.
+
+    `numpy.broadcast_shapes` (through `numpy.nditer`) stops at 32 dimensions, where
+    arrays and ufuncs go to 64."""
+    ndim = max(len(s) for s in shapes)
+    out = [1] * ndim
+    for s in shapes:
+        for i, d in enumerate(s, ndim - len(s)):
+            if d != 1:
+                if out[i] not in (1, d):
+                    raise ValueError("operands could not be broadcast together with shapes "
+                                     + " ".join(str(tuple(t)) for t in shapes))
+                out[i] = d
+    return tuple(out)
+
+
 def _operands(*xs):
     """Real operands as float64 arrays, broadcast; returns (flat list, shape, scalar)."""
     arrays = [as_real_array(x)[0] for x in xs]
-    shape = np.broadcast_shapes(*(x.shape for x in arrays))
+    shape = _broadcast_shape(*(x.shape for x in arrays))
     scalar = all(x.ndim == 0 for x in arrays)
     flat = []
     n = int(np.prod(shape, dtype=np.int64))
@@ -1145,7 +1162,8 @@ def dot(a, b, fmt, mode="rne", *, order="sequential", fused=False, rng=None,
     xa, xb = as_real_array(a)[0], as_real_array(b)[0]
     if xa.ndim == 0 or xb.ndim == 0:
         raise ValueError("dot needs arrays with at least one axis")
-    xa, xb = np.broadcast_arrays(xa, xb)
+    shape = _broadcast_shape(xa.shape, xb.shape)
+    xa, xb = np.broadcast_to(xa, shape), np.broadcast_to(xb, shape)
     shape = xa.shape[:-1]
     n = xa.shape[-1]
     m = int(np.prod(shape, dtype=np.int64))

@@ -1269,3 +1269,50 @@ def test_well_typed_options_still_accepted():
     assert lp.add(1.0, 2.0**-9, "bf16", "ru", subnormals=np.True_, saturate=np.False_) == want
     assert lp.add(1.0, 2.0**-9, "bf16", "sr", rng=np.int64(3)) in (1.0, 1.0078125)
     assert lp.dot([1.0], [1.0], "bf16", fused=np.True_) == 1.0
+
+
+# -- many dimensions (issue 12) -------------------------------------------------------
+
+@pytest.mark.parametrize("ndim", (33, 40, 64))
+def test_arrays_of_up_to_64_dimensions(ndim):
+    # Before: np.broadcast_shapes raised RuntimeError past 32 dimensions. NumPy's own
+    # ufuncs go to 64; the oracle broadcasts with them and rounds each exact result.
+    rng = np.random.default_rng(40)
+    shape_a = (2,) + (1,) * (ndim - 3) + (3, 1)
+    shape_b = (1,) * (ndim - 2) + (1, 2)
+    a = rng.standard_normal(shape_a)
+    b = rng.standard_normal(shape_b)
+    c = rng.standard_normal(2)
+    out_shape = (a + b).shape                         # NumPy's broadcast, 64 dims allowed
+    A, B = np.broadcast_to(a, out_shape), np.broadcast_to(b, out_shape)
+    C = np.broadcast_to(c, out_shape)
+    cases = {
+        "add": (lp.add(a, b, "bf16", "rd"), [Fraction(x) + Fraction(y) for x, y in
+                                             zip(A.ravel().tolist(), B.ravel().tolist())]),
+        "mul": (lp.mul(a, b, "bf16", "rd"), [Fraction(x) * Fraction(y) for x, y in
+                                             zip(A.ravel().tolist(), B.ravel().tolist())]),
+        "fma": (lp.fma(a, b, c, "bf16", "rd"),
+                [Fraction(x) * Fraction(y) + Fraction(z) for x, y, z in
+                 zip(A.ravel().tolist(), B.ravel().tolist(), C.ravel().tolist())]),
+    }
+    for op, (got, exact) in cases.items():
+        assert got.shape == out_shape, op
+        want = np.array([reference_round(e, "BF16", "rd") for e in exact]).reshape(out_shape)
+        assert_same(got, want, [op, ndim])
+    x = A * 3.0                                       # a 64-dim operand with 12 elements
+    for axis in (None, 0, ndim - 2, -1):
+        got = lp.sum(x, "bf16", axis=axis, mode="rd", order="sequential")
+        cols = ([x.ravel()] if axis is None
+                else list(np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis])))
+        want = np.array([_ref_sequential(col.tolist(), "BF16", "rd") for col in cols])
+        want_shape = () if axis is None else np.sum(x, axis=axis).shape
+        assert np.shape(got) == want_shape
+        assert_same(np.reshape(got, -1), want, [axis])
+    got = lp.dot(A, B, "bf16", "rd")
+    assert got.shape == out_shape[:-1]
+    want = [_ref_add(reference_round(Fraction(r[0]) * Fraction(s[0]), "BF16", "rd"),
+                     reference_round(Fraction(r[1]) * Fraction(s[1]), "BF16", "rd"), "BF16", "rd")
+            for r, s in zip(A.reshape(-1, 2).tolist(), B.reshape(-1, 2).tolist())]
+    assert_same(got.reshape(-1), want, ["dot"])
+    with pytest.raises(ValueError, match="broadcast"):
+        lp.add(np.ones((1,) * 39 + (3,)), np.ones((1,) * 39 + (2,)), "bf16")
