@@ -671,12 +671,14 @@ if hasattr(os, "register_at_fork"):
 
 
 def _pool(n):
-    """A shared pool of at least ``n`` worker threads."""
+    """A shared pool of at least ``n`` worker threads.
+
+    A pool too small for ``n`` is replaced, never shut down: another call may still
+    be submitting to it (a shut-down pool refuses new work). The old pool's threads
+    end once its last user drops it (the executor is garbage-collected)."""
     global _POOL
     with _POOL_LOCK:
         if _POOL is None or _POOL._max_workers < n:
-            if _POOL is not None:
-                _POOL.shutdown(wait=False)
             _POOL = concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="lowprec")
         return _POOL
 

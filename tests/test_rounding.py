@@ -8,10 +8,12 @@ arguments for stochastic rounding.
 import math
 import os
 import signal
+import sys
+import threading
 from fractions import Fraction
 
-import gmpy2
-import ml_dtypes
+from peers import gmpy2
+from peers import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -174,6 +176,49 @@ def test_threads_split_the_input_without_changing_the_result(monkeypatch, fmt, m
     with lp.flags() as single:
         lp.round(x, fmt, mode)
     assert threaded.as_dict() == single.as_dict() and threaded.inexact > 0
+
+
+def test_concurrent_calls_that_need_different_pool_sizes_never_fail(monkeypatch):
+    # Issue 12: a call needing a bigger pool shut down the one another call was still
+    # submitting to ("cannot schedule new futures after shutdown"). Tiny chunks and
+    # spans, a fresh pool each round, a switch interval of a microsecond and eight
+    # threads whose inputs need 1 to 8 workers make the race happen in most rounds.
+    import lowprec.rounding as kernel
+    monkeypatch.setattr(kernel, "CHUNK", 64)
+    monkeypatch.setattr(kernel, "PARALLEL_MIN", 64)
+    rng = np.random.default_rng(7)
+    xs = [rng.standard_normal(64 * k) * 2.0 ** rng.integers(-20, 20, 64 * k) for k in range(2, 10)]
+    before, interval = lp.threads(1), sys.getswitchinterval()
+    single = [lp.round(x, "bf16", "ro") for x in xs]
+    errors, results = [], []
+    lp.threads(8)
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(25):
+            monkeypatch.setattr(kernel, "_POOL", None)
+            barrier, got = threading.Barrier(len(xs)), [None] * len(xs)
+
+            def work(i, barrier=barrier, got=got):
+                barrier.wait()
+                try:
+                    got[i] = lp.round(xs[i], "bf16", "ro")
+                except Exception as exc:       # noqa: BLE001 (collected, asserted below)
+                    errors.append(exc)
+
+            workers = [threading.Thread(target=work, args=(i,)) for i in range(len(xs))]
+            for t in workers:
+                t.start()
+            for t in workers:
+                t.join()
+            results.append(got)
+    finally:
+        sys.setswitchinterval(interval)
+        lp.threads(before)
+    assert not errors, f"{len(errors)} calls failed, first: {errors[0]!r}"
+    for got in results:
+        for g, s in zip(got, single):
+            assert np.array_equal(g.view(np.uint64), s.view(np.uint64))   # bit-identical
+    assert_same(single[-1], reference(xs[-1], lp.BF16, "ro"), xs[-1])
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
