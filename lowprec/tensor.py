@@ -187,6 +187,30 @@ def _values_of(x):
     return x._v if isinstance(x, Tensor) else x
 
 
+def _is_real(x):
+    """Whether ``x`` is a Tensor or plain real numbers (bool, int, float, ml_dtypes)."""
+    if isinstance(x, (Tensor, bool, int, float, np.bool_, np.integer, np.floating)):
+        return True
+    try:
+        dtype = np.asarray(x).dtype
+    except Exception:   # noqa: BLE001 - whatever NumPy cannot make an array of
+        return False
+    return dtype.kind in "biuf" or (dtype.kind == "V" and getattr(
+        dtype.type, "__module__", "").startswith("ml_dtypes"))
+
+
+def _comparison_operator(op, ufunc):
+    """``t == x``, ``t < x``, ...: a plain ``x`` that is not real numbers gets NumPy's
+    answer for a float array and ``x`` (``==`` and ``!=`` give all-False/all-True for
+    ``"abc"`` or None; ordering raises `TypeError`)."""
+    def method(self, other):
+        if not _is_real(other):
+            return op(self.values, other)
+        return ufunc(self, other)
+    method.__name__ = f"__{op.__name__}__"
+    return method
+
+
 class Tensor:
     """An n-dimensional array of values of one `Format`; every operation is
     emulated in that format, or refused.
@@ -426,23 +450,12 @@ class Tensor:
     def __abs__(self):
         return np.absolute(self)
 
-    def __eq__(self, other):
-        return np.equal(self, other)
-
-    def __ne__(self, other):
-        return np.not_equal(self, other)
-
-    def __lt__(self, other):
-        return np.less(self, other)
-
-    def __le__(self, other):
-        return np.less_equal(self, other)
-
-    def __gt__(self, other):
-        return np.greater(self, other)
-
-    def __ge__(self, other):
-        return np.greater_equal(self, other)
+    __eq__ = _comparison_operator(operator.eq, np.equal)
+    __ne__ = _comparison_operator(operator.ne, np.not_equal)
+    __lt__ = _comparison_operator(operator.lt, np.less)
+    __le__ = _comparison_operator(operator.le, np.less_equal)
+    __gt__ = _comparison_operator(operator.gt, np.greater)
+    __ge__ = _comparison_operator(operator.ge, np.greater_equal)
 
 
 def tensor(data, fmt=None, mode=None, *, rng=None):
@@ -536,8 +549,13 @@ def _exact_operands(*xs):
 
 
 def _compare(fn):
-    """Comparisons are exact: plain operands are compared as given."""
+    """Comparisons are exact: plain operands are compared as given. With an operand
+    that is not real numbers (None, a str, a Fraction, ...) the answer is NumPy's for
+    the float64 values, which hold the Tensor's exactly: ``np.less(t, None)`` raises
+    `TypeError` as it does for a float array."""
     def handler(a, b):
+        if not (_is_real(a) and _is_real(b)):
+            return fn(_values_of(a), _values_of(b))
         (va, vb), _ = _exact_operands(a, b)
         return fn(va, vb)
     return handler

@@ -580,3 +580,53 @@ def test_plain_functions_keep_their_own_out_arrays():
     a, b = np.atleast_1d(lp.tensor(1.0, "bf16"), np.float64(2.0))
     assert a.fmt is lp.BF16 and a.shape == (1,) and isinstance(b, np.ndarray)
     assert np.where(t > 0)[0].tolist() == [0, 1]
+
+
+NON_NUMBERS = [None, "abc", object(), [1.0, None, "x"], {"a": 1}]
+NON_NUMBER_IDS = ["None", "str", "object", "mixed-list", "dict"]
+ORDERINGS = [np.less, np.less_equal, np.greater, np.greater_equal]
+
+
+@pytest.mark.parametrize("other", NON_NUMBERS, ids=NON_NUMBER_IDS)
+def test_equality_with_non_numbers_is_numpys_answer_for_a_float_array(other):
+    v = np.array([1.0, 2.0, 3.0])
+    t = lp.tensor(v, "bf16")
+    for op in ("__eq__", "__ne__"):
+        expected = getattr(v, op)(other)         # NumPy's answer for a float array
+        got = getattr(t, op)(other)
+        assert isinstance(got, type(expected)) and np.array_equal(got, expected)
+    assert np.array_equal(other == t, other == v) and np.array_equal(other != t, other != v)
+
+
+@pytest.mark.parametrize("other", NON_NUMBERS, ids=NON_NUMBER_IDS)
+def test_ordering_with_non_numbers_raises_type_error_as_numpy(other):
+    t = lp.tensor([1.0, 2.0, 3.0], "bf16")
+    for op in ("__lt__", "__le__", "__gt__", "__ge__"):
+        with pytest.raises(TypeError):
+            getattr(np.array([1.0, 2.0, 3.0]), op)(other)   # NumPy raises: so must we
+        with pytest.raises(TypeError):
+            getattr(t, op)(other)
+    for ufunc in ORDERINGS:
+        with pytest.raises(TypeError):
+            ufunc(t, other)
+    with pytest.raises(TypeError):
+        None < t   # noqa: B015
+
+
+def test_comparison_ufuncs_with_non_numbers_follow_numpy():
+    v = np.array([1.0, 2.0])
+    t = lp.tensor(v, "fp16")
+    assert np.array_equal(np.equal(t, None), np.equal(v, None))
+    with pytest.raises(TypeError):
+        np.equal(v, "abc")                       # NumPy's ufunc refuses a str
+    with pytest.raises(TypeError):
+        np.equal(t, "abc")
+
+
+def test_comparisons_with_fractions_are_exact():
+    # The Fraction is compared exactly, not rounded to float64 first.
+    t = lp.tensor([1.0 / 3.0, 0.5], "fp64")
+    third = Fraction(1, 3)
+    expected = [Fraction(float(x)) < third for x in t.values]
+    assert (t < third).tolist() == expected == [True, False]
+    assert (t == third).tolist() == [False, False]
