@@ -427,14 +427,47 @@ def _operand(x, name):
     arr = np.asarray(x)
     if arr.dtype.kind not in "fiub" and not (arr.dtype.kind == "V" and getattr(
             arr.dtype.type, "__module__", "").startswith("ml_dtypes")):
-        raise TypeError(f"matmul: operand {name} must be real numbers, got dtype {arr.dtype}")
+        raise TypeError(f"matmul: {name} must be real numbers, got dtype {arr.dtype}")
     return arr, None
+
+
+def _model(model):
+    """The model object for ``model`` (a name in `MODELS` or a model object)."""
+    if isinstance(model, (TensorCoreModel, _Accumulating)):
+        return model
+    names = ", ".join(MODELS)
+    if not isinstance(model, str):
+        raise TypeError(f"model must be a model name ({names}) or a lp.TensorCoreModel, "
+                        f"got {type(model).__name__} {model!r}")
+    spec = MODELS.get(model.lower())
+    if spec is None:
+        raise ValueError(f"unknown matmul model {model!r}; valid models: {names} "
+                         "or a lp.TensorCoreModel")
+    return spec
+
+
+def _format_arg(name, value):
+    """`lowprec.format` of an argument, its errors naming the argument."""
+    try:
+        return _format(value)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"matmul: {name}: {e}") from None
 
 
 def _numpy_shape_error(a_shape, b_shape):
     """Raise NumPy's own error for operands np.matmul would refuse."""
     dummy = np.zeros((), dtype=bool)
     np.matmul(np.broadcast_to(dummy, a_shape), np.broadcast_to(dummy, b_shape))
+
+
+def _broadcast_batch(x, y):
+    """NumPy's broadcast of two shapes, for any number of dimensions (np.broadcast_shapes
+    stops at 32; np.matmul takes up to 64). None when they do not broadcast."""
+    n = max(len(x), len(y))
+    x, y = (1,) * (n - len(x)) + tuple(x), (1,) * (n - len(y)) + tuple(y)
+    if any(i != j and 1 not in (i, j) for i, j in zip(x, y)):
+        return None
+    return tuple(j if i == 1 else i for i, j in zip(x, y))
 
 
 def _result_shape(a_shape, b_shape):
@@ -444,11 +477,9 @@ def _result_shape(a_shape, b_shape):
     b2 = b_shape if len(b_shape) > 1 else b_shape + (1,)
     if a2[-1] != b2[-2]:
         _numpy_shape_error(a_shape, b_shape)
-    try:
-        batch = np.broadcast_shapes(a2[:-2], b2[:-2])
-    except ValueError:
+    batch = _broadcast_batch(a2[:-2], b2[:-2])
+    if batch is None:
         _numpy_shape_error(a_shape, b_shape)
-        raise
     shape = batch + (a2[-2], b2[-1])
     squeeze = [i for i, keep in ((-2, len(a_shape) > 1), (-1, len(b_shape) > 1)) if not keep]
     return a2, b2, batch, shape, squeeze
@@ -518,11 +549,8 @@ def matmul(a, b, *, model="fp32", c=None, in_fmt=None, out_fmt=None):
     ...
     ValueError: matmul: Input operand 1 has a mismatch in its core dimension 0, with gufunc signature (n?,k),(k,m?)->(n?,m?) (size 1 is different from 2)
     """
-    spec = MODELS.get(model.lower()) if isinstance(model, str) else model
-    if not isinstance(spec, (TensorCoreModel, _Accumulating)):
-        raise ValueError(f"unknown matmul model {model!r}; valid models: "
-                         f"{', '.join(MODELS)} or a lp.TensorCoreModel")
-    (av, af), (bv, bf) = _operand(a, 0), _operand(b, 1)
+    spec = _model(model)
+    (av, af), (bv, bf) = _operand(a, "operand 0 (a)"), _operand(b, "operand 1 (b)")
     a2, b2, batch, shape, squeeze = _result_shape(av.shape, bv.shape)
     if af is not None and bf is not None and af == bf and in_fmt is None:
         fmt = af
@@ -533,12 +561,12 @@ def matmul(a, b, *, model="fp32", c=None, in_fmt=None, out_fmt=None):
         raise ValueError("matmul needs in_fmt for plain arrays (or two Tensors of one "
                          "format): say which format the operands are in, e.g. in_fmt='fp16'")
     else:
-        fmt = _format(in_fmt)
+        fmt = _format_arg("in_fmt", in_fmt)
     params = spec.for_format(fmt)
     if out_fmt is None:
         out = spec.default_out_format()
     else:
-        out = _format(out_fmt)
+        out = _format_arg("out_fmt", out_fmt)
     allowed = spec.out_formats(fmt)
     if allowed is not None and out not in allowed:
         raise ValueError(f"model {spec.name or 'TensorCoreModel'!r} with "
@@ -554,14 +582,11 @@ def matmul(a, b, *, model="fp32", c=None, in_fmt=None, out_fmt=None):
     if c is None:
         cv = np.zeros((), dtype=np.float64)
     else:
-        cv = _round(c.values if hasattr(c, "values") else c, out)
+        cv = _round(_operand(c, "c")[0], out)
         target = tuple(s for i, s in enumerate(shape) if i - len(shape) not in squeeze)
-        try:
-            if np.broadcast_shapes(cv.shape, target) != target:
-                raise ValueError
-        except ValueError:
+        if _broadcast_batch(cv.shape, target) != target:
             raise ValueError(f"matmul: c of shape {cv.shape} does not broadcast to the "
-                             f"result shape {_squeezed(shape, squeeze)}") from None
+                             f"result shape {_squeezed(shape, squeeze)}")
         if squeeze:
             cv = np.expand_dims(cv, tuple(squeeze)) if cv.ndim else cv
     cv = np.broadcast_to(cv, shape)

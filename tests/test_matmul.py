@@ -922,3 +922,45 @@ def test_a_copied_fp16_model_still_gives_fp16_output():
     for how, twin in _copies(lp.MODELS["fp16"]).items():
         got = matmul([[0.0]], [[0.0]], model=twin, in_fmt="fp16", c=[[c]])
         assert got[0, 0] == expected, how
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"model": 5}, TypeError, "model must be"),
+    ({"model": None}, TypeError, "model must be"),
+    ({"model": lp.FP16}, TypeError, "model must be"),
+    ({"model": "tpu"}, ValueError, "unknown matmul model"),
+    ({"in_fmt": 16}, TypeError, "in_fmt"),
+    ({"in_fmt": ["fp16"]}, TypeError, "in_fmt"),
+    ({"in_fmt": "fp12"}, ValueError, "in_fmt"),
+    ({"out_fmt": 32}, TypeError, "out_fmt"),
+    ({"out_fmt": "fp33"}, ValueError, "out_fmt"),
+    ({"c": "one"}, TypeError, "c must be real"),
+    ({"c": [1j, 2j]}, TypeError, "c must be real"),
+    ({"c": np.ones((3, 3))}, ValueError, r"c of shape \(3, 3\) .* result shape \(2, 2\)"),
+    ({"c": np.ones((2, 2, 2))}, ValueError, r"c of shape \(2, 2, 2\) .* \(2, 2\)"),
+], ids=repr)
+def test_wrong_arguments_are_named(kwargs, error, match):
+    kwargs = {"in_fmt": "fp16", **kwargs}
+    with pytest.raises(error, match=match):
+        matmul(np.ones((2, 3)), np.ones((3, 2)), **kwargs)
+
+
+@pytest.mark.parametrize("model", ["exact", "fp32", "fp16", "a100", "h100"])
+def test_stacks_of_more_than_32_dimensions_work_as_in_numpy(model):
+    # np.matmul takes up to 64 dimensions (np.broadcast_shapes only 32). Small
+    # integers: every product and sum is exact in FP16 and in float64.
+    rng = np.random.default_rng(34)
+    sa = (1,) * 29 + (2, 1, 1, 1) + (3, 4)           # 33 batch dimensions
+    sb = (1,) * 30 + (2, 1, 1) + (4, 2)              # broadcasting with sa's
+    a = rng.integers(-3, 4, sa).astype(np.float64)
+    b = rng.integers(-3, 4, sb).astype(np.float64)
+    c = rng.integers(-3, 4, (2, 1, 1, 3, 2)).astype(np.float64)
+    expected = np.matmul(a, b) + c
+    got = matmul(a, b, model=model, in_fmt="fp16", c=c)
+    assert got.shape == expected.shape and got.ndim == 35
+    assert np.array_equal(got, expected)
+    with lp.flags():                                  # the flags pass sees every dimension
+        assert np.array_equal(matmul(a[..., 0, :], b, model=model, in_fmt="fp16"),
+                              np.matmul(a[..., 0, :], b))
+    with pytest.raises(ValueError, match="mismatch"):
+        matmul(a, b[..., :3, :], model=model, in_fmt="fp16")
