@@ -356,7 +356,46 @@ class Tensor:
         return Tensor(self._v.copy(), self._fmt)
 
     def tolist(self):
+        """The values as nested lists of Python floats (a float for a 0-d Tensor),
+        as ``ndarray.tolist``.
+
+        Examples
+        --------
+        >>> import lowprec as lp
+        >>> lp.tensor([[0.1, 2.0]], "bf16").tolist()
+        [[0.10009765625, 2.0]]
+        """
         return self._v.tolist()
+
+    def item(self, *args):
+        """One value as a Python float, as ``ndarray.item``: no argument for a Tensor
+        of one element, else a flat index or one index per dimension.
+
+        Examples
+        --------
+        >>> import lowprec as lp
+        >>> lp.tensor(0.1, "fp16").item()
+        0.0999755859375
+        >>> lp.tensor([[1.0, 0.1]], "bf16").item(0, 1), lp.tensor([1.0, 0.1], "bf16").item(1)
+        (0.10009765625, 0.10009765625)
+        """
+        return self._v.item(*args)
+
+    def numpy(self):
+        """The values as a new, writable float64 ndarray (a copy: unlike
+        ``torch.Tensor.numpy`` nothing is shared, so writing to it cannot put a value
+        outside the format into the Tensor). Same as ``np.asarray(t)``.
+
+        Examples
+        --------
+        >>> import lowprec as lp
+        >>> t = lp.tensor([0.1, 3.0], "e4m3")
+        >>> a = t.numpy()
+        >>> a[0] = 0.1
+        >>> a, t.values
+        (array([0.1, 3. ]), array([0.1015625, 3.       ]))
+        """
+        return self._v.copy()
 
     def sum(self, axis=None, *, acc=None, order="pairwise", keepdims=False):
         return _sum(self, axis=axis, acc=acc, order=order, keepdims=keepdims)

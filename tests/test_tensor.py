@@ -630,3 +630,25 @@ def test_comparisons_with_fractions_are_exact():
     expected = [Fraction(float(x)) < third for x in t.values]
     assert (t < third).tolist() == expected == [True, False]
     assert (t == third).tolist() == [False, False]
+
+
+def test_item_tolist_numpy_give_python_floats_and_copies():
+    x = [[0.1, -2.5, 1e-5], [3.0, 7.0, -0.0]]
+    t = lp.tensor(x, "bf16")
+    expected = [[lpt.reference_round(v, lp.BF16) for v in row] for row in x]
+    assert t.tolist() == expected and all(type(v) is float for row in t.tolist() for v in row)
+    assert type(lp.tensor(0.1, "fp16").tolist()) is float
+    s = lp.tensor(0.1, "fp16").item()
+    assert type(s) is float and s == float(np.float16(0.1))   # NumPy's float16 oracle
+    for args in [(4,), (1, 1), (-1,)]:
+        got = t.item(*args)
+        assert type(got) is float and got == np.array(expected).item(*args)
+    assert np.signbit(t.item(1, 2))                # -0.0 survives
+    with pytest.raises(ValueError):
+        t.item()                                   # as ndarray.item: more than one element
+    with pytest.raises(IndexError):
+        t.item(6)
+    a = t.numpy()
+    assert a.dtype == np.float64 and a.flags.writeable and a.tolist() == expected
+    a[0, 0] = 0.1                                  # a copy: the Tensor is untouched
+    assert t.tolist() == expected and not np.shares_memory(a, t.values)
