@@ -5,11 +5,14 @@
 kernels call :func:`recording` to learn whether anyone listens (outside a context
 nothing is computed) and :func:`record` to add counts. On exit an inner record's
 counts are added to the enclosing one, so an outer context sees everything that
-happened inside it. This module never inspects arrays itself.
+happened inside it. A context copied into other threads (``asyncio.to_thread``,
+``contextvars.copy_context().run``) hands them the same record: every update takes
+the record's lock, so counts stay exact. This module never inspects arrays itself.
 """
 
 from __future__ import annotations
 
+import threading
 from contextvars import ContextVar
 
 __all__ = ["Flags", "flags", "recording", "record", "FLAG_NAMES"]
@@ -40,12 +43,15 @@ class Flags:
     (True, 0)
     """
 
-    __slots__ = (*FLAG_NAMES, "_token")
+    __slots__ = (*FLAG_NAMES, "_token", "_lock")
 
     def __init__(self):
         for name in FLAG_NAMES:
             setattr(self, name, 0)
         self._token = None
+        # Several threads may share this record (a copied context): an add is a
+        # read-modify-write of several counters, so each one is done under the lock.
+        self._lock = threading.Lock()
 
     def __enter__(self):
         if self._token is not None:
@@ -62,15 +68,22 @@ class Flags:
         return False
 
     def add(self, counts):
-        for name, n in counts.items():
-            setattr(self, name, getattr(self, name) + int(n))
+        """Add ``counts`` (a mapping of flag names to counts), atomically."""
+        counts = {name: int(n) for name, n in counts.items()}
+        with self._lock:
+            for name, n in counts.items():
+                setattr(self, name, getattr(self, name) + n)
 
     def as_dict(self):
-        return {name: getattr(self, name) for name in FLAG_NAMES}
+        """The counts as a dict, read together (no add half-way through)."""
+        with self._lock:
+            return {name: getattr(self, name) for name in FLAG_NAMES}
 
     def reset(self):
-        for name in FLAG_NAMES:
-            setattr(self, name, 0)
+        """Set every count to zero."""
+        with self._lock:
+            for name in FLAG_NAMES:
+                setattr(self, name, 0)
 
     def __bool__(self):
         return any(getattr(self, name) for name in FLAG_NAMES)

@@ -118,3 +118,47 @@ def test_threads_do_not_share_a_context():
         t.join()
         lp.round(0.1, "fp16")
     assert seen["thread"] == 3 and f.inexact == 1
+
+
+def test_threads_sharing_one_context_lose_no_counts():
+    # contextvars.copy_context().run (and asyncio.to_thread) hand the same Flags to
+    # several threads; each add is a read-modify-write of seven counters, which lost
+    # counts when a thread switch fell inside it (issue 12: 311 of 24,000).
+    import contextvars
+    import sys
+
+    from lowprec.flags import record
+    n_threads, n_adds = 8, 20_000
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with lp.flags() as f:
+            ctx = [contextvars.copy_context() for _ in range(n_threads)]
+            barrier = threading.Barrier(n_threads)
+
+            def work(i):
+                barrier.wait()
+                for _ in range(n_adds):
+                    record(inexact=1, underflow=2, invalid=1)
+
+            workers = [threading.Thread(target=ctx[i].run, args=(work, i)) for i in range(n_threads)]
+            for t in workers:
+                t.start()
+            for t in workers:
+                t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    total = n_threads * n_adds
+    assert (f.inexact, f.underflow, f.invalid, f.overflow) == (total, 2 * total, total, 0)
+
+
+def test_rounding_in_threads_sharing_one_context_counts_every_element():
+    import asyncio
+    x = np.full(1000, 0.1)               # 0.1 is inexact in FP16: one count per element
+
+    async def main():
+        await asyncio.gather(*(asyncio.to_thread(lp.round, x, "fp16") for _ in range(16)))
+
+    with lp.flags() as f:
+        asyncio.run(main())
+    assert f.inexact == 16 * x.size
