@@ -14,9 +14,13 @@ modify its inputs.
 
 from __future__ import annotations
 
+import inspect
+import numbers
+import warnings
+
 import numpy as np
 
-from ._checks import check_bool, check_mode, check_rng
+from ._checks import check_bool, check_int, check_mode, check_rng
 from .flags import FLAG_NAMES, recording
 from .formats import format as _format
 from .rounding import (CHUNK, _draw, _finish, _odd, _Plan, _round_into,
@@ -1051,24 +1055,86 @@ def _check_order(order):
         raise ValueError(f"unknown order {order!r}; valid orders: {', '.join(ORDERS)}")
 
 
-def sum(x, fmt, axis=None, mode="rne", order="sequential", *, rng=None,  # noqa: A001
-        subnormals=None, saturate=False):
+_UNSET = object()
+_LEGACY_SUM = ("lp.sum(x, fmt, axis, mode, order): pass axis=, mode=, order= as keywords; "
+               "the positional order is now (x, fmt, mode)")
+
+
+def _sum_arguments(args, axis, mode, order):
+    """(axis, mode, order) of a `sum` call, old positional order included (deprecated)."""
+    if len(args) > 3:
+        raise TypeError(f"sum takes at most 3 positional arguments after x and fmt "
+                        f"(the deprecated axis, mode, order), got {len(args)}")
+    if not args or isinstance(args[0], str):
+        if len(args) > 1:
+            raise TypeError("sum(x, fmt, mode) takes mode as its only further positional "
+                            "argument; pass axis= and order= as keywords")
+        if args:
+            if mode is not _UNSET:
+                raise TypeError("sum got multiple values for argument 'mode'")
+            mode = args[0]
+        return axis, mode, order
+    old = args[0]
+    if old is not None and not isinstance(old, tuple) and (
+            not isinstance(old, (numbers.Integral, np.integer)) or isinstance(old, (bool, np.bool_))):
+        check_mode(old)          # neither a mode nor an old axis: TypeError naming mode
+    warnings.warn(_LEGACY_SUM, DeprecationWarning, stacklevel=3)
+    for name, value, given in zip(("axis", "mode", "order"), args, (axis, mode, order)):
+        if given is not _UNSET:
+            raise TypeError(f"sum got multiple values for argument {name!r}")
+    axis = old
+    if len(args) > 1:
+        mode = args[1]
+    if len(args) > 2:
+        order = args[2]
+    return axis, mode, order
+
+
+def _sum_axes(axis, ndim):
+    """``axis`` (None, an int or a tuple of ints) as a sorted tuple of axes of ``ndim``."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    out = []
+    for ax in axes:
+        ax = check_int("axis", ax)
+        if not -ndim <= ax < ndim:
+            raise ValueError(f"axis {ax} is out of bounds for an array of dimension {ndim}")
+        out.append(ax % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError(f"axis {axis!r} repeats an axis")
+    return tuple(sorted(out))
+
+
+def sum(x, fmt, *args, axis=_UNSET, mode=_UNSET, order=_UNSET,  # noqa: A001
+        rng=None, subnormals=None, saturate=False):
     """Sum of ``x`` along ``axis`` with every addition rounded to ``fmt``.
+
+    Signature: ``sum(x, fmt, mode="rne", *, axis=None, order="pairwise", rng=None,
+    subnormals=None, saturate=False)``, the mode third as in every other operation.
 
     The first term of each sum is rounded to ``fmt``, then each further term is
     added by `add` (terms are used as given: round them first to model stored
     ``fmt`` values). Orders:
 
-    ``"sequential"``
-        left to right, ``((x0 + x1) + x2) + ...``.
-    ``"pairwise"``
+    ``"pairwise"`` (the default)
         level by level: ``x0 + x1``, ``x2 + x3``, ... then the sums of those pairs,
-        and so on; an odd last term moves up a level unchanged.
+        and so on; an odd last term moves up a level unchanged. The kind of order
+        NumPy's own `numpy.sum` uses, and the fast one at scale.
+    ``"sequential"``
+        left to right, ``((x0 + x1) + x2) + ...``: the textbook recursive
+        summation, whose error grows with ``n`` (and stagnates).
     ``"kahan"``
         compensated summation (Kahan), every operation rounded to ``fmt``.
 
     Work is vectorised across the other axes; the reduced axis is a Python loop
     (sequential, Kahan) or a loop over ``log2(n)`` levels (pairwise).
+
+    The default order changed from ``"sequential"`` to ``"pairwise"`` (one default
+    everywhere, as ``Tensor.sum``); pass ``order="sequential"`` for the old results.
+    The old positional order ``sum(x, fmt, axis, mode, order)`` still works, with a
+    `DeprecationWarning`, when the third argument is not a str (an int, a tuple or
+    None: an axis); its order, when not given, is the new default.
 
     Parameters
     ----------
@@ -1076,11 +1142,12 @@ def sum(x, fmt, axis=None, mode="rne", order="sequential", *, rng=None,  # noqa:
         Real values.
     fmt : Format or str
         Format of every partial sum.
-    axis : int, optional
-        Axis to reduce; by default the flattened array.
     mode, rng, subnormals, saturate
         As in `add`.
-    order : {"sequential", "pairwise", "kahan"}
+    axis : int or tuple of ints, optional
+        Axes to reduce; by default all (the flattened array). Several axes are
+        summed as one, in the C order of the elements they index.
+    order : {"pairwise", "sequential", "kahan"}
         Summation order.
 
     Returns
@@ -1092,26 +1159,39 @@ def sum(x, fmt, axis=None, mode="rne", order="sequential", *, rng=None,  # noqa:
     --------
     >>> import numpy as np, lowprec as lp
     >>> ones = np.ones(1000)
-    >>> lp.sum(ones, "bf16"), lp.sum(ones, "bf16", order="pairwise")
-    (np.float64(256.0), np.float64(1000.0))
+    >>> lp.sum(ones, "bf16"), lp.sum(ones, "bf16", order="sequential")   # 256 + 1 == 256
+    (np.float64(1000.0), np.float64(256.0))
     >>> lp.sum(ones, "bf16", order="kahan")
     np.float64(1000.0)
-    >>> lp.sum([[1.0, 2.0], [3.0, 4.0]], "fp16", axis=0)
+    >>> lp.sum([[1.0, 2.0], [3.0, 4.0]], "fp16", "rz", axis=0)
     array([4., 6.])
     """
+    axis, mode, order = _sum_arguments(args, axis, mode, order)
+    axis = None if axis is _UNSET else axis
+    mode = "rne" if mode is _UNSET else mode
+    order = "pairwise" if order is _UNSET else order
     _check_order(order)
     plan = _plan(fmt, mode, rng, subnormals, saturate)
     a = as_real_array(x)[0]
-    if axis is None:
-        a = a.reshape(-1, 1)
-        shape = ()
-    else:
-        a = np.moveaxis(a, axis, 0)
-        shape = a.shape[1:]
-        a = a.reshape(a.shape[0], int(np.prod(shape, dtype=np.int64)))
+    axes = _sum_axes(axis, a.ndim)
+    keep = [i for i in range(a.ndim) if i not in axes]
+    shape = tuple(a.shape[i] for i in keep)
+    n = int(np.prod([a.shape[i] for i in axes], dtype=np.int64))
+    # The reduced axes first (in C order), the kept ones flattened behind them.
+    a = np.transpose(a, list(axes) + keep).reshape(n, int(np.prod(shape, dtype=np.int64)))
     with np.errstate(all="ignore"):
         out = _reduce(plan, a, order).reshape(shape)
     return out[()] if out.ndim == 0 else out
+
+
+sum.__signature__ = inspect.Signature([
+    inspect.Parameter("x", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+    inspect.Parameter("fmt", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+    inspect.Parameter("mode", inspect.Parameter.POSITIONAL_OR_KEYWORD, default="rne"),
+    *(inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=v) for k, v in
+      (("axis", None), ("order", "pairwise"), ("rng", None), ("subnormals", None),
+       ("saturate", False))),
+])
 
 
 def dot(a, b, fmt, mode="rne", *, order="sequential", fused=False, rng=None,
@@ -1124,6 +1204,11 @@ def dot(a, b, fmt, mode="rne", *, order="sequential", fused=False, rng=None,
     in ``order``. With ``fused=True`` the sum is an FMA chain, ``acc = fma(a_i,
     b_i, acc)`` from left to right, one rounding per term (``order`` must then be
     ``"sequential"``).
+
+    The default order is ``"sequential"``, unlike `sum`'s ``"pairwise"``: a dot
+    product is the inner loop of a matrix product, which the accumulation models of
+    `lowprec.matmul` (``"fp32"``, ``"fp16"``) and an FMA chain run left to right, so
+    the unfused and fused dots and ``matmul`` agree in order by default.
 
     Parameters
     ----------

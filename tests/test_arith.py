@@ -8,7 +8,9 @@ FP16/BF16/FP32 samples, a vectorised exact oracle written here on Python integer
 
 from __future__ import annotations
 
+import inspect
 import math
+import warnings
 import zlib
 from fractions import Fraction
 from functools import lru_cache
@@ -1110,9 +1112,9 @@ def test_sum_against_stepwise_reference(order, mode):
 
 def test_sum_stagnation_and_pairwise():
     ones = np.ones(1000)
-    assert lp.sum(ones, "bf16") == 256.0
+    assert lp.sum(ones, "bf16", order="sequential") == 256.0
     assert lp.sum(ones, "bf16", order="pairwise") == 1000.0
-    assert lp.sum(np.ones((1000, 3)), "bf16", axis=0).tolist() == [256.0] * 3
+    assert lp.sum(np.ones((1000, 3)), "bf16", axis=0, order="sequential").tolist() == [256.0] * 3
     assert lp.sum(np.ones((3, 0)), "bf16", axis=1).tolist() == [0.0] * 3
     assert lp.sum([5.0], "bf16") == 5.0
 
@@ -1162,7 +1164,7 @@ def test_threaded_sums_and_dots_keep_their_own_scratch(monkeypatch, mode):
     a, b = (lp.round(rng.standard_normal((12_000, 2)), "fp16") for _ in range(2))
     before = lp.threads(3)
     try:
-        got_sum = lp.sum(x, "bf16", axis=0, mode=mode, subnormals=False)
+        got_sum = lp.sum(x, "bf16", mode, axis=0, order="sequential", subnormals=False)
         got_dot = lp.dot(a, b, "fp16", mode, subnormals=False)
     finally:
         lp.threads(before)
@@ -1316,3 +1318,88 @@ def test_arrays_of_up_to_64_dimensions(ndim):
     assert_same(got.reshape(-1), want, ["dot"])
     with pytest.raises(ValueError, match="broadcast"):
         lp.add(np.ones((1,) * 39 + (3,)), np.ones((1,) * 39 + (2,)), "bf16")
+
+
+# -- sum's signature: mode third, axis and order keywords, pairwise default (issue 12) --
+
+def _sum_operand():
+    rng = np.random.default_rng(55)
+    return rng.standard_normal((5, 7, 3)) * np.ldexp(1.0, rng.integers(-6, 6, (5, 7, 3)))
+
+
+def _columns(x, axes):
+    """The terms of each sum, in C order of the reduced axes (NumPy's own transpose)."""
+    keep = [i for i in range(x.ndim) if i not in axes]
+    n = int(np.prod([x.shape[i] for i in axes]))
+    return list(np.transpose(x, keep + list(axes)).reshape(-1, n))
+
+
+@pytest.mark.parametrize("mode", ("rne", "rz", "ru"))
+def test_sum_default_order_is_pairwise(mode):
+    # Before: the default was "sequential" (and lp.sum(x, fmt, "rz") read "rz" as an axis).
+    x = _sum_operand()
+    want = np.array([_ref_pairwise(c.tolist(), "BF16", mode) for c in _columns(x, (0, 1, 2))])
+    assert_same(np.reshape(lp.sum(x, "bf16", mode), -1), want, [mode])
+    assert_same(np.reshape(lp.sum(x, "bf16", mode=mode), -1), want, [mode])
+    want = np.array([_ref_pairwise(c.tolist(), "BF16", mode) for c in _columns(x, (1,))])
+    assert_same(lp.sum(x, "bf16", mode, axis=1).reshape(-1), want, [mode, 1])
+    # The sequential oracle differs here, so the default is not sequential by accident.
+    seq = np.array([_ref_sequential(c.tolist(), "BF16", mode) for c in _columns(x, (1,))])
+    assert not same(want, seq).all()
+
+
+@pytest.mark.parametrize("axis", ((0, 2), (2, 0), (-1, 1), (0, 1, 2)))
+def test_sum_over_several_axes(axis):
+    x = _sum_operand()
+    axes = tuple(sorted(a % x.ndim for a in axis))
+    got = lp.sum(x, "fp16", "rd", axis=axis, order="sequential")
+    want = np.array([_ref_sequential(c.tolist(), "FP16", "rd") for c in _columns(x, axes)])
+    assert np.shape(got) == np.sum(x, axis=axis).shape
+    assert_same(np.reshape(got, -1), want, [axis])
+
+
+@pytest.mark.parametrize("old, new", [
+    ((0,), {"axis": 0}),
+    ((None,), {}),
+    ((np.int64(-1), "rz"), {"axis": -1, "mode": "rz"}),
+    ((1, "ru", "kahan"), {"axis": 1, "mode": "ru", "order": "kahan"}),
+    (((0, 2), "rd", "sequential"), {"axis": (0, 2), "mode": "rd", "order": "sequential"}),
+])
+def test_sum_old_positional_order_warns_and_agrees(old, new):
+    x = _sum_operand()
+    with pytest.warns(DeprecationWarning, match="positional order is now"):
+        got = lp.sum(x, "bf16", *old)
+    assert_same(got, lp.sum(x, "bf16", **new), [old])
+    with pytest.warns(DeprecationWarning):      # old axis, mode as a keyword
+        got = lp.sum(x, "bf16", old[0], mode="ro")
+    assert_same(got, lp.sum(x, "bf16", "ro", axis=old[0]), [old])
+
+
+def test_sum_argument_errors():
+    x = _sum_operand()
+    with pytest.raises(TypeError, match="positional"):
+        lp.sum(x, "bf16", "rz", "pairwise")          # mode third, order is keyword-only
+    with pytest.raises(TypeError, match="mode"):
+        lp.sum(x, "bf16", 1.5)                      # neither a mode nor an old axis
+    with pytest.raises(TypeError, match="mode"):
+        lp.sum(x, "bf16", "rz", mode="rd")
+    with pytest.raises(TypeError, match="axis"), pytest.warns(DeprecationWarning):
+        lp.sum(x, "bf16", 0, axis=1)
+    with pytest.raises(TypeError, match="axis"):
+        lp.sum(x, "bf16", axis=1.0)
+    with pytest.raises(ValueError, match="axis"):
+        lp.sum(x, "bf16", axis=3)
+    with pytest.raises(ValueError, match="axis"):
+        lp.sum(x, "bf16", axis=(0, -3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")              # the new spellings never warn
+        lp.sum(x, "bf16")
+        lp.sum(x, "bf16", "rz", axis=0, order="kahan")
+
+
+def test_sum_signature_reads_as_documented():
+    sig = inspect.signature(lp.sum)
+    assert list(sig.parameters)[:3] == ["x", "fmt", "mode"]
+    assert sig.parameters["mode"].default == "rne"
+    assert sig.parameters["order"].default == "pairwise"
+    assert sig.parameters["axis"].kind is inspect.Parameter.KEYWORD_ONLY
