@@ -446,6 +446,48 @@ def _model(model):
     return spec
 
 
+def _dtype_format(arr):
+    """The format an array's dtype names (float16, float32, ml_dtypes' float types),
+    or None: float64, integers, bools and lists say nothing about their format."""
+    if arr.dtype.kind == "f" and arr.dtype.itemsize >= 8:
+        return None
+    if arr.dtype.kind not in "fV":
+        return None
+    try:
+        return _format(arr.dtype)
+    except (TypeError, ValueError):     # ml_dtypes' integer types (int4, ...)
+        return None
+
+
+def _input_format(av, af, bv, bf):
+    """The input format without in_fmt: the operands' one format, from Tensors'
+    ``fmt`` or from dtypes that name a format."""
+    def told(fmt, arr):
+        if fmt is not None:
+            return fmt, f"a Tensor of {fmt.name or fmt!r}"
+        return _dtype_format(arr), f"dtype {arr.dtype}"
+    (fa, how_a), (fb, how_b) = told(af, av), told(bf, bv)
+    if fa is not None and fa == fb:
+        return fa
+    if fa is not None and fb is not None:
+        raise ValueError(f"matmul: operands have different formats ({how_a}, {how_b}); "
+                         "convert one, or give in_fmt")
+    raise ValueError(f"matmul needs in_fmt unless both operands say their format (Tensors "
+                     f"of one format, or arrays of a float16, float32 or ml_dtypes dtype); "
+                     f"got {how_a} and {how_b}: say which format the operands are in, "
+                     "e.g. in_fmt='fp16'")
+
+
+def _values_in(arr, fmt_of_arr, fmt):
+    """float64 values of ``arr`` in ``fmt``: rounded (RNE) unless they already are."""
+    if fmt_of_arr is None and _dtype_format(arr) == fmt:
+        fmt_of_arr = fmt
+    if fmt_of_arr == fmt:
+        # Every value of a format narrower than float64 is a float64: exact.
+        return arr if arr.dtype == np.float64 else arr.astype(np.float64)
+    return _round(arr, fmt)
+
+
 def _format_arg(name, value):
     """`lowprec.format` of an argument, its errors naming the argument."""
     try:
@@ -506,8 +548,14 @@ def matmul(a, b, *, model="fp32", c=None, in_fmt=None, out_fmt=None):
         IEEE 754 additions do (see their docs); in Tensor Core models a zero block
         sum is +0 (TENSORCORE.md §2).
     in_fmt : Format or str, optional
-        The operands' format. Required unless both operands are Tensors of one
-        format; plain arrays are rounded into it (RNE, recorded in `lp.flags()`).
+        The operands' format; plain arrays are rounded into it (RNE, recorded in
+        `lp.flags()`). Without it, the operands must say their format, and say the
+        same one: Tensors' ``fmt``, or the dtype of arrays of NumPy ``float16`` or
+        ``float32`` or of an ml_dtypes float type (``bfloat16``, ``float8_e4m3fn``,
+        ...). float64 arrays, integers and lists of Python floats say nothing (a
+        float64 array is not taken as FP64 input): `ValueError`, as for operands of
+        two formats (``float16 @ bfloat16``; `lowprec.tensor.matmul` on Tensors
+        promotes instead).
     out_fmt : Format or str, optional
         Result format. Default FP32 (FP16 for the ``"fp16"`` model). Tensor Core
         models give FP32 or, where the hardware has it, FP16; ``"exact"``,
@@ -544,6 +592,9 @@ def matmul(a, b, *, model="fp32", c=None, in_fmt=None, out_fmt=None):
     a100 2.384185791015625e-07
     >>> lp.matmul([[1.0, 2.0]], [[3.0], [4.0]], model="h100", in_fmt="bf16", out_fmt="fp16")
     array([[11.]])
+    >>> import numpy as np        # a float16 array says its format
+    >>> lp.matmul(np.array([[1.0, 2.0**-11]], np.float16), np.ones((2, 1), np.float16))
+    array([[1.00048828]])
     >>> lp.matmul([[1.0, 2.0]], [[3.0, 4.0]], in_fmt="fp16")
     Traceback (most recent call last):
     ...
@@ -552,16 +603,10 @@ def matmul(a, b, *, model="fp32", c=None, in_fmt=None, out_fmt=None):
     spec = _model(model)
     (av, af), (bv, bf) = _operand(a, "operand 0 (a)"), _operand(b, "operand 1 (b)")
     a2, b2, batch, shape, squeeze = _result_shape(av.shape, bv.shape)
-    if af is not None and bf is not None and af == bf and in_fmt is None:
-        fmt = af
-    elif in_fmt is None:
-        if af is not None and bf is not None:
-            raise ValueError(f"matmul: operands have different formats ({af!r}, {bf!r}); "
-                             "convert one, or give in_fmt")
-        raise ValueError("matmul needs in_fmt for plain arrays (or two Tensors of one "
-                         "format): say which format the operands are in, e.g. in_fmt='fp16'")
-    else:
+    if in_fmt is not None:
         fmt = _format_arg("in_fmt", in_fmt)
+    else:
+        fmt = _input_format(av, af, bv, bf)
     params = spec.for_format(fmt)
     if out_fmt is None:
         out = spec.default_out_format()
@@ -576,8 +621,7 @@ def matmul(a, b, *, model="fp32", c=None, in_fmt=None, out_fmt=None):
     if allowed is None and out.p > 51:
         raise ValueError(f"out_fmt must have at most 51 bits of precision, got {out!r}")
 
-    av = _round(av, fmt) if af is None or af != fmt else av
-    bv = _round(bv, fmt) if bf is None or bf != fmt else bv
+    av, bv = _values_in(av, af, fmt), _values_in(bv, bf, fmt)
     av, bv = av.reshape(a2), bv.reshape(b2)
     if c is None:
         cv = np.zeros((), dtype=np.float64)

@@ -964,3 +964,62 @@ def test_stacks_of_more_than_32_dimensions_work_as_in_numpy(model):
                               np.matmul(a[..., 0, :], b))
     with pytest.raises(ValueError, match="mismatch"):
         matmul(a, b[..., :3, :], model=model, in_fmt="fp16")
+
+
+DTYPE_FORMATS = [(np.float16, "fp16"), (np.float32, "fp32"), (ml_dtypes.bfloat16, "bf16"),
+                 (ml_dtypes.float8_e4m3fn, "e4m3"), (ml_dtypes.float8_e5m2, "e5m2")]
+
+
+@pytest.mark.parametrize("dtype, fmt", DTYPE_FORMATS, ids=lambda v: getattr(v, "__name__", v))
+@pytest.mark.parametrize("model", ["exact", "fp32", "fp16", "a100", "h100", "h100-mma"])
+def test_dtypes_that_name_a_format_need_no_in_fmt(dtype, fmt, model):
+    rng = np.random.default_rng(4)
+    with np.errstate(over="ignore"):
+        a = (rng.standard_normal((2, 3, 33)) * 4).astype(dtype)
+        b = (rng.standard_normal((33, 5)) * 4).astype(dtype)
+    c = rng.standard_normal((3, 5))
+    values = dict(a=a.astype(np.float64), b=b.astype(np.float64))   # exact widenings
+    try:
+        expected = matmul(values["a"], values["b"], model=model, c=c, in_fmt=fmt)
+    except ValueError as e:                   # the model does not take fmt
+        with pytest.raises(ValueError, match=str(e)[:20]):
+            matmul(a, b, model=model, c=c)
+        return
+    got = matmul(a, b, model=model, c=c)
+    assert np.array_equal(got.view(np.uint64), expected.view(np.uint64))
+    # The dtype's format agrees with an explicit in_fmt, and with a Tensor of it.
+    assert np.array_equal(matmul(a, b, model=model, c=c, in_fmt=fmt), expected)
+    assert np.array_equal(matmul(_Duck(values["a"], fmt), b, model=model, c=c), expected)
+
+
+def test_float16_operands_against_a_float32_loop():
+    # FP16 products are exact in float32 (22 bits): NumPy's float32 loop is the oracle.
+    rng = np.random.default_rng(16)
+    a = rng.standard_normal((4, 50)).astype(np.float16)
+    b = rng.standard_normal((50, 3)).astype(np.float16)
+    acc = np.zeros((4, 3), np.float32)
+    for k in range(50):
+        acc += a[:, k, None].astype(np.float32) * b[None, k, :].astype(np.float32)
+    assert np.array_equal(matmul(a, b, model="fp32"), acc.astype(np.float64))
+
+
+@pytest.mark.parametrize("da, db", [(np.float16, ml_dtypes.bfloat16),
+                                    (np.float32, np.float16),
+                                    (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2)],
+                         ids=lambda d: np.dtype(d).name)
+def test_operands_of_two_dtype_formats_are_refused_naming_both(da, db):
+    a, b = np.ones((2, 2), da), np.ones((2, 2), db)
+    with pytest.raises(ValueError, match=f"{np.dtype(da).name}.*{np.dtype(db).name}"):
+        matmul(a, b, model="exact")
+    assert np.array_equal(matmul(a, b, model="exact", in_fmt="fp32"), np.full((2, 2), 2.0))
+
+
+@pytest.mark.parametrize("a", [np.ones((2, 2)), np.ones((2, 2), np.int64), [[1.0, 1.0]] * 2,
+                               np.ones((2, 2), ml_dtypes.int4)], ids=["float64", "int64",
+                                                                       "list", "int4"])
+def test_float64_int_and_list_operands_still_need_in_fmt(a):
+    # A float64 array is not FP64 input (no model takes FP64): the format must be said.
+    with pytest.raises(ValueError, match="needs in_fmt"):
+        matmul(a, np.ones((2, 2), np.float16), model="exact")
+    with pytest.raises(ValueError, match="needs in_fmt"):
+        matmul(np.ones((2, 2), np.float16), a, model="exact")
