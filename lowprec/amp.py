@@ -110,6 +110,9 @@ class Policy:
         for name in ("weights", "grads", "loss"):
             value = getattr(self, name)
             object.__setattr__(self, name, compute if value is None else _format(value))
+        if not isinstance(self.update, str):
+            raise TypeError(f"update must be a str, one of {', '.join(MODES)}; got "
+                            f"{type(self.update).__name__} {self.update!r}")
         if self.update not in MODES:
             raise ValueError(f"unknown update rounding mode {self.update!r}; valid modes: "
                              f"{', '.join(MODES)}")
@@ -123,6 +126,9 @@ class Policy:
         """The named policy ``name`` (see the table above)."""
         if isinstance(name, Policy):
             return name
+        if not isinstance(name, str):
+            raise TypeError(f"policy must be a Policy or a name, one of {', '.join(POLICIES)};"
+                            f" got {type(name).__name__} {name!r}")
         try:
             return POLICIES[name.lower()]
         except (KeyError, AttributeError):
@@ -439,7 +445,9 @@ class _Optimizer:
             if not isinstance(p, nn.Parameter):
                 raise TypeError(f"params[{i}] must be an lp.nn.Parameter, got "
                                 f"{type(p).__name__}")
-        self.lr = float(lr)
+        self.lr = _check_real("lr", lr, low=0.0, low_open=True, high=math.inf,
+                              high_open=True)
+        check_rng(seed, "seed")
         self.rng = np.random.default_rng(seed)
         pol = self.policy
         self.weights = [p.value.astype(pol.weights, "rne") for p in self.params]
@@ -514,8 +522,9 @@ class SGD(_Optimizer):
     """
 
     def __init__(self, params, lr, policy="fp32", *, momentum=0.0, seed=0):
+        # Checked first: the base class takes the parameters over.
+        self.momentum = _check_real("momentum", momentum, low=0.0, high=1.0, high_open=True)
         super().__init__(params, lr, policy, seed)
-        self.momentum = float(momentum)
         self._buf = [None] * len(self.params)
 
     def _step(self, i, g):
@@ -547,9 +556,14 @@ class Adam(_Optimizer):
 
     def __init__(self, params, lr=1e-3, policy="fp32", *, betas=(0.9, 0.999), eps=1e-8,
                  seed=0):
+        # Checked first: the base class takes the parameters over.
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise TypeError(f"betas must be a pair (beta1, beta2), got {betas!r}")
+        self.betas = tuple(_check_real(f"betas[{i}]", b, low=0.0, high=1.0, high_open=True)
+                           for i, b in enumerate(betas))
+        self.eps = _check_real("eps", eps, low=0.0, low_open=True, high=math.inf,
+                               high_open=True)
         super().__init__(params, lr, policy, seed)
-        self.betas = tuple(float(b) for b in betas)
-        self.eps = float(eps)
         self.t = 0
         self._m = [np.zeros_like(w) for w in self.weights]
         self._v = [np.zeros_like(w) for w in self.weights]
@@ -605,13 +619,26 @@ class History:
     final_accuracy: float = float("nan")
 
     def summary(self):
-        """The means over the run and the final figures, as a dict of floats."""
-        stepped = [u for u in self.unchanged if not np.isnan(u)]
-        return {"final_loss": self.final_loss, "final_accuracy": self.final_accuracy,
-                "grad_zero": float(np.mean(self.grad_zero)),
-                "grad_underflow": float(np.mean(self.grad_underflow)),
-                "unchanged": float(np.mean(stepped)) if stepped else float("nan"),
-                "skipped": int(np.sum(self.skipped)), "final_scale": self.scale[-1]}
+        """The number of steps, the means over the run and the final figures, as a
+        dict of floats (``steps`` and ``skipped`` are ints). A mean over no steps
+        (a run of 0 steps; ``unchanged`` when every step was skipped) is NaN, and so
+        is the final scale of a run of 0 steps.
+
+        Examples
+        --------
+        >>> import lowprec as lp
+        >>> s = lp.amp.History(lp.amp.Policy.named("fp32")).summary()
+        >>> s["steps"], s["skipped"], s["grad_zero"], s["final_scale"]
+        (0, 0, nan, nan)
+        """
+        def mean(xs):
+            xs = [x for x in xs if not np.isnan(x)]
+            return float(np.mean(xs)) if xs else float("nan")
+        return {"steps": len(self.loss), "final_loss": self.final_loss,
+                "final_accuracy": self.final_accuracy, "grad_zero": mean(self.grad_zero),
+                "grad_underflow": mean(self.grad_underflow),
+                "unchanged": mean(self.unchanged), "skipped": int(np.sum(self.skipped)),
+                "final_scale": self.scale[-1] if self.scale else float("nan")}
 
 
 def train(model, data, policy, steps, *, optimizer="sgd", lr=0.1, momentum=0.0,
@@ -651,6 +678,18 @@ def train(model, data, policy, steps, *, optimizer="sgd", lr=0.1, momentum=0.0,
     -------
     History
 
+    Raises
+    ------
+    TypeError, ValueError
+        For a bad argument, naming it: a model that is not a `lowprec.nn` model,
+        features that are not real numbers (NumPy would parse strings) or not of
+        shape (N, d), labels that are not integers in [0, classes) of shape (N,),
+        ``steps < 0``, ``lr``, ``loss_weight`` not positive and finite, ``momentum``
+        outside [0, 1), an unknown policy or optimizer. All are checked before the
+        optimizer takes the model's parameters over, so a refused call leaves the
+        model as it was (for a model other than a `Sequential` of `lowprec.nn`
+        layers, labels past the output width are found on the first step).
+
     Examples
     --------
     >>> import lowprec as lp
@@ -659,18 +698,34 @@ def train(model, data, policy, steps, *, optimizer="sgd", lr=0.1, momentum=0.0,
     >>> len(h.loss), h.loss[-1] < h.loss[0], h.skipped
     (5, True, [False, False, False, False, False])
     """
+    # Everything is checked before the optimizer takes the model's parameters over.
+    _check_model(model)
+    x, labels = _check_data(data)
     policy = Policy.named(policy)
-    x, labels = data
-    labels = np.asarray(labels)
+    steps = check_int("steps", steps, minimum=0)
+    if optimizer not in ("sgd", "adam"):
+        raise ValueError(f"unknown optimizer {optimizer!r}; valid: sgd, adam")
+    if scaler is not None and not isinstance(scaler, GradScaler):
+        raise TypeError(f"scaler must be a GradScaler or None, got {type(scaler).__name__}")
+    loss_weight = _check_real("loss_weight", loss_weight, low=0.0, low_open=True,
+                              high=math.inf, high_open=True)
+    if batch_size is not None:
+        batch_size = check_int("batch_size", batch_size, minimum=1)
+    check_rng(seed, "seed")
+    first = model.layers[0] if isinstance(model, nn.Sequential) and model.layers else model
+    if isinstance(first, nn.Linear) and x.shape[1] != first.weight.value.shape[0]:
+        raise ValueError(f"data's features x must have shape (N, {first.weight.value.shape[0]})"
+                         f" for the model's input, got shape {x.shape}")
+    classes = _classes(model)
+    if classes is not None:
+        nn._check_labels(labels, len(labels), classes, what="one per row of x")
     params = model.parameters()
     if optimizer == "sgd":
         opt = SGD(params, lr, policy, momentum=momentum, seed=seed)
-    elif optimizer == "adam":
-        opt = Adam(params, lr, policy, seed=seed)
     else:
-        raise ValueError(f"unknown optimizer {optimizer!r}; valid: sgd, adam")
+        opt = Adam(params, lr, policy, seed=seed)
     batches = np.random.default_rng(seed)
-    x_all = tensor(np.asarray(x, dtype=np.float64), policy.compute, "rne")
+    x_all = tensor(x, policy.compute, "rne")
     history = History(policy)
     with context(mode="rne", matmul=policy.matmul):
         for _ in range(steps):
@@ -680,6 +735,9 @@ def train(model, data, policy, steps, *, optimizer="sgd", lr=0.1, momentum=0.0,
                 idx = batches.integers(0, len(labels), batch_size)
                 xb, yb = x_all[idx], labels[idx]
             logits = model.forward(xb).astype(policy.loss)
+            if classes is None:        # every label, not only a minibatch's
+                classes = logits.shape[1]
+                nn._check_labels(labels, len(labels), classes, what="one per row of x")
             loss = nn.softmax_cross_entropy(logits, yb)
             scale = scaler.get_scale() if scaler is not None else 1.0
             with flags() as f:
@@ -705,6 +763,40 @@ def train(model, data, policy, steps, *, optimizer="sgd", lr=0.1, momentum=0.0,
     return history
 
 
+def _check_model(model):
+    """`TypeError` naming ``model`` unless it is a `lowprec.nn` model."""
+    if not all(callable(getattr(model, m, None)) for m in ("forward", "backward", "parameters")):
+        raise TypeError(f"model must be a lowprec.nn model (with forward, backward and "
+                        f"parameters), e.g. lp.nn.mlp([8, 16, 4]); got {type(model).__name__}")
+
+
+def _classes(model):
+    """The model's output width where its layers say it (a `lowprec.nn.Linear`, or a
+    `Sequential` ending in one, then activations), else None."""
+    layers = model.layers if isinstance(model, nn.Sequential) else [model]
+    for layer in reversed(layers):
+        if isinstance(layer, nn.Linear):
+            return layer.weight.value.shape[1]
+        if not isinstance(layer, (nn.ReLU, nn.GELU)):
+            return None
+    return None
+
+
+def _check_data(data):
+    """``data`` as ``(x, labels)``: float64 features of shape (N, d) (from real
+    numbers only: NumPy would parse strings) and int labels of shape (N,), >= 0."""
+    if not isinstance(data, (tuple, list)) or len(data) != 2:
+        raise TypeError(f"data must be a pair (x, labels), got {type(data).__name__}")
+    x, labels = data
+    x = np.asarray(x)
+    if x.dtype.kind not in "biuf":
+        raise TypeError(f"data's features x must be real numbers, got dtype {x.dtype}")
+    if x.ndim != 2:
+        raise ValueError(f"data's features x must have shape (N, d), got shape {x.shape}")
+    labels = nn._check_labels(labels, x.shape[0], what="one per row of x")
+    return x.astype(np.float64), labels
+
+
 def evaluate(model, data, weights=None):
     """Loss and accuracy of ``model`` on ``data`` in FP32 (FP32 accumulation), with
     ``weights`` (a list of Tensors, one per parameter) in place of the parameters'
@@ -718,15 +810,26 @@ def evaluate(model, data, weights=None):
     >>> 0.0 <= acc <= 1.0, loss > 0
     (True, True)
     """
-    x, labels = data
+    _check_model(model)
+    x, labels = _check_data(data)
     params = model.parameters()
     saved = [p.value for p in params]
-    weights = saved if weights is None else list(weights)
+    if weights is None:
+        weights = saved
+    else:
+        weights = _as_grads(weights, "weights")
+        if len(weights) != len(params):
+            raise ValueError(f"weights must hold one Tensor per parameter ({len(params)}), "
+                             f"got {len(weights)}")
+        for i, (w, p) in enumerate(zip(weights, params)):
+            if w.shape != p.value.shape:
+                raise ValueError(f"weights[{i}] must have its parameter's shape "
+                                 f"{p.value.shape}, got shape {w.shape}")
     try:
         for p, w in zip(params, weights):
             p.value = w.astype(FP32, "rne")
         with context(mode="rne", matmul="fp32"):
-            logits = model.forward(tensor(np.asarray(x, dtype=np.float64), FP32, "rne"))
+            logits = model.forward(tensor(x, FP32, "rne"))
             loss = nn.softmax_cross_entropy(logits, labels)
     finally:
         for p, v in zip(params, saved):
@@ -748,6 +851,11 @@ def blobs(n, dim, classes, *, spread=1.0, seed=0):
     >>> x.shape, y.tolist()
     ((6, 2), [0, 1, 2, 0, 1, 2])
     """
+    n = check_int("n", n, minimum=1)
+    dim = check_int("dim", dim, minimum=1)
+    classes = check_int("classes", classes, minimum=1)
+    spread = _check_real("spread", spread, low=0.0, high=math.inf, high_open=True)
+    check_rng(seed, "seed")
     rng = np.random.default_rng(seed)
     centres = rng.standard_normal((classes, dim))
     labels = np.arange(n) % classes
@@ -780,6 +888,11 @@ def demo(n=64, steps=40, lr=0.02, loss_weight=2.0**-18):
     bf16-mixed (FP32 masters)
     bf16 + stochastic rounding
     """
+    n = check_int("n", n, minimum=1)
+    steps = check_int("steps", steps, minimum=0)
+    lr = _check_real("lr", lr, low=0.0, low_open=True, high=math.inf, high_open=True)
+    loss_weight = _check_real("loss_weight", loss_weight, low=0.0, low_open=True,
+                              high=math.inf, high_open=True)
     data = blobs(n, 8, 4, seed=0)
     bf16_sr = replace(POLICIES["bf16"], update="sr")
     runs = [("fp32", "fp32", 1.0, None),
@@ -798,12 +911,15 @@ def demo(n=64, steps=40, lr=0.02, loss_weight=2.0**-18):
                      f"{s['unchanged']:.1%}", str(s["skipped"])))
     widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
     line = lambda r: " | ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
-    exponent = int(np.log2(loss_weight))
+    if math.frexp(loss_weight)[0] == 0.5:          # a power of two
+        exponent = math.frexp(loss_weight)[1] - 1
+        weighting = f"by 2**{exponent} (learning rate times 2**{-exponent})"
+    else:
+        weighting = f"by {loss_weight:g} (learning rate divided by it)"
     return "\n".join([
         f"Task: 4 Gaussian blobs in 8-D ({n} points), MLP 8-16-4 (ReLU), {steps} "
         f"full-batch SGD steps, lr {lr}.",
-        f"The fp16 rows weight the loss by 2**{exponent} (learning rate times "
-        f"2**{-exponent}): tiny gradients.",
+        f"The fp16 rows weight the loss {weighting}: tiny gradients.",
         "grads zero: weight-gradient elements that are 0; updates lost: weights with a "
         "nonzero gradient\nthat the step left unchanged (final loss: the trained "
         "weights evaluated in FP32).", "",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._checks import check_int, check_rng
 from .formats import FP32
 from .formats import format as _format
 from .tensor import Tensor, matmul, result_format, tensor
@@ -125,28 +126,32 @@ def _real_tensor(x, name):
     return tensor(arr, FP32, "rne")
 
 
-def _logits_and_labels(logits, labels, fmt):
-    """The logits as a 2-D Tensor in ``fmt`` and the labels as an int array of shape
-    (N,) with values in [0, C): `TypeError` for labels that are not integers,
-    `ValueError` for a wrong shape or a label out of range (NumPy indexing would
-    broadcast a single label and wrap a negative one)."""
-    z = _as_tensor(logits, fmt)
-    if z.ndim != 2:
-        raise ValueError(f"logits must have shape (N, C), got shape {z.shape}")
-    n, classes = z.shape
+def _check_labels(labels, n, classes=None, what="one per row of the logits"):
+    """``labels`` as an int array of shape (n,) with values in [0, classes) (in
+    [0, inf) when ``classes`` is None): `TypeError` for labels that are not
+    integers, `ValueError` for a wrong shape or a label out of range (NumPy
+    indexing would broadcast a single label and wrap a negative one)."""
     labels = np.asarray(labels)
     if labels.size == 0 and labels.dtype.kind == "f":
         labels = labels.astype(np.intp)          # np.asarray([]) is float64
     if labels.dtype.kind not in "iu":
         raise TypeError(f"labels must be integers (class indices), got dtype {labels.dtype}")
     if labels.shape != (n,):
-        raise ValueError(f"labels must have shape ({n},), one per row of the logits, "
-                         f"got shape {labels.shape}")
-    bad = (labels < 0) | (labels >= classes)
+        raise ValueError(f"labels must have shape ({n},), {what}, got shape {labels.shape}")
+    bad = (labels < 0) if classes is None else (labels < 0) | (labels >= classes)
     if np.any(bad):
-        raise ValueError(f"labels must be in [0, {classes}) for {classes} classes, got "
-                         f"{labels[bad][0]!r} at index {int(np.flatnonzero(bad)[0])}")
-    return z, labels
+        where = f"[0, {classes}) for {classes} classes" if classes is not None else ">= 0"
+        raise ValueError(f"labels must be in {where}, got {int(labels[bad][0])} at index "
+                         f"{int(np.flatnonzero(bad)[0])}")
+    return labels
+
+
+def _logits_and_labels(logits, labels, fmt):
+    """The logits as a 2-D Tensor in ``fmt`` and the checked labels (`_check_labels`)."""
+    z = _as_tensor(logits, fmt)
+    if z.ndim != 2:
+        raise ValueError(f"logits must have shape (N, C), got shape {z.shape}")
+    return z, _check_labels(labels, *z.shape)
 
 
 def softmax_cross_entropy(logits, labels, *, fmt=None):
@@ -313,6 +318,8 @@ class Linear:
     """
 
     def __init__(self, n_in, n_out, *, rng=None):
+        n_in, n_out = check_int("n_in", n_in, minimum=1), check_int("n_out", n_out, minimum=1)
+        check_rng(rng)
         rng = np.random.default_rng(rng)
         limit = np.sqrt(6.0 / (n_in + n_out))
         self.weight = Parameter(tensor(rng.uniform(-limit, limit, (n_in, n_out)), FP32, "rne"))
@@ -325,12 +332,25 @@ class Linear:
     def forward(self, x):
         fmt = self.weight.value.fmt
         x = _as_tensor(x, fmt)
+        n_in = self.weight.value.shape[0]
+        if x.ndim != 2 or x.shape[1] != n_in:
+            raise ValueError(f"x must have shape (N, {n_in}), got shape {x.shape}")
         self._x = x
         return matmul(x, self.weight.value, c=self.bias.value).astype(fmt, "rne")
 
     def backward(self, dy):
+        """Set the parameters' gradients from ``dy``, the gradient of the output of
+        the last `forward`; returns the gradient of its input. `RuntimeError`
+        before any forward (as PyTorch's backward without a graph), `ValueError`
+        for a ``dy`` not of the output's shape."""
+        if self._x is None:
+            raise RuntimeError("Linear.backward called before forward: the backward pass "
+                               "needs the input of a forward pass; call forward first")
         fmt = self.weight.value.fmt
         dy = _as_tensor(dy, fmt)
+        expected = (self._x.shape[0], self.weight.value.shape[1])
+        if dy.shape != expected:
+            raise ValueError(f"dy must have the output's shape {expected}, got shape {dy.shape}")
         self.weight.grad = self.weight._as_grad(matmul(self._x.T, dy))
         self.bias.grad = self.bias._as_grad(dy.astype(_acc(fmt)).sum(axis=0))
         return matmul(dy, self.weight.value.T).astype(fmt, "rne")
@@ -342,8 +362,20 @@ class Linear:
         return f"Linear({n_in}, {n_out})"
 
 
+def _check_backward(name, x, dy):
+    if x is None:
+        raise RuntimeError(f"{name}.backward called before forward: the backward pass "
+                           f"needs the input of a forward pass; call forward first")
+    if np.shape(dy) != np.shape(x):
+        raise ValueError(f"dy must have the output's shape {np.shape(x)}, got shape "
+                         f"{np.shape(dy)}")
+
+
 class ReLU:
     """`relu` as a layer (keeps its input for the backward pass)."""
+
+    def __init__(self):
+        self._x = None
 
     def parameters(self):
         return []
@@ -353,6 +385,7 @@ class ReLU:
         return relu(x)
 
     def backward(self, dy):
+        _check_backward("ReLU", self._x, dy)
         return relu_backward(self._x, dy)
 
     __call__ = forward
@@ -364,6 +397,9 @@ class ReLU:
 class GELU:
     """`gelu` (tanh form) as a layer (keeps its input for the backward pass)."""
 
+    def __init__(self):
+        self._x = None
+
     def parameters(self):
         return []
 
@@ -372,6 +408,7 @@ class GELU:
         return gelu(x)
 
     def backward(self, dy):
+        _check_backward("GELU", self._x, dy)
         return gelu_backward(self._x, dy)
 
     __call__ = forward
@@ -398,6 +435,11 @@ class Sequential:
     """
 
     def __init__(self, *layers):
+        for i, layer in enumerate(layers):
+            if not all(callable(getattr(layer, m, None))
+                       for m in ("forward", "backward", "parameters")):
+                raise TypeError(f"layers[{i}] must be a layer (with forward, backward and "
+                                f"parameters), got {type(layer).__name__}")
         self.layers = list(layers)
 
     def parameters(self):
@@ -430,8 +472,14 @@ def mlp(sizes, *, activation="relu", rng=0):
     Sequential(Linear(8, 16), GELU(), Linear(16, 4))
     """
     acts = {"relu": ReLU, "gelu": GELU}
-    if activation not in acts:
+    if not isinstance(activation, str) or activation not in acts:
         raise ValueError(f"unknown activation {activation!r}; valid: relu, gelu")
+    if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__"):
+        raise TypeError(f"sizes must be a list of layer widths, got {type(sizes).__name__}")
+    if len(sizes) < 2:
+        raise ValueError(f"sizes must hold at least an input and an output width, got {sizes!r}")
+    sizes = [check_int(f"sizes[{i}]", n, minimum=1) for i, n in enumerate(sizes)]
+    check_rng(rng)
     rng = np.random.default_rng(rng)
     layers = []
     for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):

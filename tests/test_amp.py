@@ -525,3 +525,151 @@ def test_train_history_and_adam_minibatches():
     assert h.final_loss < amp.evaluate(nn.mlp([8, 16, 4], rng=1), DATA)[0]
     with pytest.raises(ValueError, match="optimizer"):
         amp.train(nn.mlp([8, 4], rng=0), DATA, "fp32", 1, optimizer="lbfgs")
+
+
+# -- bad input: training ----------------------------------------------------------------------
+
+SMALL = amp.blobs(16, 8, 4, seed=0)
+
+
+def small_model():
+    return nn.mlp([8, 16, 4], rng=0)
+
+
+def test_summary_of_a_run_of_zero_steps():
+    h = amp.train(small_model(), SMALL, "fp32", 0)
+    s = h.summary()
+    assert (s["steps"], s["skipped"]) == (0, 0)
+    assert all(np.isnan(s[k]) for k in ("grad_zero", "grad_underflow", "unchanged",
+                                        "final_scale"))
+    # The untrained model, evaluated: evaluate's own figures.
+    assert (s["final_loss"], s["final_accuracy"]) == amp.evaluate(small_model(), SMALL)
+    assert amp.History(amp.Policy.named("bf16")).summary()["steps"] == 0
+
+
+def test_summary_counts_steps_and_skips():
+    h = amp.train(small_model(), SMALL, "fp16-mixed", 3,
+                  scaler=amp.GradScaler(init_scale=2.0**40))
+    s = h.summary()
+    assert s["steps"] == 3 and s["skipped"] == sum(h.skipped) and s["final_scale"] == h.scale[-1]
+
+
+X, Y = SMALL
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    (dict(model=None), TypeError, "model"),
+    (dict(model="mlp"), TypeError, "model"),
+    (dict(data=X), TypeError, "data"),
+    (dict(data=(X.astype(str), Y)), TypeError, "features x must be real numbers"),
+    (dict(data=(X.astype(complex), Y)), TypeError, "features x must be real numbers"),
+    (dict(data=(X[0], Y)), ValueError, r"features x must have shape \(N, d\)"),
+    (dict(data=(X, Y[:3])), ValueError, r"labels must have shape \(16,\)"),
+    (dict(data=(X[:, :5], Y)), ValueError, r"features x must have shape \(N, 8\)"),
+    (dict(data=(X, Y.astype(float))), TypeError, "labels must be integers"),
+    (dict(data=(X, Y - 1)), ValueError, "labels must be in"),           # a -1 label
+    (dict(data=(X, Y + 1)), ValueError, r"labels must be in \[0, 4\)"),  # a label 4
+    (dict(data=(X, Y + 1), batch_size=2), ValueError, r"labels must be in \[0, 4\)"),
+    (dict(policy="fp8-mixed"), ValueError, "valid policies: fp32, fp16, bf16"),
+    (dict(policy=16), TypeError, "policy"),
+    (dict(steps=-1), ValueError, "steps"),
+    (dict(steps=2.0), TypeError, "steps"),
+    (dict(optimizer="lbfgs"), ValueError, "optimizer"),
+    (dict(lr=0.0), ValueError, "lr"),
+    (dict(lr=-0.1), ValueError, "lr"),
+    (dict(lr=np.nan), ValueError, "lr"),
+    (dict(lr="0.1"), TypeError, "lr"),
+    (dict(momentum=1.0), ValueError, "momentum"),
+    (dict(momentum=-0.5), ValueError, "momentum"),
+    (dict(loss_weight=0.0), ValueError, "loss_weight"),
+    (dict(loss_weight=np.inf), ValueError, "loss_weight"),
+    (dict(batch_size=0), ValueError, "batch_size"),
+    (dict(batch_size=2.5), TypeError, "batch_size"),
+    (dict(scaler="dynamic"), TypeError, "scaler"),
+    (dict(seed="x"), TypeError, "seed"),
+    (dict(seed=1.5), TypeError, "seed"),
+])
+def test_train_refuses_bad_arguments_and_leaves_the_model_alone(kwargs, error, match):
+    args = dict(model=small_model(), data=SMALL, policy="bf16", steps=2)
+    args.update(kwargs)
+    model = args.pop("model")
+    before = None if model is None or isinstance(model, str) else \
+        [(p.value.fmt, np.asarray(p.value).tolist()) for p in model.parameters()]
+    with pytest.raises(error, match=match):
+        amp.train(model, args.pop("data"), args.pop("policy"), args.pop("steps"), **args)
+    if before is not None:
+        # Refused before the optimizer took the parameters over (FP32, not BF16).
+        assert [(p.value.fmt, np.asarray(p.value).tolist())
+                for p in model.parameters()] == before
+
+
+@pytest.mark.parametrize("call,error,match", [
+    (lambda p: amp.Adam([p], betas=(1, 1)), ValueError, r"betas\[0\] must be in \[0, 1\)"),
+    (lambda p: amp.Adam([p], betas=(0.9, 1.0)), ValueError, r"betas\[1\]"),
+    (lambda p: amp.Adam([p], betas=(-0.1, 0.9)), ValueError, r"betas\[0\]"),
+    (lambda p: amp.Adam([p], betas=(0.9, np.nan)), ValueError, r"betas\[1\]"),
+    (lambda p: amp.Adam([p], betas=0.9), TypeError, "betas"),
+    (lambda p: amp.Adam([p], eps=0.0), ValueError, "eps"),
+    (lambda p: amp.Adam([p], eps=-1e-8), ValueError, "eps"),
+    (lambda p: amp.Adam([p], lr=0.0), ValueError, "lr"),
+    (lambda p: amp.SGD([p], lr=np.nan), ValueError, "lr"),
+    (lambda p: amp.SGD([p], lr=0.1, momentum=1.5), ValueError, "momentum"),
+    (lambda p: amp.SGD([p], lr=0.1, seed="0"), TypeError, "seed"),
+    (lambda p: amp.SGD([p], lr=0.1, policy=None), TypeError, "policy"),
+    (lambda p: amp.SGD([p], lr=0.1, policy="half"), ValueError, "valid policies"),
+])
+def test_optimizer_hyperparameters_are_checked(call, error, match):
+    p = nn.Parameter(lp.tensor([1.0], "fp32"))
+    with pytest.raises(error, match=match):
+        call(p)
+    assert p.value.fmt == lp.FP32          # not taken over
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    (dict(classes=0), ValueError, "classes"), (dict(n=0), ValueError, "n must"),
+    (dict(dim=0), ValueError, "dim"), (dict(dim=2.0), TypeError, "dim"),
+    (dict(spread=-1.0), ValueError, "spread"), (dict(spread=np.nan), ValueError, "spread"),
+    (dict(seed="0"), TypeError, "seed"),
+])
+def test_blobs_arguments_are_checked(kwargs, error, match):
+    args = {**dict(n=10, dim=2, classes=3), **kwargs}
+    with pytest.raises(error, match=match):
+        amp.blobs(args.pop("n"), args.pop("dim"), args.pop("classes"), **args)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(loss_weight=0.0), "loss_weight"), (dict(loss_weight=-2.0**-18), "loss_weight"),
+    (dict(lr=0.0), "lr"), (dict(steps=-1), "steps"), (dict(n=0), "n must"),
+])
+def test_demo_arguments_are_checked(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        amp.demo(**kwargs)
+
+
+def test_policy_update_mode_must_be_a_string():
+    with pytest.raises(TypeError, match="update"):
+        amp.Policy("bf16", update=None)
+
+
+def test_evaluate_checks_data_and_weights():
+    model = small_model()
+    with pytest.raises(TypeError, match="features x"):
+        amp.evaluate(model, (X.astype(str), Y))
+    with pytest.raises(ValueError, match="one Tensor per parameter"):
+        amp.evaluate(model, SMALL, [p.value for p in model.parameters()][:2])
+    with pytest.raises(ValueError, match=r"weights\[0\] must have its parameter's shape"):
+        amp.evaluate(model, SMALL, [p.value.T for p in model.parameters()])
+
+
+def test_labels_past_the_output_width_of_any_model_are_found_on_the_first_step():
+    class Wrapped:                  # a model lowprec cannot see into
+        def __init__(self):
+            self.inner = small_model()
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    labels = Y.copy()
+    labels[-1] = 4                  # past the 4 classes; a minibatch of 2 might not draw it
+    with pytest.raises(ValueError, match=r"labels must be in \[0, 4\).*index 15"):
+        amp.train(Wrapped(), (X, labels), "fp32", 3, batch_size=2)

@@ -270,3 +270,43 @@ def test_plain_arrays_as_parameter_values_and_gradients_are_fp32():
     assert p.value.fmt == lp.FP32 and p.grad.fmt == lp.FP32
     assert np.asarray(p.value).tolist() == np.array([0.1, 1.0], np.float32).tolist()
     assert np.asarray(p.grad).tolist() == np.array([1e-3, 2.0], np.float32).tolist()
+
+
+# -- bad input: layers -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("layer,dy_shape", [
+    (nn.Linear(2, 3, rng=0), (1, 3)), (nn.ReLU(), (1, 3)), (nn.GELU(), (1, 3)),
+    (nn.mlp([2, 4, 3], rng=0), (1, 3)),
+])
+def test_backward_before_forward_says_so(layer, dy_shape):
+    with pytest.raises(RuntimeError, match="backward called before forward"):
+        layer.backward(lp.tensor(np.ones(dy_shape), "fp32"))
+
+
+def test_layer_shapes_are_checked():
+    layer = nn.Linear(2, 3, rng=0)
+    with pytest.raises(ValueError, match=r"x must have shape \(N, 2\)"):
+        layer(lp.tensor(np.ones((4, 5)), "fp32"))
+    layer(lp.tensor(np.ones((4, 2)), "fp32"))
+    with pytest.raises(ValueError, match=r"dy must have the output's shape \(4, 3\)"):
+        layer.backward(lp.tensor(np.ones((1, 3)), "fp32"))       # would broadcast into db
+    relu = nn.ReLU()
+    relu(lp.tensor(np.ones((4, 3)), "fp32"))
+    with pytest.raises(ValueError, match=r"dy must have the output's shape \(4, 3\)"):
+        relu.backward(lp.tensor(np.ones((1, 3)), "fp32"))
+
+
+@pytest.mark.parametrize("call,error,match", [
+    (lambda: nn.Linear(0, 3), ValueError, "n_in"),
+    (lambda: nn.Linear(2, 2.5), TypeError, "n_out"),
+    (lambda: nn.Linear(2, 3, rng="0"), TypeError, "rng"),
+    (lambda: nn.mlp([8]), ValueError, "sizes"),
+    (lambda: nn.mlp(8), TypeError, "sizes"),
+    (lambda: nn.mlp([8, 0, 4]), ValueError, r"sizes\[1\]"),
+    (lambda: nn.mlp([8, 4], rng=1.5), TypeError, "rng"),
+    (lambda: nn.mlp([8, 4], activation=None), ValueError, "activation"),
+    (lambda: nn.Sequential(nn.Linear(2, 2), None), TypeError, r"layers\[1\]"),
+])
+def test_layer_arguments_are_checked(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
