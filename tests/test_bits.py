@@ -3,7 +3,7 @@ float16, ml_dtypes and the format's definition."""
 
 import math
 
-import ml_dtypes
+from peers import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings

@@ -4,7 +4,7 @@ import subprocess
 import sys
 from decimal import Decimal
 
-import ml_dtypes
+from peers import ml_dtypes
 import numpy as np
 import pytest
 

@@ -5,7 +5,7 @@ import math
 from decimal import Decimal
 from fractions import Fraction
 
-import ml_dtypes
+from peers import ml_dtypes
 import numpy as np
 import pytest
 

@@ -3,7 +3,7 @@
 import dataclasses
 from fractions import Fraction
 
-import ml_dtypes
+from peers import ml_dtypes, np_dtype
 import numpy as np
 import pytest
 
@@ -83,7 +83,7 @@ def test_frozen_and_hashable():
     ("float6_e2m3fn", "FP6_E2M3"), ("float6_e3m2fn", "FP6_E3M2"),
     ("float4_e2m1fn", "FP4_E2M1"), ("FP16", "FP16"), ("fp8_e4m3", "FP8_E4M3"),
     (np.float16, "FP16"), (np.dtype("float32"), "FP32"), (np.float64, "FP64"),
-    (ml_dtypes.bfloat16, "BF16"), (np.dtype(ml_dtypes.float8_e4m3fn), "FP8_E4M3"),
+    (ml_dtypes.bfloat16, "BF16"), (np_dtype(ml_dtypes.float8_e4m3fn), "FP8_E4M3"),
     (ml_dtypes.float8_e5m2fnuz, "FP8_E5M2FNUZ"), (ml_dtypes.float4_e2m1fn, "FP4_E2M1"),
 ])
 def test_lookup(spec, expected):

@@ -11,7 +11,7 @@ import functools
 import math
 from fractions import Fraction
 
-import ml_dtypes
+from peers import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings

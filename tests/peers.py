@@ -1,0 +1,77 @@
+"""The suite's optional peers (other libraries used as oracles), imported once.
+
+``from peers import ml_dtypes, gmpy2`` gives the module, or, when it is not
+installed, a stand-in whose attributes are stand-ins too, so that a test module
+still imports. The root ``conftest.py`` skips, with a reason naming the peer, every
+test that reaches a stand-in: through its own code, a helper function of its module,
+a module-level table, or a parameter; and a test that fails only because a stand-in
+was used (inside a Hypothesis strategy, say: the error names ``<missing peer ...>``)
+is reported as skipped. A missing peer therefore skips the comparisons that need it
+and nothing else; it never fails a test.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__all__ = ["ml_dtypes", "gmpy2", "Missing", "optional", "version_at_least", "np_dtype"]
+
+
+class Missing:
+    """Stands in for an optional module (or one of its attributes) that is not installed."""
+
+    def __init__(self, peer: str, path: str | None = None):
+        self._peer = peer
+        self._path = path or peer
+
+    def __getattr__(self, attr: str) -> Missing:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return Missing(self._peer, f"{self._path}.{attr}")
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(f"{self!r} called: {self._peer} is not installed")
+
+    def __hash__(self):
+        return hash(self._path)
+
+    def __eq__(self, other):
+        return isinstance(other, Missing) and other._path == self._path
+
+    def __repr__(self):
+        return f"<missing peer {self._peer}: {self._path}>"
+
+    @property
+    def reason(self) -> str:
+        return f"{self._peer} is not installed (pip install {self._peer}); comparison skipped"
+
+
+def optional(name: str):
+    """The module ``name``, or a `Missing` stand-in when it cannot be imported."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return Missing(name)
+
+
+def np_dtype(dtype_like):
+    """``numpy.dtype(dtype_like)``, or the stand-in itself when its peer is missing."""
+    import numpy as np
+    return dtype_like if isinstance(dtype_like, Missing) else np.dtype(dtype_like)
+
+
+def version_at_least(module, version: str) -> bool:
+    """Whether ``module.__version__`` is at least ``version`` (numeric components)."""
+    def parts(v):
+        out = []
+        for piece in v.split("."):
+            digits = "".join(c for c in piece if c.isdigit()) or "0"
+            out.append(int(digits))
+            if not piece.isdigit():
+                break
+        return tuple(out)
+    return parts(module.__version__) >= parts(version)
+
+
+ml_dtypes = optional("ml_dtypes")
+gmpy2 = optional("gmpy2")
