@@ -26,6 +26,11 @@ __all__ = ["Parameter", "Linear", "ReLU", "GELU", "Sequential", "mlp", "relu",
            "softmax_cross_entropy_backward"]
 
 
+#: The order of every reduction: pairwise, as GPU reductions add in a tree (named here,
+#: not left to a default, since it changes the rounded sums).
+_ORDER = "pairwise"
+
+
 def _acc(fmt):
     """The accumulation format of reductions over values of ``fmt``."""
     return result_format(fmt, FP32)
@@ -100,7 +105,7 @@ def _log_softmax_parts(logits, labels):
     """Shifted logits ``s = z - max z``, ``exp(s)``, and their row sums."""
     s = logits - logits.max(axis=1, keepdims=True)
     e = np.exp(s)
-    total = e.sum(axis=1, keepdims=True, acc=_acc(logits.fmt))
+    total = e.sum(axis=1, keepdims=True, acc=_acc(logits.fmt), order=_ORDER)
     return s, e, total
 
 
@@ -193,7 +198,7 @@ def softmax_cross_entropy(logits, labels, *, fmt=None):
     z, labels = _logits_and_labels(logits, labels, fmt)
     s, e, total = _log_softmax_parts(z, labels)
     picked = np.take_along_axis(s, labels[:, None], axis=1)
-    return (np.log(total) - picked).mean(acc=_acc(z.fmt))
+    return (np.log(total) - picked).mean(acc=_acc(z.fmt), order=_ORDER)
 
 
 def softmax_cross_entropy_backward(logits, labels, dloss=1.0, *, fmt=None):
@@ -352,7 +357,7 @@ class Linear:
         if dy.shape != expected:
             raise ValueError(f"dy must have the output's shape {expected}, got shape {dy.shape}")
         self.weight.grad = self.weight._as_grad(matmul(self._x.T, dy))
-        self.bias.grad = self.bias._as_grad(dy.astype(_acc(fmt)).sum(axis=0))
+        self.bias.grad = self.bias._as_grad(dy.astype(_acc(fmt)).sum(axis=0, order=_ORDER))
         return matmul(dy, self.weight.value.T).astype(fmt, "rne")
 
     __call__ = forward
