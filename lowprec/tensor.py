@@ -497,25 +497,57 @@ class Tensor:
     __ge__ = _comparison_operator(operator.ge, np.greater_equal)
 
 
+def _format_of_dtype(x):
+    """The format a plain array's dtype names: float16, float32 and the ml_dtypes
+    floats lowprec knows. None for float64 (NumPy's default for any data, so not a
+    choice of FP64), ints, bools, unknown dtypes, lists and Python scalars."""
+    if not isinstance(x, (np.ndarray, np.generic)) or x.dtype == np.float64:
+        return None
+    kind = x.dtype.kind
+    if kind == "f" or (kind == "V" and getattr(x.dtype.type, "__module__", "")
+                       .startswith("ml_dtypes")):
+        try:
+            return _format(x.dtype)
+        except ValueError:
+            return None   # float8_e8m0fnu, int4, longdouble, ...: no format of ours
+    return None
+
+
 def tensor(data, fmt=None, mode=None, *, rng=None):
     """Make a `Tensor`: round ``data`` into ``fmt`` (once, by ``mode``).
 
-    ``fmt`` defaults to the format of a Tensor ``data``; ``mode`` and ``rng``
-    default to the active `context`.
+    ``fmt`` defaults to the format of a Tensor ``data``, or to the one the dtype of
+    a NumPy array or scalar names (``np.float16`` is FP16, ``np.float32`` FP32,
+    ``ml_dtypes.bfloat16`` BF16, ``ml_dtypes.float8_e4m3fn`` FP8_E4M3, ...). float64,
+    integer and list data name no format: pass ``fmt`` (`TypeError` otherwise).
+    ``mode`` and ``rng`` default to the active `context`.
 
     Examples
     --------
-    >>> import lowprec as lp
+    >>> import numpy as np, lowprec as lp
     >>> lp.tensor([[1.0, 1e-8], [70000.0, 3.14159]], "fp16")
     Tensor([[1.0, 0.0],
             [inf, 3.140625]], fmt=FP16)
     >>> lp.tensor(0.1, "e4m3").values
     array(0.1015625)
+    >>> lp.tensor(np.array([0.1, 2.0], dtype=np.float16))
+    Tensor([0.0999755859375, 2.0], fmt=FP16)
+    >>> lp.tensor(np.array([0.1, 2.0]))
+    Traceback (most recent call last):
+    ...
+    TypeError: lp.tensor needs a format for float64 data: pass fmt, e.g. ...
     """
     if fmt is None:
-        if not isinstance(data, Tensor):
-            raise TypeError("lp.tensor needs a format for plain data, e.g. lp.tensor(x, 'bf16')")
-        fmt = data.fmt
+        if isinstance(data, Tensor):
+            fmt = data.fmt
+        else:
+            fmt = _format_of_dtype(data)
+            if fmt is None:
+                what = (f"{data.dtype} data" if isinstance(data, (np.ndarray, np.generic))
+                        else "plain data")
+                raise TypeError(f"lp.tensor needs a format for {what}: pass fmt, e.g. "
+                                "lp.tensor(x, 'bf16') (float16, float32 and ml_dtypes "
+                                "arrays name their own)")
     fmt = _format(fmt)
     if isinstance(data, Tensor):
         return data.astype(fmt, mode, rng=rng)
@@ -667,6 +699,11 @@ def matmul(a, b, *, model=None, c=None, in_fmt=None, out_fmt=None):
     and the result is a `Tensor` of ``out_fmt`` (FP32 by default) when an operand
     is a Tensor; plain arrays in give a plain float64 array, as the kernel does.
 
+    The input format is, in order: ``in_fmt``; the Tensor operands' (promoted),
+    plain operands rounded into it (RNE); the format the plain operands' dtypes name
+    (float16, float32, ml_dtypes: see `tensor`) when they name one, a float64 or
+    list operand rounded into it (RNE); else the kernel asks for ``in_fmt``.
+
     Examples
     --------
     >>> import lowprec as lp
@@ -677,9 +714,16 @@ def matmul(a, b, *, model=None, c=None, in_fmt=None, out_fmt=None):
     >>> with lp.context(matmul="fp16"):
     ...     (a @ b).fmt
     lp.FP16
+    >>> import numpy as np
+    >>> lp.matmul(np.array([[1.0, 2.0**-11]], np.float16), np.ones((2, 1), np.float16))
+    array([[1.00048828]])
     """
     model = _CONTEXT.get().matmul if model is None else _check_model(model, "model")
     tensors = [x for x in (a, b) if isinstance(x, Tensor)]
+    if not tensors and in_fmt is None:
+        named = {f for f in (_format_of_dtype(a), _format_of_dtype(b)) if f is not None}
+        if len(named) == 1:
+            in_fmt = named.pop()    # two different dtypes: the kernel's error says so
     if tensors and in_fmt is None:
         fa, fb = (x.fmt if isinstance(x, Tensor) else None for x in (a, b))
         fmt = result_format(fa, fb) if fa and fb else (fa or fb)

@@ -253,7 +253,7 @@ def test_unsupported_calls_raise_type_error_naming_them():
         np.add.reduce(t)
     with pytest.raises(TypeError, match="out="):
         np.add(t, t, out=np.empty(2))
-    with pytest.raises(TypeError, match="needs a format"):
+    with pytest.raises(TypeError, match="needs a format.*pass fmt"):
         lp.tensor([1.0])
 
 
@@ -652,3 +652,53 @@ def test_item_tolist_numpy_give_python_floats_and_copies():
     assert a.dtype == np.float64 and a.flags.writeable and a.tolist() == expected
     a[0, 0] = 0.1                                  # a copy: the Tensor is untouched
     assert t.tolist() == expected and not np.shares_memory(a, t.values)
+
+
+DTYPE_FORMATS = [(np.float16, lp.FP16), (np.float32, lp.FP32), (ml_dtypes.bfloat16, lp.BF16),
+                 (ml_dtypes.float8_e4m3fn, lp.FP8_E4M3), (ml_dtypes.float8_e5m2, lp.FP8_E5M2),
+                 (ml_dtypes.float8_e4m3fnuz, lp.FP8_E4M3FNUZ),
+                 (ml_dtypes.float8_e5m2fnuz, lp.FP8_E5M2FNUZ),
+                 (ml_dtypes.float6_e2m3fn, lp.FP6_E2M3), (ml_dtypes.float6_e3m2fn, lp.FP6_E3M2),
+                 (ml_dtypes.float4_e2m1fn, lp.FP4_E2M1)]
+
+
+@pytest.mark.parametrize("dtype, fmt", DTYPE_FORMATS,
+                         ids=[np.dtype(d).name for d, _ in DTYPE_FORMATS])
+def test_tensor_takes_the_format_its_dtype_names(dtype, fmt):
+    x = np.random.default_rng(0).standard_normal(64) * 4
+    arr = x.astype(dtype)                      # NumPy / ml_dtypes do the rounding
+    t = lp.tensor(arr)
+    assert t.fmt == fmt
+    assert same(t.values, arr.astype(np.float64))
+    s = lp.tensor(arr[3])                      # a NumPy scalar of that dtype
+    assert s.fmt == fmt and s.shape == () and same(s.values, float(arr[3]))
+    # An explicit fmt still wins: one rounding of the exact values.
+    b = lp.tensor(arr, "e5m2")
+    assert b.fmt is lp.FP8_E5M2
+    assert same(b.values, [lpt.reference_round(float(v), lp.FP8_E5M2) for v in arr])
+
+
+@pytest.mark.parametrize("data", [np.array([0.1, 2.0]), np.arange(3), [1.0, 2.0], 0.5,
+                                  np.float64(0.5), np.array([True]),
+                                  np.zeros(2, ml_dtypes.int4),
+                                  np.ones(2, ml_dtypes.float8_e8m0fnu)],
+                         ids=["float64", "int", "list", "float", "float64-scalar", "bool",
+                              "int4", "e8m0"])
+def test_tensor_without_a_format_for_data_whose_dtype_names_none(data):
+    with pytest.raises(TypeError, match="pass fmt"):
+        lp.tensor(data)
+
+
+@pytest.mark.parametrize("dtype, fmt", [(np.float16, lp.FP16), (ml_dtypes.bfloat16, lp.BF16)],
+                         ids=["float16", "bfloat16"])
+def test_matmul_of_plain_arrays_takes_the_format_their_dtype_names(dtype, fmt):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((3, 7)).astype(dtype)
+    b = rng.standard_normal((7, 2)).astype(dtype)
+    expected = float32_loop(a.astype(np.float64), b.astype(np.float64))
+    r = lp.matmul(a, b)
+    assert isinstance(r, np.ndarray) and same(r, expected)
+    # A float64 operand takes the other's format (RNE), as plain arrays take a Tensor's.
+    c = rng.standard_normal((7, 2))
+    rounded = np.array([[lpt.reference_round(v, fmt) for v in row] for row in c])
+    assert same(lp.matmul(a, c), float32_loop(a.astype(np.float64), rounded))
