@@ -702,3 +702,14 @@ def test_matmul_of_plain_arrays_takes_the_format_their_dtype_names(dtype, fmt):
     c = rng.standard_normal((7, 2))
     rounded = np.array([[lpt.reference_round(v, fmt) for v in row] for row in c])
     assert same(lp.matmul(a, c), float32_loop(a.astype(np.float64), rounded))
+
+
+def test_every_tensor_sum_and_mean_defaults_to_pairwise():
+    ones = lp.tensor(np.ones(1000), "bf16")
+    # Sequentially BF16 stagnates at 256 (256 + 1 is a tie, to even: 256); pairwise
+    # partial sums stay exact, so the pairwise sum is 1000.
+    assert float(ones.sum(order="sequential")) == 256.0
+    for s in (ones.sum(), np.sum(ones), ones.sum(order="pairwise")):
+        assert float(s) == 1000.0
+    for m in (ones.mean(), np.mean(ones)):
+        assert float(m) == 1.0 and float(ones.mean(order="sequential")) != 1.0
