@@ -29,13 +29,12 @@ import warnings
 import numpy as np
 
 from ._cache import Latest
+from ._checks import MODES, check_bool, check_int, check_mode, check_rng
 from .flags import FLAG_NAMES, recording
 from .formats import format as _format
 
 __all__ = ["round", "round_exact", "threads", "MODES", "as_real_array"]
 
-#: The rounding modes, in the order the docs list them.
-MODES = ("rne", "rna", "rz", "ru", "rd", "ro", "sr")
 _ENCODING_MODES = ("rz", "rna", "ro", "sr")  # cheaper on the float64 encoding
 
 CHUNK = 1 << 17  # elements per chunk: the working buffers stay in cache
@@ -47,16 +46,13 @@ _ONE_BITS = 1023 << 52
 
 
 def _check_mode(mode):
-    if mode not in MODES:
-        raise ValueError(f"unknown rounding mode {mode!r}; valid modes: {', '.join(MODES)}")
+    """`TypeError` for a non-string ``mode``, `ValueError` for an unknown one."""
+    check_mode(mode)
 
 
 def _rng(rng):
-    if isinstance(rng, np.random.Generator):
-        return rng
-    if rng is None or isinstance(rng, (int, np.integer)):
-        return np.random.default_rng(rng)
-    raise TypeError(f"rng must be a numpy.random.Generator, an int seed or None, got {rng!r}")
+    check_rng(rng)
+    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
 
 
 def as_real_array(x):
@@ -173,11 +169,11 @@ class _Plan:
         self.max = fmt.max
         self.rng = _rng(rng) if mode == "sr" else None
         if sr_bits is not None:
+            sr_bits = check_int("sr_bits", sr_bits, minimum=1)
+            if sr_bits > 53:
+                raise ValueError(f"sr_bits must be an int in [1, 53], got {sr_bits!r}")
             if mode != "sr":
                 raise ValueError("sr_bits applies only to mode='sr'")
-            if (not isinstance(sr_bits, (int, np.integer)) or isinstance(sr_bits, bool)
-                    or not 1 <= sr_bits <= 53):
-                raise ValueError(f"sr_bits must be an int in [1, 53], got {sr_bits!r}")
         self.sr_bits = sr_bits
         self.spare = None  # a work buffer, sized by the first chunk
         # m <= 3: round by table lookup (built on first use) unless flags are counted.
@@ -778,6 +774,17 @@ def round(x, fmt, mode="rne", *, rng=None, sr_bits=None, subnormals=None,  # noq
         float64 values, each a value of ``fmt`` (or NaN/±inf), with the shape of
         ``np.asarray(x)``.
 
+    Raises
+    ------
+    TypeError
+        For non-real ``x`` (complex, strings, objects), and for an option of the
+        wrong type, whatever the mode: ``subnormals`` not a bool or None,
+        ``saturate`` not a bool, ``rng`` not a Generator, int seed or None
+        (``rng=True`` included), ``sr_bits`` or ``mode`` not an int or a str.
+    ValueError
+        For an unknown mode or format, ``sr_bits`` outside [1, 53] or given with a
+        mode other than ``"sr"``, and a negative seed.
+
     Examples
     --------
     >>> import lowprec as lp
@@ -804,6 +811,11 @@ def round_exact(hi, lo, fmt, mode="rne", *, rng=None, sr_bits=None, subnormals=N
     nearest modes are correct without double rounding, for formats of up to 51
     bits of precision and for FP64 itself.
 
+    ``hi`` and ``lo`` follow the input rules of `round` (real numbers only: a
+    string, None or complex value is a `TypeError` naming the argument) and must be
+    float64 values (a wide integer float64 cannot hold is a `ValueError`); the
+    options are checked as `round` checks them.
+
     Examples
     --------
     >>> import lowprec as lp
@@ -813,18 +825,35 @@ def round_exact(hi, lo, fmt, mode="rne", *, rng=None, sr_bits=None, subnormals=N
     np.float64(0.99609375)
     """
     plan = _plan(fmt, mode, subnormals, saturate, sr_bits, rng)
-    hi = np.asarray(hi, dtype=np.float64)
-    lo = np.broadcast_to(np.asarray(lo, dtype=np.float64), hi.shape)
+    hi, lo = _float64_operand(hi, "hi"), _float64_operand(lo, "lo")
+    if lo.shape != hi.shape:
+        lo = np.broadcast_to(lo, hi.shape)
     lo = np.where(np.isfinite(hi), lo, 0.0)   # inf and NaN carry no tail
     return _finish(plan, hi, lo)
 
 
+def _float64_operand(v, name):
+    """``v`` as float64 by the input rules of `round` (`as_real_array`): `TypeError`
+    naming ``name`` for non-real input, `ValueError` for values float64 cannot hold."""
+    try:
+        hi, lo = as_real_array(v)
+    except TypeError as exc:
+        raise TypeError(f"{name}: {exc}") from None
+    if lo is not None and np.any(lo):
+        raise ValueError(f"{name} must hold float64 values exactly; got values (wide "
+                         f"integers or long doubles) that float64 cannot hold")
+    return hi
+
+
 def _plan(fmt, mode, subnormals, saturate, sr_bits, rng):
-    """Check the options shared by `round` and `round_exact` and plan the rounding."""
+    """Check the options shared by `round`, `round_exact` and `encode` and plan the
+    rounding. A wrong-typed option is a `TypeError` naming it, whatever the mode
+    (``subnormals="no"`` is truthy, ``rng=True`` would be seed 1)."""
     fmt = _format(fmt)
-    _check_mode(mode)
-    if not isinstance(saturate, (bool, np.bool_)):
-        raise TypeError(f"saturate must be a bool, got {saturate!r}")
+    check_mode(mode)
+    check_rng(rng)
+    subnormals = check_bool("subnormals", subnormals, optional=True)
+    saturate = check_bool("saturate", saturate)
     return _Plan(fmt, mode, subnormals, saturate, sr_bits, rng)
 
 

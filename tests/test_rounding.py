@@ -529,6 +529,72 @@ def test_bad_options_raise():
         lp.round(1.0, "fp17")
 
 
+
+@pytest.mark.parametrize("opts, exc, match", [
+    (dict(subnormals="no"), TypeError, "subnormals must be a bool or None, got str"),
+    (dict(subnormals=0), TypeError, "subnormals must be a bool or None, got int"),
+    (dict(rng="abc"), TypeError, "rng must be a numpy.random.Generator"),
+    (dict(rng=True), TypeError, "rng must be .* got bool True"),
+    (dict(rng=-1), ValueError, "rng seed must be non-negative"),
+    (dict(mode="sr", rng=True), TypeError, "rng must be .* got bool True"),
+    (dict(mode="sr", sr_bits="3"), TypeError, "sr_bits must be an int, got str"),
+    (dict(mode="sr", sr_bits=3.0), TypeError, "sr_bits must be an int, got float"),
+    (dict(mode="sr", sr_bits=True), TypeError, "sr_bits must be an int, got bool"),
+    (dict(sr_bits="3"), TypeError, "sr_bits must be an int, got str"),
+    (dict(mode="sr", sr_bits=0), ValueError, "sr_bits must be at least 1"),
+    (dict(mode="sr", sr_bits=54), ValueError, r"sr_bits must be an int in \[1, 53\]"),
+    (dict(saturate=1), TypeError, "saturate must be a bool, got int"),
+    (dict(mode=None), TypeError, "mode must be a str"),
+])
+@pytest.mark.parametrize("entry", ["round", "encode", "round_exact"])
+def test_wrong_typed_options_raise_naming_the_argument(entry, opts, exc, match):
+    # Issue 12: subnormals="no" was truthy (subnormals on), rng="abc" was ignored
+    # outside "sr", rng=True was seed 1, sr_bits="3" a ValueError.
+    opts = dict(opts)
+    mode = opts.pop("mode", "rne")
+    call = {"round": lambda: lp.round(1e-6, "fp16", mode, **opts),
+            "encode": lambda: lp.encode(1e-6, "fp16", mode, **opts),
+            "round_exact": lambda: lp.round_exact(1e-6, 0.0, "fp16", mode, **opts)}[entry]
+    with pytest.raises(exc, match=match):
+        call()
+
+
+def test_valid_options_of_numpy_types_keep_working():
+    # The reference decides: 1e-6 is subnormal in FP16; without subnormals it goes to 0.
+    x = 1e-6
+    for sub in (False, np.False_):
+        assert same(lp.round(x, "fp16", subnormals=sub),
+                    lpt.reference_round(x, "fp16", "rne", subnormals=False))
+    assert same(lp.round(x, "fp16", subnormals=np.True_), lpt.reference_round(x, "fp16", "rne"))
+    assert same(lp.round(1e6, "fp16", saturate=np.True_), lp.FP16.max)
+    draws = lp.round(np.full(64, 1 + 2**-12), "fp16", "sr", rng=np.int64(3), sr_bits=np.int8(4))
+    assert np.array_equal(draws, lp.round(np.full(64, 1 + 2**-12), "fp16", "sr", rng=3, sr_bits=4))
+    assert set(draws.tolist()) <= {1.0, 1 + 2**-10}
+
+
+@pytest.mark.parametrize("hi, lo, name, match", [
+    ("1", 0.0, "hi", "non-numeric"), (None, 0.0, "hi", "object"), ([1.0, None], 0.0, "hi", "object"),
+    (1.0, None, "lo", "object"), (1.0, "0", "lo", "non-numeric"), ([1 + 2j], 0.0, "hi", "complex"),
+])
+def test_round_exact_takes_real_numbers_only(hi, lo, name, match):
+    # Issue 12: np.asarray(x, dtype=float64) parsed "1" as 1.0 and None as NaN.
+    with pytest.raises(TypeError, match=f"{name}: .*{match}"):
+        lp.round_exact(hi, lo, "bf16")
+
+
+def test_round_exact_takes_what_round_takes():
+    # float32, ints, bools and ml_dtypes values are float64 values: the Fraction reference
+    # of hi + lo decides. An int64 that float64 cannot hold is refused (hi must be fl(v)).
+    cases = [(np.float32(1.5), 2.0**-40), (3, 0), (True, 0.0),
+             (np.array([1, 2], dtype=ml_dtypes.bfloat16), -2.0**-60)]
+    for hi, lo in cases:
+        want = [lpt.reference_round(Fraction(float(h)) + Fraction(lo), lp.BF16, "ru")
+                for h in np.asarray(hi, dtype=np.float64).reshape(-1)]
+        got = np.asarray(lp.round_exact(hi, lo, "bf16", "ru")).reshape(-1)
+        assert_same(got, want, np.asarray(hi, dtype=np.float64).reshape(-1))
+    with pytest.raises(ValueError, match="hi must hold float64 values"):
+        lp.round_exact(np.int64(2**60 + 1), 0.0, "bf16")
+
 # -- two-term exact input --------------------------------------------------------------
 
 @pytest.mark.parametrize("fmt", [lp.BF16, lp.FP16, lp.FP32, lp.FP8_E4M3, lp.FP64],
