@@ -700,9 +700,9 @@ def matmul(a, b, *, model=None, c=None, in_fmt=None, out_fmt=None):
     is a Tensor; plain arrays in give a plain float64 array, as the kernel does.
 
     The input format is, in order: ``in_fmt``; the Tensor operands' (promoted),
-    plain operands rounded into it (RNE); the format the plain operands' dtypes name
-    (float16, float32, ml_dtypes: see `tensor`) when they name one, a float64 or
-    list operand rounded into it (RNE); else the kernel asks for ``in_fmt``.
+    plain operands rounded into it (RNE); the format both plain operands' dtypes
+    name (float16, float32, ml_dtypes: see `tensor`), as the kernel infers it;
+    else `ValueError` asking for ``in_fmt`` (float64 and lists name no format).
 
     Examples
     --------
@@ -721,9 +721,9 @@ def matmul(a, b, *, model=None, c=None, in_fmt=None, out_fmt=None):
     model = _CONTEXT.get().matmul if model is None else _check_model(model, "model")
     tensors = [x for x in (a, b) if isinstance(x, Tensor)]
     if not tensors and in_fmt is None:
-        named = {f for f in (_format_of_dtype(a), _format_of_dtype(b)) if f is not None}
-        if len(named) == 1:
-            in_fmt = named.pop()    # two different dtypes: the kernel's error says so
+        fa, fb = _format_of_dtype(a), _format_of_dtype(b)
+        if fa is not None and fa == fb:
+            in_fmt = fa   # otherwise the kernel's ValueError says what is missing
     if tensors and in_fmt is None:
         fa, fb = (x.fmt if isinstance(x, Tensor) else None for x in (a, b))
         fmt = result_format(fa, fb) if fa and fb else (fa or fb)

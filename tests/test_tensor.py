@@ -698,10 +698,12 @@ def test_matmul_of_plain_arrays_takes_the_format_their_dtype_names(dtype, fmt):
     expected = float32_loop(a.astype(np.float64), b.astype(np.float64))
     r = lp.matmul(a, b)
     assert isinstance(r, np.ndarray) and same(r, expected)
-    # A float64 operand takes the other's format (RNE), as plain arrays take a Tensor's.
+    # A float64 operand names no format (as in the kernel): in_fmt is needed.
     c = rng.standard_normal((7, 2))
+    with pytest.raises(ValueError, match="in_fmt"):
+        lp.matmul(a, c)
     rounded = np.array([[lpt.reference_round(v, fmt) for v in row] for row in c])
-    assert same(lp.matmul(a, c), float32_loop(a.astype(np.float64), rounded))
+    assert same(lp.matmul(a, c, in_fmt=fmt), float32_loop(a.astype(np.float64), rounded))
 
 
 def test_every_tensor_sum_and_mean_defaults_to_pairwise():
