@@ -34,6 +34,13 @@ def _is_int(value):
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
+def _show(value):
+    """An int for a message: itself, or its size when printing it would be slow."""
+    if abs(value) < 10**30:
+        return repr(value)
+    return f"{'a negative' if value < 0 else 'an'} int of {value.bit_length()} bits"
+
+
 def _as_int(attr, value):
     if not _is_int(value):
         raise TypeError(f"{attr} must be an int, got {value!r}")
@@ -49,6 +56,10 @@ class Format:
     exponent_bits, mantissa_bits : int
         Widths of the exponent field and of the stored fraction (hidden bit excluded).
         NumPy integers are stored as Python ints; bools and floats raise TypeError.
+        Every value of a format must be a float64 value: ``exponent_bits`` in [1, 11],
+        ``mantissa_bits`` in [0, 52] (at most 50 unless the format is FP64 itself),
+        ``emin = 1 - bias`` in [-1022, 0] and ``emax <= 1023``; other parameters
+        raise ValueError naming the one at fault.
     bias : int, optional
         Exponent bias; ``2**(exponent_bits - 1) - 1`` when omitted.
     subnormals : bool
@@ -57,8 +68,9 @@ class Format:
     kind : {"ieee", "fn", "fnuz", "finite"}
         How the top exponent code is used; see ``KINDS``.
     name : str, optional
-        Display name. It does not take part in equality or hashing: two formats
-        with the same parameters are the same format.
+        Display name (``str(fmt)``); TypeError unless a str or None. It does not
+        take part in equality or hashing: two formats with the same parameters
+        are the same format.
 
     Examples
     --------
@@ -83,9 +95,21 @@ class Format:
         # comparisons behave exactly as for ints (no uint8 wrap-around, no TypeError).
         for attr in ("exponent_bits", "mantissa_bits"):
             object.__setattr__(self, attr, _as_int(attr, getattr(self, attr)))
-        if self.exponent_bits < 1 or self.mantissa_bits < 0:
-            raise ValueError("exponent_bits must be >= 1 and mantissa_bits >= 0, "
-                             f"got {self.exponent_bits} and {self.mantissa_bits}")
+        if self.name is not None and not isinstance(self.name, str):
+            raise TypeError(f"name must be a str or None, got {type(self.name).__name__} "
+                            f"{self.name!r}")
+        if self.name is not None and not self.name.strip():
+            raise ValueError(f"name must not be empty, got {self.name!r}")
+        # Every value, the largest and the smallest subnormal included, is a float64
+        # value: float64 has 11 exponent bits and 52 fraction bits, so no format with
+        # more fits. These bounds come first, so that 2**(exponent_bits - 1) below is
+        # never a huge integer.
+        if not 1 <= self.exponent_bits <= 11:
+            raise ValueError("exponent_bits must be in [1, 11] (float64 has 11), got "
+                             f"{_show(self.exponent_bits)}")
+        if not 0 <= self.mantissa_bits <= 52:
+            raise ValueError("mantissa_bits must be in [0, 52] (float64 has 52), got "
+                             f"{_show(self.mantissa_bits)}")
         if self.bias is None:
             object.__setattr__(self, "bias", 2 ** (self.exponent_bits - 1) - 1)
         object.__setattr__(self, "bias", _as_int("bias", self.bias))
@@ -100,22 +124,30 @@ class Format:
         if self.kind == "fn" and self.mantissa_bits < 1:
             raise ValueError("an 'fn' format needs mantissa_bits >= 1 "
                              "(its NaN takes the top mantissa code)")
+        # emin = 1 - bias must lie in [-1022, 0]: float64's smallest normal is 2**-1022,
+        # and emin <= 0 keeps the rounding kernel's scalings from underflowing.
+        if self.bias < 1:
+            raise ValueError(f"bias {_show(self.bias)} puts the smallest normal number "
+                             f"above 1; lowprec needs emin = 1 - bias <= 0")
+        if self.bias > 1023:
+            raise ValueError(f"bias {_show(self.bias)} puts the smallest normal number "
+                             "below float64's 2**-1022; lowprec needs bias <= 1023")
+        # Integer arithmetic only: max < 2**(emax + 1) is a float64 only if emax <= 1023
+        # (the smallest subnormal, 2**(emin - m) >= 2**-1074, is one by the bounds above).
+        if self.emax > 1023:
+            raise ValueError(f"bias {self.bias} with {self.exponent_bits} exponent bits and "
+                             f"kind {self.kind!r} gives emax = {self.emax}: the largest "
+                             "value is past float64's (emax <= 1023)")
         if self.p > 51 and not self._is_fp64:
-            raise ValueError(f"precision {self.p} exceeds the 51 bits lowprec emulates "
-                             "exactly in float64 (FP64 itself excepted)")
-        # Values must be float64 values, and 2**(e - m) must be a normal float64, with
-        # two binades to spare, for every exponent the rounding kernel scales by
-        # (FP64 itself excepted); emin <= 0 keeps its scalings from underflowing.
-        if self.emin > 0:
-            raise ValueError(f"bias {self.bias} puts the smallest normal number above 1 "
-                             f"(emin = {self.emin}); lowprec needs emin <= 0")
+            raise ValueError(f"mantissa_bits {self.mantissa_bits} (precision {self.p}) "
+                             "exceeds the 51 bits lowprec emulates exactly in float64 "
+                             "(FP64 itself, Format(11, 52) of kind 'ieee', excepted)")
+        # 2**(e - m) must be a normal float64, with two binades to spare, for every
+        # exponent the rounding kernel scales by (FP64 itself excepted).
         if not self._is_fp64 and (self.emin - self.mantissa_bits < -1020
-                                  or self.emax + 1 - self.mantissa_bits > 1022
-                                  or self.emax > 1023):
+                                  or self.emax + 1 - self.mantissa_bits > 1022):
             raise ValueError(f"exponent range [{self.emin}, {self.emax}] with "
                              f"{self.mantissa_bits} mantissa bits does not fit in float64")
-        if self.bits > 64:
-            raise ValueError(f"{self.bits} bits is more than 64")
 
     @classmethod
     def custom(cls, precision, emax, *, subnormals=True, name=None):
@@ -134,16 +166,19 @@ class Format:
         ValueError: emax must be 2**k - 1 for an IEEE layout, got 10
         """
         if not _is_int(precision) or precision < 1:
-            raise ValueError(f"precision must be an int >= 1, got {precision!r}")
+            shown = _show(int(precision)) if _is_int(precision) else repr(precision)
+            raise ValueError(f"precision must be an int >= 1, got {shown}")
         if not _is_int(emax) or emax < 1 or (int(emax) + 1) & int(emax):
-            raise ValueError(f"emax must be 2**k - 1 for an IEEE layout, got {emax!r}")
+            shown = _show(int(emax)) if _is_int(emax) else repr(emax)
+            raise ValueError(f"emax must be 2**k - 1 for an IEEE layout, got {shown}")
         return cls((int(emax) + 1).bit_length(), int(precision) - 1, int(emax),
                    subnormals=subnormals, kind="ieee", name=name)
 
     # -- parameters in IEEE 754's terms --------------------------------------
     @property
     def _is_fp64(self):
-        return (self.exponent_bits, self.mantissa_bits, self.bias) == (11, 52, 1023)
+        return (self.exponent_bits, self.mantissa_bits, self.bias, self.kind) == (
+            11, 52, 1023, "ieee")
 
     @property
     def p(self):

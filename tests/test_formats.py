@@ -112,20 +112,101 @@ def test_custom_matches_named_ieee_formats():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(exponent_bits=0, mantissa_bits=3), "exponent_bits must be >= 1"),
-    (dict(exponent_bits=4, mantissa_bits=-1), "mantissa_bits >= 0"),
+    (dict(exponent_bits=0, mantissa_bits=3), r"exponent_bits must be in \[1, 11\]"),
+    (dict(exponent_bits=4, mantissa_bits=-1), r"mantissa_bits must be in \[0, 52\]"),
     (dict(exponent_bits=1, mantissa_bits=3), "needs exponent_bits >= 2"),
     (dict(exponent_bits=4, mantissa_bits=0, kind="fn"), "needs mantissa_bits >= 1"),
     (dict(exponent_bits=4, mantissa_bits=3, kind="ibm"), "kind must be one of"),
-    (dict(exponent_bits=5, mantissa_bits=60), "exceeds the 51 bits"),
-    (dict(exponent_bits=12, mantissa_bits=10), "does not fit in float64"),
-    (dict(exponent_bits=4, mantissa_bits=3, bias=-1020), "emin <= 0"),
+    (dict(exponent_bits=5, mantissa_bits=60), "mantissa_bits must be in"),
+    (dict(exponent_bits=5, mantissa_bits=51), "mantissa_bits 51 .* exceeds the 51 bits"),
+    (dict(exponent_bits=12, mantissa_bits=10), "exponent_bits must be in"),
+    (dict(exponent_bits=4, mantissa_bits=3, bias=-1020), "emin = 1 - bias <= 0"),
     (dict(exponent_bits=10, mantissa_bits=5, bias=1018), "does not fit in float64"),
-    (dict(exponent_bits=2, mantissa_bits=1, bias=0, kind="finite"), "emin <= 0"),
+    (dict(exponent_bits=2, mantissa_bits=1, bias=0, kind="finite"), "emin = 1 - bias <= 0"),
 ])
 def test_impossible_parameters(kwargs, match):
     with pytest.raises(ValueError, match=match):
         lp.Format(**kwargs)
+
+
+def exact_range(e, m, bias, subnormals, kind):
+    """(largest value, smallest positive value) as Fractions, from DESIGN.md's table."""
+    emax = 2**e - (2 if kind == "ieee" else 1) - bias
+    top = 2 - Fraction(2 if kind == "fn" else 1, 2**m)
+    return top * Fraction(2) ** emax, Fraction(2) ** (1 - bias - (m if subnormals else 0))
+
+
+F64_MAX = Fraction(float(np.finfo(np.float64).max))
+F64_TINIEST = Fraction(float(np.finfo(np.float64).smallest_subnormal))
+
+
+@pytest.mark.parametrize("kind", sorted(lp.formats.KINDS))
+@pytest.mark.parametrize("subnormals", [True, False])
+def test_every_accepted_format_fits_float64_and_the_rest_raise(kind, subnormals):
+    # Oracle: exact Fraction ranges against numpy.finfo(float64). A format whose largest
+    # value or smallest subnormal is not a float64 must be refused up front (FP64's
+    # parameters with kind "fn" used to be accepted and then overflow in every use).
+    accepted = 0
+    for e in range(1, 14):
+        for m in (0, 1, 2, 3, 7, 10, 23, 50, 51, 52, 53):
+            for bias in sorted({1, 2**(e - 1) - 1, 2**(e - 1), 2**e - 2, 1022, 1023, 1024}):
+                params = dict(exponent_bits=e, mantissa_bits=m, bias=bias,
+                              subnormals=subnormals, kind=kind)
+                big, small = exact_range(e, m, bias, subnormals, kind)
+                try:
+                    fmt = lp.Format(**params)
+                except ValueError:
+                    continue
+                accepted += 1
+                assert big <= F64_MAX and small >= F64_TINIEST, params
+                assert Fraction(fmt.max) == big and Fraction(fmt.smallest_subnormal) == small
+    assert accepted > 100
+    if kind != "ieee":
+        with pytest.raises(ValueError, match="emax = 1024"):
+            lp.Format(11, 52, kind=kind, subnormals=subnormals)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(exponent_bits=10**6, mantissa_bits=3), "exponent_bits must be in"),
+    (dict(exponent_bits=3 * 10**8, mantissa_bits=3), "exponent_bits must be in"),
+    (dict(exponent_bits=5, mantissa_bits=10**9), "mantissa_bits must be in"),
+    (dict(exponent_bits=5, mantissa_bits=3, bias=10**6000), "bias .*bias <= 1023"),
+    (dict(exponent_bits=5, mantissa_bits=3, bias=-10**6000), "bias .*<= 0"),
+    (dict(exponent_bits=8, mantissa_bits=3, bias=1024), "bias <= 1023"),
+])
+def test_huge_parameters_are_refused_fast_by_name(kwargs, match):
+    # Used to fail after 1.4 s, with "Exceeds the limit (4300 digits)".
+    import time
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=match):
+        lp.Format(**kwargs)
+    assert time.perf_counter() - start < 0.05
+
+
+def test_custom_with_huge_emax_names_emax():
+    with pytest.raises(ValueError, match="emax must be 2.*an int of"):
+        lp.Format.custom(precision=4, emax=10**5000)
+    with pytest.raises(ValueError, match="exponent_bits must be in"):
+        lp.Format.custom(precision=4, emax=2**5000 - 1)
+
+
+@pytest.mark.parametrize("name", [5, b"FP16", ["x"], 1.5])
+def test_name_must_be_a_str(name):
+    with pytest.raises(TypeError, match="name must be a str or None"):
+        lp.Format(5, 10, name=name)
+    with pytest.raises(TypeError, match="name must be a str or None"):
+        lp.Format.custom(precision=11, emax=15, name=name)
+
+
+def test_name_must_not_be_empty():
+    with pytest.raises(ValueError, match="name must not be empty"):
+        lp.Format(5, 10, name=" ")
+
+
+def test_fp64_itself_is_a_format():
+    assert lp.Format(11, 52) == lp.FP64
+    assert lp.Format(11, 52, subnormals=False).smallest_subnormal == float(
+        np.finfo(np.float64).smallest_normal)
 
 
 def test_non_integer_parameters():
