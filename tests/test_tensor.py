@@ -662,8 +662,7 @@ DTYPE_FORMATS = [(np.float16, lp.FP16), (np.float32, lp.FP32), (ml_dtypes.bfloat
                  (ml_dtypes.float4_e2m1fn, lp.FP4_E2M1)]
 
 
-@pytest.mark.parametrize("dtype, fmt", DTYPE_FORMATS,
-                         ids=[np.dtype(d).name for d, _ in DTYPE_FORMATS])
+@pytest.mark.parametrize("dtype, fmt", DTYPE_FORMATS, ids=[f.name for _, f in DTYPE_FORMATS])
 def test_tensor_takes_the_format_its_dtype_names(dtype, fmt):
     x = np.random.default_rng(0).standard_normal(64) * 4
     arr = x.astype(dtype)                      # NumPy / ml_dtypes do the rounding
@@ -678,13 +677,15 @@ def test_tensor_takes_the_format_its_dtype_names(dtype, fmt):
     assert same(b.values, [lpt.reference_round(float(v), lp.FP8_E5M2) for v in arr])
 
 
-@pytest.mark.parametrize("data", [np.array([0.1, 2.0]), np.arange(3), [1.0, 2.0], 0.5,
-                                  np.float64(0.5), np.array([True]),
-                                  np.zeros(2, ml_dtypes.int4),
-                                  np.ones(2, ml_dtypes.float8_e8m0fnu)],
+@pytest.mark.parametrize("data", [lambda: np.array([0.1, 2.0]), lambda: np.arange(3),
+                                  lambda: [1.0, 2.0], lambda: 0.5, lambda: np.float64(0.5),
+                                  lambda: np.array([True]),
+                                  lambda: np.zeros(2, ml_dtypes.int4),
+                                  lambda: np.ones(2, ml_dtypes.float8_e8m0fnu)],
                          ids=["float64", "int", "list", "float", "float64-scalar", "bool",
                               "int4", "e8m0"])
 def test_tensor_without_a_format_for_data_whose_dtype_names_none(data):
+    data = data()
     with pytest.raises(TypeError, match="pass fmt"):
         lp.tensor(data)
 
@@ -715,3 +716,30 @@ def test_every_tensor_sum_and_mean_defaults_to_pairwise():
         assert float(s) == 1000.0
     for m in (ones.mean(), np.mean(ones)):
         assert float(m) == 1.0 and float(ones.mean(order="sequential")) != 1.0
+
+
+def test_tensors_of_more_than_32_dimensions():
+    # NumPy's ufuncs take up to 64 dimensions, np.broadcast_shapes only 32.
+    shape = (1,) * 38 + (2, 3)
+    x = np.array([0.1, -2.0, 3.5, 1e-5, 7.0, -0.0]).reshape(shape)
+    t = lp.tensor(x, "fp16")
+    v = x.astype(np.float16).astype(np.float64)          # NumPy's float16 oracle
+    assert t.ndim == 40 and same(t.values, v)
+    assert same((t + t).values, (v.astype(np.float16) + v.astype(np.float16)).astype(float))
+    assert same((t * 3).values, (v.astype(np.float16) * np.float16(3)).astype(float))
+    assert same((-t).values, -v) and same(abs(t).values, np.abs(v))
+    for r, e in [(t < 1.0, v < 1.0), (t == t, v == v), (t >= t[..., :1], v >= v[..., :1])]:
+        assert r.shape == shape and np.array_equal(r, e)
+    assert same(t.reshape(6).values, v.reshape(6)) and t.reshape(6).fmt is lp.FP16
+    assert same(np.transpose(t).values, v.T) and np.squeeze(t).shape == (2, 3)
+    y = lp.tensor(np.array([0.5, -2.0, 3.5, 0.25, 7.0, -0.0]).reshape(shape), "fp16")
+    assert same(y.sum(axis=-1).values.ravel(), [2.0, 7.25])   # exact sums, any order
+    assert same(y.mean().values, lpt.reference_round(Fraction(37, 4) / 6, lp.FP16))
+    assert t.sum(keepdims=True).shape == (1,) * 40
+    assert t.sum(axis=(0, 39)).shape == (1,) * 37 + (2,)
+    assert same(np.maximum(t, 0.5).values, np.maximum(v, np.float16(0.5)))
+    assert same(np.where(t > 0, t, 0.0).values, np.where(v > 0, v, 0.0))
+    assert np.concatenate([t, t], axis=-1).shape == (1,) * 38 + (2, 6)
+    assert same(t.astype("bf16").values.ravel(), [lpt.reference_round(a, lp.BF16)
+                                                   for a in v.ravel()])
+    assert t.item(5) == 0.0 and len(t.tolist()) == 1
