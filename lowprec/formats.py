@@ -317,11 +317,21 @@ class Format:
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
     def __repr__(self):
-        if self.name is not None:
+        """``lp.NAME`` for the module's named formats, else the constructor call:
+        ``eval(repr(fmt))`` gives the format back, name included, with ``lp`` imported.
+
+        Examples
+        --------
+        >>> import lowprec as lp
+        >>> lp.FP16, lp.Format(5, 2, name="mine")
+        (lp.FP16, lp.Format(exponent_bits=5, mantissa_bits=2, bias=15, subnormals=True, kind='ieee', name='mine'))
+        """
+        if self.name is not None and NAMED_FORMATS.get(self.name) == self:
             return f"lp.{self.name}"
-        return (f"Format(exponent_bits={self.exponent_bits}, mantissa_bits="
+        name = "" if self.name is None else f", name={self.name!r}"
+        return (f"lp.Format(exponent_bits={self.exponent_bits}, mantissa_bits="
                 f"{self.mantissa_bits}, bias={self.bias}, subnormals={self.subnormals}, "
-                f"kind={self.kind!r})")
+                f"kind={self.kind!r}{name})")
 
 
 FP64 = Format(11, 52, name="FP64")

@@ -219,7 +219,28 @@ def test_str_prints_parameter_table():
     for needle in ("FP8_E4M3", "exponent bits", "bias", "7", "448.0", "0.001953125", "fn"):
         assert needle in text
     assert repr(lp.BF16) == "lp.BF16"
-    assert "Format(exponent_bits=3" in repr(lp.Format(3, 4))
+    assert repr(lp.Format(3, 4)).startswith("lp.Format(exponent_bits=3")
+
+
+CUSTOM = [
+    lp.Format(3, 4), lp.Format(5, 2, name="mine"), lp.Format(5, 10, name="BF16"),
+    lp.Format(4, 3, bias=11, kind="fnuz", name="e4m3b11"), lp.Format(5, 10, subnormals=False),
+    lp.Format(5, 10, subnormals=False, name="FP16"), lp.Format(2, 1, kind="finite"),
+    lp.Format(5, 10, name="it's \"quoted\""), lp.Format.custom(precision=4, emax=7, name="c"),
+    lp.format("float8_e4m3b11fnuz"), lp.Format(5, 10), lp.Format(11, 52, name="FP64"),
+]
+
+
+@pytest.mark.parametrize("fmt", ALL + CUSTOM, ids=repr)
+def test_repr_evaluates_back_name_included(fmt):
+    # A named custom format used to repr as "lp.mine", which does not evaluate.
+    back = eval(repr(fmt), {"lp": lp})
+    assert back == fmt and back.name == fmt.name
+    assert (back.exponent_bits, back.mantissa_bits, back.bias, back.subnormals,
+            back.kind) == (fmt.exponent_bits, fmt.mantissa_bits, fmt.bias,
+                           fmt.subnormals, fmt.kind)
+    if fmt.name in lp.NAMED_FORMATS and lp.NAMED_FORMATS[fmt.name] == fmt:
+        assert repr(fmt) == f"lp.{fmt.name}"
 
 
 def values_below_one(e, m, bias, subnormals, kind):
