@@ -867,7 +867,7 @@ def _dot(a, b, out=None):
     return matmul(a, b)
 
 
-def _dtype_format(dtype, func):
+def _like_dtype_format(dtype, func):
     try:
         return _format(dtype)
     except (TypeError, ValueError):
@@ -879,11 +879,12 @@ def _dtype_format(dtype, func):
 def _filled(a, fill, dtype, order, shape, device, func):
     """zeros_like/ones_like/full_like: a Tensor of ``dtype``'s format (default: the
     Tensor's), the fill value rounded into it once."""
-    fmt = a.fmt if dtype is None else _dtype_format(dtype, func)
+    fmt = a.fmt if dtype is None else _like_dtype_format(dtype, func)
     fill = np.asarray(_round_ctx(_values_of(fill), fmt, None))
     # ``fill`` is already float64 values of fmt: the broadcast copy is exact.
-    return Tensor(np.full_like(a._v, fill, dtype=np.float64, order=order, shape=shape,
-                               device=device), fmt)
+    kw = {} if device is None else {"device": device}
+    return Tensor(np.full_like(a._v, fill, dtype=np.float64, order=order, shape=shape, **kw),
+                  fmt)
 
 
 def _like(value):
