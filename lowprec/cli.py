@@ -119,7 +119,11 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
                                 metavar="{formats,explain,round,demo}")
     p = sub.add_parser("formats", help="the comparison table of all named formats",
-                       description="The comparison table of all named formats.")
+                       description="The comparison table of all named formats; with "
+                       "NAMEs, the parameter table of each (Format.table()).")
+    p.add_argument("names", nargs="*", type=_parse_format, metavar="NAME",
+                   help="formats to show one by one (any name lp.format takes); with "
+                   "--format markdown or csv, the comparison table of just these")
     p.add_argument("--format", dest="style", choices=("table", "markdown", "csv"),
                    default="table", help="output style (default: table)")
     p = sub.add_parser(
@@ -231,7 +235,10 @@ class _Error(Exception):
 
 def _run(args):
     if args.command == "formats":
-        print(format_table(args.style))
+        if args.names and args.style == "table":
+            print("\n\n".join(fmt.table() for fmt in args.names))
+        else:
+            print(format_table(args.style, args.names or None))
     elif args.command == "explain":
         fmts = args.fmt or [_format(f) for f in ("fp32", "tf32", "fp16", "bf16", "e4m3",
                                                  "e5m2")]

@@ -299,9 +299,32 @@ class Format:
         b = "" if self.bias == usual else f"b{self.bias}"
         return f"float{self.bits}_e{self.exponent_bits}m{self.mantissa_bits}{b}{suffix}"
 
-    def __str__(self):
+    def table(self):
+        """The format's parameters and derived constants, one per line, as a str.
+
+        Examples
+        --------
+        >>> import lowprec as lp
+        >>> print(lp.FP8_E4M3.table())
+        name                FP8_E4M3
+        bits                8
+        exponent bits       4
+        mantissa bits       3
+        precision p         4
+        bias                7
+        kind                fn
+        subnormals          True
+        emin, emax          -6, 8
+        eps                 0.125
+        unit roundoff       0.0625
+        max                 448.0
+        smallest normal     0.015625
+        smallest subnormal  0.001953125
+        decimal digits      0
+        inf / NaN           no / yes
+        """
         rows = [
-            ("name", self.name or self.dtype_name),
+            ("name", str(self)),
             ("bits", self.bits), ("exponent bits", self.exponent_bits),
             ("mantissa bits", self.mantissa_bits), ("precision p", self.p),
             ("bias", self.bias), ("kind", self.kind), ("subnormals", self.subnormals),
@@ -315,6 +338,21 @@ class Format:
         ]
         width = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+    def __str__(self):
+        """The name, or for an unnamed format its parameters in one short line.
+
+        Examples
+        --------
+        >>> import lowprec as lp
+        >>> print(lp.BF16, lp.Format(5, 2, name="mine"), lp.Format(4, 3, bias=11, kind="fnuz"))
+        BF16 mine Format(e=4, m=3, bias=11, kind='fnuz')
+        """
+        if self.name is not None:
+            return self.name
+        extra = "" if self.subnormals else ", subnormals=False"
+        extra += "" if self.kind == "ieee" else f", kind={self.kind!r}"
+        return f"Format(e={self.exponent_bits}, m={self.mantissa_bits}, bias={self.bias}{extra})"
 
     def __repr__(self):
         """``lp.NAME`` for the module's named formats, else the constructor call:

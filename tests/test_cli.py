@@ -38,6 +38,20 @@ def test_formats_table_lists_every_named_format(capsys):
         assert float(cells[8]) == pytest.approx(fmt.max, rel=1e-5)
 
 
+def test_formats_with_names_prints_each_parameter_table(capsys):
+    # str(fmt) is the name now; its table is fmt.table(), printed by `formats NAME`.
+    assert main(["formats", "bf16", "E4M3"]) == 0
+    out = capsys.readouterr().out
+    assert out == lp.BF16.table() + "\n\n" + lp.FP8_E4M3.table() + "\n"
+    rows = dict(ln.split("  ", 1) for ln in out.split("\n\n")[0].splitlines())
+    fi = ml_dtypes.finfo(ml_dtypes.bfloat16)
+    assert float(rows["max"]) == float(fi.max)
+    assert float(rows["smallest subnormal"]) == float(fi.smallest_subnormal)
+    main(["formats", "fp16", "fp4", "--format", "csv"])
+    assert [ln.split(",")[0] for ln in capsys.readouterr().out.splitlines()] == [
+        "format", "FP16", "FP4_E2M1"]
+
+
 @pytest.mark.parametrize("style, marker", [("markdown", "| FP16 "), ("csv", "FP16,float16,16")])
 def test_formats_styles(capsys, style, marker):
     main(["formats", "--format", style])
@@ -152,6 +166,7 @@ def test_plain_import_and_demo_do_not_load_matplotlib():
     (["demo", "--max-k", "3"], "--max-k must be in"),
     (["demo", "--max-k", "many"], "not an integer"),
     (["formats", "--format", "html"], "invalid choice"),
+    (["formats", "fp7"], "unknown format 'fp7'"),
 ])
 def test_bad_input_is_one_line_and_status_2(args, needle, capsys):
     status, out, err = call(args, capsys)
