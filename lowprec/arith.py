@@ -7,6 +7,9 @@ round-to-odd would give (innocuous for formats of at most 51 bits, so every mode
 then sees the exact result's side of every rounding boundary), and rounds that
 once with the kernel of :mod:`lowprec.rounding`, chunk by chunk. Operands whose
 error terms would overflow or underflow are normalised by powers of two first.
+Operands that float64 cannot hold (64-bit integers, long doubles, wider Python
+ints: rare) take an exact path on Python integers, element by element, that
+hands the same normalised form to the same final rounding.
 This module must never round a result twice (float64 first, then the format: that
 is the double rounding it exists to avoid), never read a global default, and never
 modify its inputs.
@@ -15,15 +18,17 @@ modify its inputs.
 from __future__ import annotations
 
 import inspect
+import math
 import numbers
 import warnings
+from fractions import Fraction
 
 import numpy as np
 
 from ._checks import check_bool, check_int, check_mode, check_rng
 from .flags import FLAG_NAMES, recording
 from .formats import format as _format
-from .rounding import (CHUNK, _draw, _finish, _odd, _Plan, _round_into,
+from .rounding import (CHUNK, _draw, _odd, _Plan, _round_into,
                        _steps_toward_lo, _two_sum, as_real_array, in_spans)
 
 __all__ = ["add", "sub", "mul", "div", "sqrt", "fma", "sum", "dot", "ORDERS"]
@@ -761,9 +766,21 @@ def _broadcast_shape(*shapes):
     return tuple(out)
 
 
+def _raw(x):
+    """``x`` as an ndarray in its own dtype, checked as `as_real_array` checks it but
+    not converted (each chunk is converted on its own: `_parts`). Python numbers that
+    NumPy keeps as objects (ints beyond 64 bits) stay an object array."""
+    a = np.asarray(x)
+    if a.dtype.kind == "O":
+        as_real_array(x)      # Python ints and floats only; an object ndarray raises
+    else:
+        as_real_array(a.reshape(-1)[:0])      # TypeError for complex, strings, ...
+    return a
+
+
 def _operands(*xs):
-    """Real operands as float64 arrays, broadcast; returns (flat list, shape, scalar)."""
-    arrays = [as_real_array(x)[0] for x in xs]
+    """Real operands in their own dtypes, broadcast; returns (flat list, shape, scalar)."""
+    arrays = [_raw(x) for x in xs]
     shape = _broadcast_shape(*(x.shape for x in arrays))
     scalar = all(x.ndim == 0 for x in arrays)
     flat = []
@@ -776,6 +793,16 @@ def _operands(*xs):
         else:
             flat.append(np.ascontiguousarray(np.broadcast_to(x, shape)).reshape(-1))
     return flat, shape, scalar
+
+
+def _parts(xc):
+    """(hi, lo) float64 of one chunk of operand values, as `as_real_array` splits them
+    (lo None when every value is a float64)."""
+    if xc.dtype == np.float64:
+        return xc, None
+    if xc.dtype.kind == "O":
+        return as_real_array(xc.tolist())
+    return as_real_array(xc)
 
 
 def _plan(fmt, mode, rng, subnormals, saturate):
@@ -801,11 +828,14 @@ class _Buffers:
 
 
 def _apply(plan, kernel, operands, n, buffers=None):
-    """Run ``kernel`` chunk by chunk and round its (hi, lo) pairs into a new array."""
+    """Run ``kernel`` chunk by chunk and round its (hi, lo) pairs into a new array.
+
+    Each chunk of the operands is converted to float64 on its own (`_parts`), and
+    its elements that float64 cannot hold exactly take the exact path
+    (`_with_exact`), so the memory beyond the output is a few chunks per thread."""
     out = np.empty(n, np.float64)
     listener = recording()
     wide = plan.fmt.p > 51
-    his, los = (np.empty(n), np.zeros(n)) if wide else (None, None)
 
     def span_task(plan, span, counts):
         start, stop = span
@@ -815,40 +845,197 @@ def _apply(plan, kernel, operands, n, buffers=None):
         if plan.spare is None or plan.spare.size < size:
             plan.spare = np.empty(size)
         listening = None if listener is None else counts
+        overflow_before = counts["overflow"]
         with np.errstate(all="ignore"):
             for a in range(start, stop, _CHUNK):
                 b = min(a + _CHUNK, stop)
                 k = b - a
                 w = bufs.work if k == bufs.size else bufs.work.take(k)
-                hi, lo = kernel(plan, *(x[a:b] for x in operands), w, counts)
+                raw = [x[a:b] for x in operands]
+                parts = [_parts(xc) for xc in raw]
+                if any(lo is not None for _, lo in parts):
+                    hi, lo = _with_exact(plan, kernel, raw, parts, w, counts)
+                else:
+                    hi, lo = kernel(plan, *(h for h, _ in parts), w, counts)
                 if wide:
-                    his[a:b] = hi
                     if lo is not None:
-                        los[a:b] = lo
-                    continue
-                x = hi if lo is None else _odd(hi, lo, bufs.x[:k])
+                        _fp64_pair(plan, hi, lo, counts)
+                    x = hi
+                else:
+                    x = hi if lo is None else _odd(hi, lo, bufs.x[:k])
                 _round_into(plan, x, out[a:b], bufs.u[:k], bufs.f[:k], listening)
+                if wide and plan.saturate:
+                    _fp64_clamp(plan, kernel, out[a:b], [h for h, _ in parts])
+        if wide and plan.saturate:
+            # Every FP64 overflow the kernels counted is saturated, as `round` counts
+            # other formats' (the rounding kernel sees FP64 results as exact).
+            counts["saturated"] += counts["overflow"] - overflow_before
 
     counts = in_spans(plan, n, True, span_task)
-    if wide:
-        with np.errstate(all="ignore"):
-            out = _finish(plan, his, los)
-        if plan.saturate:
-            _fp64_saturate(plan, kernel, out, operands, counts)
     if listener is not None:
         listener.add(counts)
     return out
 
 
-def _fp64_saturate(plan, kernel, out, operands, counts):
-    """FP64 with saturate: every overflow, counted by the kernels (the rounding kernel
-    sees FP64 results as exact), is saturated, as `round` counts other formats'; those
-    that reached the kernel as an infinity, which saturate leaves alone, are clamped."""
-    counts["saturated"] += counts["overflow"]
+def _fp64_pair(plan, hi, lo, counts):
+    """Round ``hi + lo`` to FP64 in place (``hi == RN(hi + lo)``, ``lo`` of the exact
+    sign, and exactly half the gap only at a midpoint), counting inexact and underflow,
+    which the rounding kernel, seeing ``hi`` alone, cannot."""
+    nz = (lo != 0) & np.isfinite(hi)
+    if not nz.any():
+        return
+    if plan.mode != "rne":                  # hi is already RN(hi + lo)
+        h, l_ = hi[nz], lo[nz]
+        n = np.nextafter(h, np.copysign(np.inf, l_))
+        take = _steps_toward_lo(plan.mode, h, l_)
+        if plan.mode == "rna":
+            take = (2 * np.abs(l_) == np.abs(n - h)) & (np.abs(n) > np.abs(h))
+        elif plan.mode == "sr":
+            take = _draw(plan, np.empty(h.size)) < np.abs(l_) / np.abs(n - h)
+        hi[nz] = np.where(take, n, h)
+    counts["inexact"] += int(np.count_nonzero(nz))
+    counts["underflow"] += int(np.count_nonzero(np.abs(hi[nz]) < _TINY64))
+
+
+def _fp64_clamp(plan, kernel, out, operands):
+    """FP64 with saturate: clamp to ±max the infinite results of finite operands (an
+    overflow; those that reached the kernel as an infinity stay, as in `round`)."""
     over = np.isinf(out) & np.logical_and.reduce([np.isfinite(x) for x in operands])
     if kernel is _div_kernel:
         over &= operands[1] != 0    # x / 0 divides by zero, not overflows: ±inf stays
     out[over] = np.copysign(plan.max, out[over])
+
+
+# -- the exact path: operands float64 cannot hold (64-bit ints, long doubles, wide ints) --
+
+#: Bits of the integer significand that the exact path rounds from: 67 below the 53
+#: of FP64, so that a sticky bit read as half a unit moves no probability of "sr" by
+#: more than 2**-67 of the gap.
+_EXACT_BITS = 120
+
+
+def _odd_float(t):
+    """The Python int ``t`` rounded to odd at float64's precision (exact if it fits;
+    otherwise of ``t``'s side and never a power of two, so never a false tie)."""
+    f = float(t)
+    if int(f) != t and (int(math.frexp(f)[0] * 2.0 ** 53) & 1) == 0:
+        f = math.nextafter(f, math.inf if t > int(f) else -math.inf)
+    return f
+
+
+def _split_int(q, sticky, k):
+    """(h, l, E) of ``v = (q + s) * 2**-k``, ``q`` a positive int of 60 bits or more,
+    ``s`` in (0, 1) when ``sticky`` else 0: ``h`` the 53-bit RN (ties to even) of
+    ``v * 2**-E`` in [1, 2], ``l`` the rest, rounded to odd, as `_fp64_slow` and
+    `_scale_back` want them."""
+    shift = q.bit_length() - 53
+    H = q >> shift
+    R = q - (H << shift)
+    half = 1 << (shift - 1)
+    if R > half or (R == half and (sticky or H & 1)):
+        H += 1
+    # 2 * (v * 2**k - H * 2**shift) with s read as 1/2: the same side of 0 as the exact
+    # remainder, and within 2**-shift of the gap 2**shift of it.
+    t = 2 * (q - (H << shift)) + int(sticky)
+    # Exact scalings: H has 53 bits, |t| < 2**(shift + 2) far above float64's underflow.
+    return math.ldexp(float(H), -52), math.ldexp(_odd_float(t), -53 - shift), 52 + shift - k
+
+
+def _from_rational(v):
+    """(h, l, E) of the nonzero Fraction ``v`` (negative: h and l negated)."""
+    num, den = abs(v.numerator), v.denominator
+    k = _EXACT_BITS - (num.bit_length() - den.bit_length())
+    q, r = divmod(num << k, den) if k >= 0 else divmod(num, den << -k)
+    h, l_, E = _split_int(q, r != 0, k)     # q has _EXACT_BITS or one more bits
+    return (-h, -l_, E) if v < 0 else (h, l_, E)
+
+
+def _from_sqrt(v):
+    """(h, l, E) of the square root of the positive Fraction ``v``."""
+    num, den = v.numerator, v.denominator
+    k = (2 * _EXACT_BITS - (num.bit_length() - den.bit_length())) // 2 + 1
+    X, r = divmod(num << 2 * k, den) if k >= 0 else divmod(num, den << -2 * k)
+    q = math.isqrt(X)      # floor(sqrt(v) * 2**k): floor(sqrt(y)) == isqrt(floor(y))
+    return _split_int(q, r != 0 or q * q != X, k)
+
+
+def _exact_values(xc, hi, lo, idx):
+    """The exact values (Fractions) of the chunk ``xc`` at ``idx``."""
+    kind = xc.dtype.kind
+    if kind in "iub":
+        return [Fraction(int(v)) for v in xc[idx].tolist()]
+    if kind == "O":
+        return [Fraction(v) if isinstance(v, float) else Fraction(int(v))
+                for v in xc[idx].tolist()]
+    # Floats, long doubles included: hi + lo is exact (`as_real_array`).
+    his = hi[idx].tolist()
+    los = [0.0] * len(his) if lo is None else lo[idx].tolist()
+    return [Fraction(h) + Fraction(l_) for h, l_ in zip(his, los)]
+
+
+def _exact_result(kernel, xs, hs, mode):
+    """(h, l, E) of one exact result, from the exact operands ``xs`` (Fractions) and
+    their float64 parts ``hs`` (for the sign of a zero); operands finite, no x / 0."""
+    rd = mode == "rd"
+    if kernel is _sqrt_kernel:
+        return _from_sqrt(xs[0])
+    if kernel is _copy_kernel:
+        v = xs[0]
+    elif kernel is _add_kernel:
+        v = xs[0] + xs[1]
+    elif kernel is _sub_kernel:
+        v = xs[0] - xs[1]
+    elif kernel is _mul_kernel:
+        v = xs[0] * xs[1]
+    elif kernel is _div_kernel:
+        v = xs[0] / xs[1]
+    else:
+        v = xs[0] * xs[1] + xs[2]
+    if v != 0:
+        return _from_rational(v)
+    if kernel in (_mul_kernel, _div_kernel):      # a zero factor or dividend
+        zero = -0.0 if math.copysign(1, hs[0]) != math.copysign(1, hs[1]) else 0.0
+    elif kernel is _fma_kernel and (xs[0] == 0 or xs[1] == 0):
+        p = hs[0] * hs[1]                         # ±0 with the product's sign
+        zero = -((-p) + (-hs[2])) if rd else p + hs[2]
+    else:
+        # Opposite nonzero terms (one carries a tail) cancelling exactly (IEEE 754 6.3).
+        zero = -0.0 if rd else 0.0
+    return zero, 0.0, 0
+
+
+def _with_exact(plan, kernel, raw, parts, w, counts):
+    """``kernel`` on a chunk whose operands include values float64 cannot hold: those
+    elements (finite operands, no division by zero, no negative square root) are
+    computed exactly, rounded once; the others, whose results depend only on signs and
+    infinities, by ``kernel`` on the float64 parts."""
+    his = [h for h, _ in parts]
+    tail = np.logical_or.reduce([lo != 0 for _, lo in parts if lo is not None])
+    sel = tail & np.logical_and.reduce([np.isfinite(h) for h in his])
+    if kernel is _div_kernel:
+        sel &= his[1] != 0
+    elif kernel is _sqrt_kernel:
+        sel &= his[0] > 0
+    idx = np.flatnonzero(sel)
+    if idx.size == 0:
+        return kernel(plan, *his, w, counts)
+    # 1 op 1 (and 1 * 1 + 1) is exact: the kernel counts no flags for these elements.
+    stand_ins = []
+    for h in his:
+        h = np.array(h)
+        h[idx] = 1.0
+        stand_ins.append(h)
+    hi, lo = kernel(plan, *stand_ins, w, counts)
+    exact = [_exact_values(xc, h, lo_, idx) for xc, (h, lo_) in zip(raw, parts)]
+    floats = [h[idx].tolist() for h in his]
+    hle = [_exact_result(kernel, xs, hs, plan.mode) for xs, hs in zip(zip(*exact), zip(*floats))]
+    h, l_, E = (np.array(c) for c in zip(*hle))
+    E = E.astype(np.int64)
+    ref = _fp64_scaled_nearest(h, l_, E) if plan.identity else None
+    hi[idx] = _rescale(plan, h, l_, E, ref, counts)[0]
+    if lo is not None:
+        lo[idx] = 0.0
+    return hi, lo
 
 
 def _elementwise(kernel, operands, fmt, mode, rng, subnormals, saturate):
@@ -867,8 +1054,11 @@ _COMMON_DOC = """
     Parameters
     ----------
     {operands} : array_like
-        Real operands, broadcast together as NumPy does; any float64 values, not
-        only values of ``fmt``. They are never modified.
+        Real operands, broadcast together as NumPy does (up to 64 dimensions): any
+        values, not only values of ``fmt``: float16/32/64, long doubles, integers
+        (64-bit, and Python ints below 2**1024 - 2**970), as `lowprec.round` takes
+        them. The exact value of each is used, so the result is rounded once. They
+        are never modified.
     fmt : Format or str
         Result format (anything `lowprec.format` accepts): formats of at most 51
         bits of precision, and FP64.
@@ -1024,12 +1214,17 @@ def _reduce(plan, x, order):
                       operands[0].size, buffers)
 
     if order == "pairwise":
-        level = x
-        while level.shape[0] > 1:
+        # ``carry`` is the odd last term moving up unchanged: a row of x itself (in its
+        # own dtype, so never rounded through float64) or a sum of an earlier level.
+        level, carry = x, None
+        while level.shape[0] + (carry is not None) > 1:
             k = level.shape[0] // 2
             pairs = step(_add_kernel, level[0:2 * k:2], level[1:2 * k:2]).reshape(k, m)
-            if level.shape[0] % 2:
-                pairs = np.concatenate([pairs, level[-1:]])
+            if level.shape[0] % 2 and carry is None:
+                carry = level[-1]
+            elif level.shape[0] % 2:
+                last = step(_add_kernel, level[-1], carry).reshape(1, m)
+                pairs, carry = np.concatenate([pairs, last]), None
             level = pairs
         return step(_copy_kernel, level[0]) if n == 1 else level[0]
     acc = step(_copy_kernel, x[0])
@@ -1172,7 +1367,7 @@ def sum(x, fmt, *args, axis=_UNSET, mode=_UNSET, order=_UNSET,  # noqa: A001
     order = "pairwise" if order is _UNSET else order
     _check_order(order)
     plan = _plan(fmt, mode, rng, subnormals, saturate)
-    a = as_real_array(x)[0]
+    a = _raw(x)
     axes = _sum_axes(axis, a.ndim)
     keep = [i for i in range(a.ndim) if i not in axes]
     shape = tuple(a.shape[i] for i in keep)
@@ -1244,7 +1439,7 @@ def dot(a, b, fmt, mode="rne", *, order="sequential", fused=False, rng=None,
     if fused and order != "sequential":
         raise ValueError("fused=True accumulates left to right: order must be 'sequential'")
     plan = _plan(fmt, mode, rng, subnormals, saturate)
-    xa, xb = as_real_array(a)[0], as_real_array(b)[0]
+    xa, xb = _raw(a), _raw(b)
     if xa.ndim == 0 or xb.ndim == 0:
         raise ValueError("dot needs arrays with at least one axis")
     shape = _broadcast_shape(xa.shape, xb.shape)

@@ -1403,3 +1403,235 @@ def test_sum_signature_reads_as_documented():
     assert sig.parameters["mode"].default == "rne"
     assert sig.parameters["order"].default == "pairwise"
     assert sig.parameters["axis"].kind is inspect.Parameter.KEYWORD_ONLY
+
+
+# -- operands float64 cannot hold: one rounding, as lp.round (issue 12) ----------------
+
+def _exact(v):
+    """The exact value of one operand, converted without lowprec: a Fraction."""
+    if isinstance(v, (int, np.integer)):
+        return Fraction(int(v))
+    if isinstance(v, np.longdouble):
+        return Fraction(*v.as_integer_ratio())
+    return Fraction(float(v))
+
+
+def _double_rounding_traps(kind):
+    """Values just off a midpoint or a point of BF16 (p = 8), FP32 (24), FP16 (11) and
+    E4M3 (4), by less than half a float64 ulp: rounding them through float64 first lands
+    on that midpoint (nearest modes) or point (directed modes) and rounds wrongly."""
+    if kind == "longdouble":
+        one = np.longdouble(1)
+        tiny = np.ldexp(one, -60)
+        return [one + np.ldexp(one, -p) + s * tiny for p in (8, 24, 11, 4) for s in (1, -1)] \
+            + [one + np.ldexp(one, 1 - p) - tiny for p in (8, 24, 11, 4)]
+    top = {"int64": 62, "uint64": 63, "pyint": 100}[kind]
+    return [2**top + 2**(top - p) + s for p in (8, 24) for s in (1, -1)] \
+        + [2**top + 2**(top + 1 - p) - 1 for p in (8, 24)]
+
+
+def _wide_operands(kind, n, seed):
+    """Operands of one kind, most with more bits than float64 holds, some small, signed
+    (uint64 unsigned), with exact negatives of each other so that sums cancel, and
+    double-rounding traps at the end."""
+    rng = np.random.default_rng(seed)
+    traps = _double_rounding_traps(kind)
+    if kind == "int64":
+        big = rng.integers(2**53, 2**63 - 1, n, dtype=np.int64, endpoint=True)
+        big[: n // 8] = rng.integers(-2**12, 2**12, n // 8)          # exact in float64
+        big[n // 4: n // 2] *= -1
+        big[n - len(traps):] = traps
+        return big
+    if kind == "uint64":
+        big = rng.integers(2**53, 2**64 - 1, n, dtype=np.uint64, endpoint=True)
+        big[n - len(traps):] = traps
+        return big
+    if kind == "pyint":
+        e = rng.integers(65, 1000, n)
+        vals = [int(rng.integers(1, 2**62)) << int(x - 62) | int(rng.integers(0, 2**40))
+                for x in e]
+        vals[:4] = [(2**53 + 1) ** 2, 2**200 + 2**100 + 1, 2**64 + 1, 2**70 - 1]
+        vals = [-v if i % 3 == 1 else v for i, v in enumerate(vals)]
+        return vals[: n - len(traps)] + traps
+    # long double: 64 significant bits on x86-64, over a wide exponent range
+    hi = np.ldexp(rng.random(n) + 0.5, rng.integers(-40, 40, n)) * rng.choice([-1, 1], n)
+    x = hi.astype(np.longdouble)
+    x += x * np.ldexp(rng.integers(1, 2**11, n).astype(np.longdouble), -64)
+    x[n - len(traps):] = traps
+    return x
+
+
+_PARTNERS = np.array([1.0, -1.0, 3.0, 0.1, 2.0**-30, -2.0**40, 1e-300, 0.0, -0.0,
+                      np.inf, -np.inf, np.nan, 7.5, 2.0**-1074])
+
+_KINDS = ["int64", "uint64", "pyint"]
+if np.finfo(np.longdouble).nmant >= 63:
+    _KINDS.append("longdouble")
+
+
+def _ref_op(op, xs, name, mode):
+    """reference_round of the exact result (IEEE special cases and zero signs)."""
+    fl = [float(x) for x in xs]
+    if any(math.isnan(f) for f in fl) or any(math.isinf(f) for f in fl):
+        if op != "fma":
+            return reference_round(exact_result(op, fl[0], fl[1], mode), name, mode)
+        a, b, c = fl                    # a wide value as a float keeps its sign and zero
+        if math.isnan(a) or math.isnan(b) or math.isnan(c):
+            return math.nan
+        if math.isinf(a) or math.isinf(b):
+            if a == 0 or b == 0:
+                return math.nan
+            p = math.copysign(math.inf, a) * math.copysign(1.0, b)
+            return math.nan if math.isinf(c) and c != p else reference_round(p, name, mode)
+        return reference_round(c, name, mode)
+    a = [_exact(x) for x in xs]
+    if op in ("add", "sub"):
+        v = a[0] + a[1] if op == "add" else a[0] - a[1]
+        if v == 0:
+            return -0.0 if mode == "rd" else 0.0
+    elif op == "mul":
+        v = a[0] * a[1]
+        if v == 0:
+            return math.copysign(0.0, fl[0]) * math.copysign(1.0, fl[1])
+    elif op == "div":
+        if a[1] == 0:
+            return reference_round(exact_result("div", fl[0], fl[1], mode), name, mode)
+        v = a[0] / a[1]
+        if v == 0:
+            return math.copysign(0.0, fl[0]) * math.copysign(1.0, fl[1])
+    else:
+        v = a[0] * a[1] + a[2]
+        if v == 0:
+            return -0.0 if mode == "rd" else 0.0
+    return reference_round(v, name, mode)
+
+
+def _wide_second(kind, x):
+    """A second wide operand: x reversed, its first eighth -x (x itself for uint64,
+    so that sub cancels), as the user would pass it."""
+    n = len(x)
+    if kind == "pyint":
+        y = x[n // 2:] + x[: n // 2]
+        return [-v for v in x[: n // 8]] + y[n // 8:]
+    y = np.concatenate([x[n // 2:], x[: n // 2]])
+    y[: n // 8] = x[: n // 8] if kind == "uint64" else -x[: n // 8]
+    return y
+
+
+@pytest.mark.parametrize("kind", _KINDS)
+@pytest.mark.parametrize("name", ("BF16", "FP16", "FP32", "FP8_E4M3", "FP64"))
+def test_wide_operands_round_once(kind, name):
+    # Before: operands were rounded to float64 first, then to the format (lp.add(
+    # np.int64(2**62 + 2**54 + 1), 0, "bf16") gave 2**62, lp.round 2**62 + 2**55).
+    n = 48
+    x = _wide_operands(kind, n, seed=len(name) + len(kind))
+    y = _wide_second(kind, x)
+    rng = np.random.default_rng(7)
+    f = rng.choice(_PARTNERS, n)
+    f[-12:] = [0.0, 1.0, -0.0, -1.0] * 3       # the traps unchanged: add 0, multiply by 1
+    c = rng.choice(_PARTNERS[:9], n)
+    for mode in DET_MODES:
+        for op in OPS:
+            for a, b, label in ((x, y, "wide"), (x, f, "float"), (f, x, "float first")):
+                got = getattr(lp, op)(a, b, name, mode)
+                want = [_ref_op(op, (u, v), name, mode) for u, v in zip(list(a), list(b))]
+                assert_same(got, want, kind, name, mode, op, label)
+        for a, b, cc, label in ((x, y, c, "a, b wide"), (c, x, y, "b, c wide"),
+                                (f[:9].reshape(9, 1), x, c[0], "broadcast")):
+            got = lp.fma(a, b, cc, name, mode)
+            A, B, C = (np.broadcast_to(np.asarray(v, dtype=object), np.shape(got)).ravel()
+                       for v in (a, b, cc))
+            want = [_ref_op("fma", t, name, mode) for t in zip(A, B, C)]
+            assert_same(got, np.reshape(want, np.shape(got)), kind, name, mode, label)
+
+
+def _as_input(values, kind):
+    """A list of one kind of operand as the user would pass it."""
+    if kind == "pyint":
+        return list(values)
+    if kind == "longdouble":
+        return np.array(values, dtype=np.longdouble)
+    return np.array(values, dtype=np.int64 if kind == "int64" else None)
+
+
+@pytest.mark.parametrize("kind", _KINDS)
+@pytest.mark.parametrize("name", ("BF16", "FP32", "FP64"))
+def test_wide_operands_sqrt_against_mpfr(kind, name):
+    gmpy2 = pytest.importorskip("gmpy2")
+    x = _wide_operands(kind, 40, seed=3)
+    xs = [abs(v) for v in (x if isinstance(x, list) else list(x))]
+    if kind == "pyint":
+        xs[0] = (2**53 + 1) ** 2          # sqrt is a 54-bit integer: an FP64 tie
+        xs[1] = (2**24 + 1) ** 2 * 2**100  # an FP32 tie
+    for mode in sorted(_GMPY_MODES):
+        with gmpy2.context(precision=1100, emin=-20000, emax=20000):
+            exact = [gmpy2.mpfr(gmpy2.mpq(_exact(v).numerator, _exact(v).denominator))
+                     for v in xs]
+        with gmpy2.context(_mpfr_context(name, mode)):
+            want = [float(gmpy2.sqrt(v)) for v in exact]
+        got = lp.sqrt(_as_input(xs, kind) if kind != "uint64" else np.array(xs, np.uint64),
+                      name, mode)
+        assert_same(got, want, kind, name, mode)
+
+
+@pytest.mark.parametrize("kind", _KINDS)
+def test_wide_operands_in_sums_and_dots(kind):
+    x = _wide_operands(kind, 13, seed=21)
+    xs = x if isinstance(x, list) else list(x)
+    rng = np.random.default_rng(5)
+    w = rng.choice([1.0, -1.0, 0.5, 3.0], 13)
+    for mode in ("rne", "rz", "ro"):
+        for order, ref in _REFS.items():
+            got = lp.sum(_as_input(xs, kind) if kind != "uint64" else x, "BF16", mode,
+                         order=order)
+            want = ref([_exact(v) for v in xs], "BF16", mode)
+            assert_same(got, want, [kind, mode, order])
+        fd = "FP64" if kind == "pyint" else "FP32"     # no overflow on the way
+        got = lp.dot(_as_input(xs, kind) if kind != "uint64" else x, w, fd, mode)
+        acc = reference_round(_exact(xs[0]) * Fraction(w[0]), fd, mode)
+        for u, v in zip(xs[1:], w[1:].tolist()):
+            acc = _ref_add(acc, reference_round(_exact(u) * Fraction(v), fd, mode), fd, mode)
+        assert_same(got, acc, [kind, mode, "dot"])
+        got = lp.dot(w, _as_input(xs, kind) if kind != "uint64" else x, fd, mode, fused=True)
+        acc = reference_round(_exact(xs[0]) * Fraction(w[0]), fd, mode)
+        for u, v in zip(xs[1:], w[1:].tolist()):
+            acc = reference_round(_exact(u) * Fraction(v) + Fraction(acc), fd, mode)
+        assert_same(got, acc, [kind, mode, "fused dot"])
+
+
+def test_wide_operand_examples_from_the_issue():
+    v = 2**62 + 2**54 + 1
+    want = reference_round(v, "BF16")                     # 2**62 + 2**55
+    assert lp.add(np.int64(v), 0, "bf16") == want == lp.round(np.int64(v), "bf16")
+    assert lp.mul(np.int64(v), 1, "bf16") == want
+    assert lp.sum(np.array([v, 0], np.int64), "bf16") == want
+    assert lp.dot(np.array([v], np.int64), [1.0], "bf16") == want
+    with lp.flags() as f:
+        r = lp.add(np.uint64(2**64 - 1), 0, "fp64", "rz")
+    assert r == reference_round(2**64 - 1, "FP64", "rz") and f.inexact == 1
+    with lp.flags() as f:
+        r = lp.add(np.int64(v), np.inf, "fp16")
+    assert r == np.inf and f.inexact == 0
+
+
+@pytest.mark.parametrize("kind", _KINDS)
+def test_wide_operands_stochastic_rounding_probability(kind):
+    # Each value lies a quarter of an FP64 ulp above a float64: rounded through float64
+    # first (as before) it is that float64, and "sr" never rounds up.
+    x = {"int64": np.full(4000, 2**62 + 2**8, np.int64),
+         "uint64": np.full(4000, 2**63 + 2**9, np.uint64),
+         "pyint": [2**100 + 2**46] * 4000,
+         "longdouble": np.full(4000, 1 + np.ldexp(np.longdouble(1), -54))}[kind]
+    v = _exact(x[0])
+    down = reference_round(v, "FP64", "rd")
+    up = reference_round(v, "FP64", "ru")
+    p = float((v - Fraction(down)) / (Fraction(up) - Fraction(down)))
+    assert p == 0.25
+    for op in (lambda: lp.add(x, 0.0, "fp64", "sr", rng=1),
+               lambda: lp.mul(x, 1.0, "fp64", "sr", rng=2),
+               lambda: lp.sum([x] if kind == "pyint" else x.reshape(1, -1), "fp64", "sr",
+                              axis=0, rng=3)):
+        got = np.asarray(op())
+        assert set(np.unique(got)) <= {down, up}
+        frac = np.mean(got == up)
+        assert abs(frac - p) <= 5 * math.sqrt(p * (1 - p) / got.size), frac
