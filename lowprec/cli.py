@@ -10,8 +10,10 @@ imports matplotlib only for ``demo --plot``.
 from __future__ import annotations
 
 import argparse
+import csv
 import importlib
 import importlib.util
+import io
 import os
 import re
 import sys
@@ -27,7 +29,7 @@ from .rounding import round as _round
 
 __all__ = ["main", "format_table"]
 
-_COLUMNS = ("format", "ml_dtypes name", "bits", "exp", "mant", "bias", "eps",
+_COLUMNS = ("format", "dtype", "bits", "exp", "mant", "bias", "eps",
             "unit roundoff", "max", "smallest normal", "smallest subnormal",
             "digits", "inf", "NaN")
 
@@ -35,7 +37,8 @@ _COLUMNS = ("format", "ml_dtypes name", "bits", "exp", "mant", "bias", "eps",
 def _row(fmt):
     nan = {"ieee": "exp all ones", "fn": "S.1111.111 only", "fnuz": "0x80 only",
            "finite": "none"}[fmt.kind]
-    return (fmt.name, fmt.dtype_name, fmt.bits, fmt.exponent_bits, fmt.mantissa_bits,
+    # The NumPy or ml_dtypes dtype name, "-" where there is none (TF32).
+    return (str(fmt), fmt._known_dtype_name or "-", fmt.bits, fmt.exponent_bits, fmt.mantissa_bits,
             fmt.bias, f"{fmt.eps:.6g}", f"{fmt.unit_roundoff:.6g}", f"{fmt.max:.6g}",
             f"{fmt.smallest_normal:.6g}", f"{fmt.smallest_subnormal:.6g}",
             fmt.precision, "yes" if fmt.has_inf else "no", nan)
@@ -48,14 +51,17 @@ def format_table(style="table", formats=None):
     --------
     >>> from lowprec.cli import format_table
     >>> print(format_table("csv", ["fp16", "bf16"]))
-    format,ml_dtypes name,bits,exp,mant,bias,eps,unit roundoff,max,smallest normal,smallest subnormal,digits,inf,NaN
+    format,dtype,bits,exp,mant,bias,eps,unit roundoff,max,smallest normal,smallest subnormal,digits,inf,NaN
     FP16,float16,16,5,10,15,0.000976562,0.000488281,65504,6.10352e-05,5.96046e-08,3,yes,exp all ones
     BF16,bfloat16,16,8,7,127,0.0078125,0.00390625,3.38953e+38,1.17549e-38,9.18355e-41,2,yes,exp all ones
     """
     fmts = [_format(f) for f in (formats or NAMED_FORMATS.values())]
     rows = [tuple(str(c) for c in _row(f)) for f in fmts]
     if style == "csv":
-        return "\n".join(",".join(r) for r in [_COLUMNS, *rows])
+        # The csv module quotes cells with commas (an unnamed format's str()).
+        out = io.StringIO()
+        csv.writer(out, lineterminator="\n").writerows([_COLUMNS, *rows])
+        return out.getvalue().rstrip("\n")
     widths = [max(len(r[i]) for r in [_COLUMNS, *rows]) for i in range(len(_COLUMNS))]
     line = lambda r: " | ".join(c.ljust(w) for c, w in zip(r, widths))  # noqa: E731
     if style == "markdown":

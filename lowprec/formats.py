@@ -289,7 +289,10 @@ class Format:
 
     @property
     def dtype_name(self):
-        """The ml_dtypes-style spelling of the format (``float8_e4m3fn``...)."""
+        """The ml_dtypes-style spelling of the format (``float8_e4m3fn``...).
+
+        A spelling, not always a dtype: TF32's ``float19_e8m10`` is neither a NumPy nor
+        an ml_dtypes type (tables show ``-`` where no dtype exists)."""
         known = _NUMPY_NAMES.get(self)
         if known:
             return known
@@ -299,6 +302,12 @@ class Format:
         b = "" if self.bias == usual else f"b{self.bias}"
         return f"float{self.bits}_e{self.exponent_bits}m{self.mantissa_bits}{b}{suffix}"
 
+    @property
+    def _known_dtype_name(self):
+        # The NumPy or ml_dtypes dtype of this format, if one exists (TF32 has none).
+        name = self.dtype_name
+        return name if name in _DTYPE_NAMES and _BY_NAME.get(name) == self else None
+
     def table(self):
         """The format's parameters and derived constants, one per line, as a str.
 
@@ -307,6 +316,7 @@ class Format:
         >>> import lowprec as lp
         >>> print(lp.FP8_E4M3.table())
         name                FP8_E4M3
+        dtype               float8_e4m3fn
         bits                8
         exponent bits       4
         mantissa bits       3
@@ -324,7 +334,7 @@ class Format:
         inf / NaN           no / yes
         """
         rows = [
-            ("name", str(self)),
+            ("name", str(self)), ("dtype", self._known_dtype_name or "-"),
             ("bits", self.bits), ("exponent bits", self.exponent_bits),
             ("mantissa bits", self.mantissa_bits), ("precision p", self.p),
             ("bias", self.bias), ("kind", self.kind), ("subnormals", self.subnormals),
@@ -413,6 +423,12 @@ _ML_DTYPES_ONLY = {
     "float8_e4m3b11fnuz": Format(4, 3, bias=11, kind="fnuz"),
 }
 _BY_NAME = dict(_ML_DTYPES_ONLY)
+# The dtype names NumPy and ml_dtypes actually have (tests/test_formats.py checks each
+# against them); other formats have only an ml_dtypes-style spelling (dtype_name).
+_DTYPE_NAMES = frozenset(("float64", "float32", "float16", "bfloat16", "float8_e4m3fn",
+                          "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+                          "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn",
+                          *_ML_DTYPES_ONLY))
 for _fmt, _names in _ALIASES.items():
     for _n in (_fmt.name, *_names):
         _BY_NAME[_n.lower()] = _fmt

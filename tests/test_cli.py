@@ -1,5 +1,7 @@
 """The lowprec command: tables come from the formats, errors are one line + status 2."""
 
+import csv
+import io
 import subprocess
 import sys
 from decimal import Decimal
@@ -50,6 +52,32 @@ def test_formats_with_names_prints_each_parameter_table(capsys):
     main(["formats", "fp16", "fp4", "--format", "csv"])
     assert [ln.split(",")[0] for ln in capsys.readouterr().out.splitlines()] == [
         "format", "FP16", "FP4_E2M1"]
+
+
+def dtype_of(name):
+    """The NumPy or ml_dtypes type of that name, or None (the oracle: the libraries)."""
+    return getattr(ml_dtypes, name, None) or getattr(np, name, None)
+
+
+def test_every_dtype_name_shown_exists(capsys):
+    # TF32's row used to show float19_e8m10, which is no dtype and lp.format refused.
+    from lowprec.cli import format_table
+    fmts = list(lp.NAMED_FORMATS.values()) + [
+        lp.format(n) for n in ("float8_e4m3", "float8_e3m4", "float8_e4m3b11fnuz")]
+    rows = list(csv.reader(io.StringIO(format_table("csv", fmts))))
+    assert rows[0][1] == "dtype"
+    for fmt, row in zip(fmts, rows[1:]):
+        shown = row[1]
+        main(["formats", str(fmt) if fmt.name else shown])
+        in_table = dict(ln.split("  ", 1) for ln in capsys.readouterr().out.splitlines())
+        assert in_table["dtype"].strip() == shown
+        if dtype_of(fmt.dtype_name) is None:
+            assert shown == "-", fmt
+            continue
+        assert shown == fmt.dtype_name and lp.format(shown) == fmt
+        assert lp.format(np.dtype(dtype_of(shown))) == fmt
+    assert rows[1 + fmts.index(lp.TF32)][1] == "-"
+    assert [row[0] for row in rows[1:]] == [str(f) for f in fmts]
 
 
 @pytest.mark.parametrize("style, marker", [("markdown", "| FP16 "), ("csv", "FP16,float16,16")])
