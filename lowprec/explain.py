@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import contextvars
 import math
+import numbers
+import reprlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
 
@@ -27,6 +29,7 @@ from .bits import decode, encode, fields
 from .flags import flags
 from .formats import format as _format
 from .matmul import MODELS, matmul
+from .rounding import as_real_array
 from .rounding import round as _round
 
 __all__ = ["Explanation", "explain", "explain_text", "layout", "MODE_NAMES",
@@ -72,12 +75,19 @@ def _quiet(fn, *args, **kwargs):
 
 
 def _exact_decimal(x):
-    """The exact decimal expansion of a float64 (every binary float has one)."""
-    if math.isnan(x) or math.isinf(x):
-        return repr(x)
-    if x == 0:
-        return "-0" if math.copysign(1.0, x) < 0 else "0"
-    d = Decimal(x)
+    """The exact decimal expansion of a float64, an int or a Fraction whose denominator
+    is a power of two (every binary float has one)."""
+    if isinstance(x, Fraction):
+        n, k = x.numerator, x.denominator.bit_length() - 1
+        # n / 2**k == n * 5**k / 10**k: these digits with the point k places left (a
+        # Decimal built from a tuple is exact; arithmetic would round to 28 digits).
+        d = Decimal((int(n < 0), tuple(int(c) for c in str(abs(n) * 5**k)), -k))
+    else:
+        if math.isnan(x) or math.isinf(x):
+            return repr(x)
+        if x == 0:
+            return "-0" if math.copysign(1.0, x) < 0 else "0"
+        d = Decimal(x)
     text = format(d, "f")
     # Plain notation while it stays short; scientific notation is just as exact.
     return text if len(text) <= 80 else str(d)
@@ -93,8 +103,11 @@ class Explanation:
 
     Attributes
     ----------
-    value : float
-        The input (a float64; its exact value is ``Fraction(value)``).
+    value : float, int or Fraction
+        The input, exactly: a float when the input is a float64 value (any float,
+        NumPy or ml_dtypes scalar that float64 holds), else the Python int (integers
+        float64 cannot hold) or `Fraction` (long doubles float64 cannot hold). Its
+        exact value is ``Fraction(value)``, and that is what is rounded, once.
     fmt : Format
     mode : str
     rounded : float
@@ -109,7 +122,8 @@ class Explanation:
     down, up : float
         The candidates: ``value`` rounded toward -inf and toward +inf.
     flags : dict
-        `lp.flags()` counts of the rounding (``inexact``, ``underflow``, ...).
+        `lp.flags()` counts of the rounding (``inexact``, ``underflow``, ...). It takes
+        part in ``==`` but not in the hash, so that an `Explanation` is hashable.
 
     Examples
     --------
@@ -135,7 +149,7 @@ class Explanation:
     above: float | None
     down: float
     up: float
-    flags: dict
+    flags: dict = field(hash=False)
 
     # -- classification and fields ----------------------------------------------
     @property
@@ -237,7 +251,7 @@ class Explanation:
     def _lines(self):
         fmt, r = self.fmt, self.rounded
         m = fmt.mantissa_bits
-        lines = [f"{self.value!r} in {_name(fmt)}, {self.mode} "
+        lines = [f"{_shown(self.value)} in {_name(fmt)}, {self.mode} "
                  f"({MODE_NAMES[self.mode]})",
                  f"  layout      {layout(fmt).split(': ', 1)[1]}"]
         if self.bits is None:
@@ -285,11 +299,14 @@ class Explanation:
             e = math.frexp(self.ulp)[1] - 1
             lines.append(f"  ulp         {_pow2(e)} = {self.ulp!r}")
         if math.isfinite(self.value):
-            exact = _exact_decimal(self.value)
-            note = "" if exact == repr(self.value) else f" (float64, exactly {exact})"
-            lines.append(f"  input       {self.value!r}{note}")
+            exact, shown = _exact_decimal(self.value), _shown(self.value)
+            if not isinstance(self.value, float):
+                note = " (exactly: no float64 holds it, and it is rounded once)"
+            else:
+                note = "" if exact == shown else f" (float64, exactly {exact})"
+            lines.append(f"  input       {shown}{note}")
             if self.down != self.up:
-                lines.append(f"  candidates  {self.down!r} <= {self.value!r} <= {self.up!r}"
+                lines.append(f"  candidates  {self.down!r} <= {shown} <= {self.up!r}"
                              f": {self.mode} gives {r!r}")
                 if self.mode == "sr" and self.p_up is not None:
                     lines[-1] += f" (P(up) = {float(self.p_up):.6g})"
@@ -340,13 +357,53 @@ def _neighbours(r, fmt):
     return toward, away
 
 
+def _shown(value):
+    """The input as text: repr of a float, digits of an int, exact decimal of a Fraction."""
+    return repr(value) if isinstance(value, float) else _exact_decimal(value)
+
+
+def _is_real_scalar(value):
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return True
+    # ml_dtypes scalars (bfloat16(0.1), float8_e4m3fn(2)) are NumPy generics of their own.
+    return isinstance(value, np.generic) and type(value).__module__.startswith("ml_dtypes")
+
+
+def _one_real(value):
+    """``value`` checked to be one real number, and its exact value (see `Explanation`)."""
+    if isinstance(value, np.ndarray):
+        if value.ndim:
+            raise ValueError(f"explain takes one value, got an array of shape {value.shape} "
+                             "(lp.round takes arrays)")
+        value = value[()]
+    if isinstance(value, (list, tuple)):
+        raise ValueError(f"explain takes one value, got a {type(value).__name__} of "
+                         f"{len(value)} (lp.round takes sequences)")
+    if not _is_real_scalar(value):
+        raise TypeError("explain takes one real number (a float, an int, a NumPy or "
+                        f"ml_dtypes scalar), got {type(value).__name__} {reprlib.repr(value)}")
+    # As lp.round: ints beyond float64's range raise ValueError, other ints round once.
+    hi, lo = as_real_array(value)
+    if lo is None:
+        return value, float(hi)
+    if isinstance(value, numbers.Integral):
+        return value, int(value)
+    return value, Fraction(*value.as_integer_ratio())
+
+
 def explain(value, fmt, mode="rne", *, rng=None):
     """Round one value to ``fmt`` and return everything a student would write down.
 
     Parameters
     ----------
-    value : float
-        A real number, taken as a float64 (its exact binary value is what is rounded).
+    value : float, int, NumPy or ml_dtypes scalar
+        One real number, as `lowprec.round` takes it: its exact value is rounded once
+        (Python ints of any width below ``2**1024 - 2**970`` included). Strings, bytes,
+        `Fraction`, `Decimal`, complex numbers and bools raise `TypeError` (convert
+        first: ``float(Fraction(1, 3))`` is a float64); more than one value (a list, an
+        array) raises `ValueError`; an int beyond float64's range raises `ValueError`.
     fmt : Format or str
         Target format.
     mode : str
@@ -384,7 +441,7 @@ def explain(value, fmt, mode="rne", *, rng=None):
       flags       inexact
     """
     fmt = _format(fmt)
-    x = float(value)
+    x, exact = _one_real(value)
     with flags() as f:
         r = float(_round(x, fmt, mode, rng=rng))
     down = float(_quiet(_round, x, fmt, "rd"))
@@ -396,7 +453,7 @@ def explain(value, fmt, mode="rne", *, rng=None):
         sign, exponent, mantissa = (int(v) for v in fields(bits, fmt))
     below, above = _neighbours(r, fmt)
     counts = {k: v for k, v in f.as_dict().items()}
-    return Explanation(x, fmt, mode, r, bits, sign, exponent, mantissa, below, above,
+    return Explanation(exact, fmt, mode, r, bits, sign, exponent, mantissa, below, above,
                        down, up, counts)
 
 

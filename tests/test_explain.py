@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from lowprec.explain import error_table, error_vs_k, explain, explain_text, layout
+from lowprec.formats import format as lp_format
+from lowprec.testing import reference_round
 
 # Values that reach every branch: normal, subnormal, zero, ties, overflow, specials.
 VALUES = [0.1, -0.1, 1.0, 1 / 3, 2.0**-15, 1e-7, -3e-8, 1e-9, 0.0, -0.0, 1 + 2**-11,
@@ -201,3 +203,71 @@ def test_every_mode_against_the_fraction_reference(spec, mode):
         assert same(e.down, reference_round(Fraction(x), spec, "rd")), x
         assert same(e.up, reference_round(Fraction(x), spec, "ru")), x
         assert e.flags["inexact"] == int(e.rounded != x)
+
+
+# -- hashing and input rules ---------------------------------------------------------
+
+def test_explanation_is_hashable():
+    # It held its flags in a dict, so hash() raised TypeError.
+    a, b, c = explain(0.1, "bf16"), explain(0.1, "bf16"), explain(0.1, "fp16")
+    assert a == b and hash(a) == hash(b) and a != c
+    assert len({a, b, c}) == 2 and {a: "bf16"}[b] == "bf16"
+    nan = explain(math.nan, "fp16")       # NaN fields compare as floats do: by identity
+    assert nan in {nan} and hash(nan) == hash(nan)
+
+
+@pytest.mark.parametrize("value, type_name", [
+    ("0.1", "str"), (b"0.1", "bytes"), (Fraction(1, 3), "Fraction"),
+    (Decimal("0.1"), "Decimal"), (1 + 2j, "complex"), (0.1 + 0j, "complex"),
+    (np.complex128(1), "complex128"), (True, "bool"), (np.bool_(False), "bool"),
+    (None, "NoneType"), (object(), "object"), (np.array("0.1"), "str"),
+])
+def test_non_reals_raise_type_error_naming_the_type(value, type_name):
+    # str, bytes, Fraction, Decimal and complex (imaginary part dropped) were accepted.
+    with pytest.raises(TypeError, match=f"explain takes one real number .*got {type_name}"):
+        explain(value, "fp16")
+
+
+@pytest.mark.parametrize("value", [[0.1], (0.1, 0.2), np.array([1.0, 2.0]), np.zeros((2, 2))])
+def test_more_than_one_value_is_a_value_error(value):
+    with pytest.raises(ValueError, match="explain takes one value"):
+        explain(value, "fp16")
+
+
+@pytest.mark.parametrize("value", [2**1024, -2**1024, 2**1024 - 2**970, 10**400])
+def test_ints_beyond_float64_raise_value_error(value):
+    # float(value) used to raise OverflowError.
+    with pytest.raises(ValueError, match="beyond float64's range"):
+        explain(value, "fp16")
+
+
+WIDE_INTS = [2**53 + 1, -(2**53 + 1), 2**64 + 1, 3 * 2**70 + 7, 2**1024 - 2**970 - 1,
+             2**24 + 1, 2**65 - 1]
+
+
+@pytest.mark.parametrize("value", WIDE_INTS)
+@pytest.mark.parametrize("spec, mode", [("fp64", "ru"), ("fp64", "rd"), ("fp64", "rne"),
+                                        ("fp32", "rz"), ("fp32", "ru"), ("bf16", "ro")])
+def test_wide_ints_are_rounded_once(value, spec, mode):
+    # Oracle: the Fraction reference on the exact int (float(value) rounded twice).
+    e = explain(value, spec, mode)
+    assert e.rounded == reference_round(value, lp_format(spec), mode)
+    assert e.value == value and isinstance(e.value, int)
+    assert e.down == reference_round(value, lp_format(spec), "rd")
+    assert e.up == reference_round(value, lp_format(spec), "ru")
+    if math.isfinite(e.rounded):
+        assert e.error == Fraction(e.rounded) - value
+    assert str(value) in str(e)
+
+
+def test_numpy_and_ml_dtypes_scalars_are_taken_exactly():
+    for value in (np.float16(0.1), np.float32(1 / 3), np.int64(2**62 + 1), np.uint64(2**64 - 1),
+                  np.int8(-7), ml_dtypes.bfloat16(0.1), ml_dtypes.float8_e4m3fn(3.5),
+                  np.array(0.3), np.longdouble(1) + np.longdouble(2) ** -60):
+        exact = Fraction(*np.longdouble(value).as_integer_ratio()) if isinstance(
+            value, np.longdouble) else Fraction(int(value)) if isinstance(
+            value, np.integer) else Fraction(float(value))
+        for spec, mode in (("fp64", "ru"), ("bf16", "rne"), ("e4m3", "rz")):
+            e = explain(value, spec, mode)
+            assert Fraction(e.value) == exact
+            assert e.rounded == reference_round(exact, lp_format(spec), mode)
