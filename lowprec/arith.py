@@ -46,6 +46,9 @@ _SPLIT_ADD = _U(1 << 26)
 _SPLIT_MASK = _U(0xFFFF_FFFF_F800_0000)      # clears the low 27 of 52 fraction bits
 _MAX64 = np.finfo(np.float64).max
 _CHUNK = CHUNK       # elements per chunk, as the rounding kernel uses
+#: Bound on the extra memory of one operation, in float64 chunks of ``CHUNK`` elements
+#: per thread (48 MiB at 2**17), whatever the input's size and dtype.
+MEMORY_CHUNKS = 48
 _TINY64 = 2.0 ** -1022
 _HALF_TINY64 = 2.0 ** -1023
 
@@ -912,6 +915,7 @@ def _fp64_clamp(plan, kernel, out, operands):
 #: of FP64, so that a sticky bit read as half a unit moves no probability of "sr" by
 #: more than 2**-67 of the gap.
 _EXACT_BITS = 120
+_EXACT_BLOCK = 4096     # elements per block of the exact path
 
 
 def _odd_float(t):
@@ -1026,13 +1030,17 @@ def _with_exact(plan, kernel, raw, parts, w, counts):
         h[idx] = 1.0
         stand_ins.append(h)
     hi, lo = kernel(plan, *stand_ins, w, counts)
-    exact = [_exact_values(xc, h, lo_, idx) for xc, (h, lo_) in zip(raw, parts)]
-    floats = [h[idx].tolist() for h in his]
-    hle = [_exact_result(kernel, xs, hs, plan.mode) for xs, hs in zip(zip(*exact), zip(*floats))]
-    h, l_, E = (np.array(c) for c in zip(*hle))
-    E = E.astype(np.int64)
-    ref = _fp64_scaled_nearest(h, l_, E) if plan.identity else None
-    hi[idx] = _rescale(plan, h, l_, E, ref, counts)[0]
+    # Python numbers cost a few hundred bytes each: a block at a time bounds them.
+    for start in range(0, idx.size, _EXACT_BLOCK):
+        block = idx[start:start + _EXACT_BLOCK]
+        exact = [_exact_values(xc, h, lo_, block) for xc, (h, lo_) in zip(raw, parts)]
+        floats = [h[block].tolist() for h in his]
+        hle = [_exact_result(kernel, xs, hs, plan.mode)
+               for xs, hs in zip(zip(*exact), zip(*floats))]
+        h, l_, E = (np.array(c) for c in zip(*hle))
+        E = E.astype(np.int64)
+        ref = _fp64_scaled_nearest(h, l_, E) if plan.identity else None
+        hi[block] = _rescale(plan, h, l_, E, ref, counts)[0]
     if lo is not None:
         lo[idx] = 0.0
     return hi, lo
@@ -1079,6 +1087,15 @@ _COMMON_DOC = """
     numpy.ndarray or numpy.float64
         float64 values of ``fmt``, with the broadcast shape (a NumPy scalar when
         every operand is a scalar).
+
+    Notes
+    -----
+    Operands are converted to float64 and computed chunk by chunk (2**17
+    elements), so the memory beyond the result is at most ``MEMORY_CHUNKS`` (48)
+    chunks of float64, 48 MiB, per thread (`lowprec.threads`), whatever the size
+    of the input and its dtype (float16/32/64, integers, long double), FP64 results
+    included. Operands that are not contiguous, and non-scalars that broadcast, are
+    first copied as NumPy would copy them, in their own dtype.
 """
 
 

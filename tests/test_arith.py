@@ -1635,3 +1635,52 @@ def test_wide_operands_stochastic_rounding_probability(kind):
         assert set(np.unique(got)) <= {down, up}
         frac = np.mean(got == up)
         assert abs(frac - p) <= 5 * math.sqrt(p * (1 - p) / got.size), frac
+
+
+# -- memory (issue 12) ------------------------------------------------------------------
+
+def _peak_extra(call):
+    """Peak bytes a call allocates beyond its result (tracemalloc sees NumPy's buffers)."""
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        out = call()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return peak - out.nbytes
+
+
+@pytest.mark.parametrize("dtype", ("float16", "float32", "float64", "int64", "longdouble"))
+def test_extra_memory_is_bounded_per_thread(dtype):
+    # Before: FP64 results went through whole-array hi, lo, copies (3x the input more),
+    # and every operand was converted to float64 up front.
+    n = 4_000_000
+    rng = np.random.default_rng(60)
+    x = (rng.standard_normal(n) * 1000).astype(dtype)
+    y = x[::-1].copy()
+    bound = lp.arith.MEMORY_CHUNKS * lp.arith._CHUNK * 8
+    calls = {"add": lambda: lp.add(x, y, "fp64"), "mul": lambda: lp.mul(x, y, "fp64", "ru"),
+             "div": lambda: lp.div(x, y, "fp64"), "fma": lambda: lp.fma(x, y, x, "fp64"),
+             "sqrt": lambda: lp.sqrt(y, "fp64", "rz"), "bf16": lambda: lp.add(x, y, "bf16")}
+    before = lp.threads(1)
+    try:
+        for name, call in calls.items():
+            extra = _peak_extra(call)
+            assert extra < bound, (name, extra / 2**20)
+        lp.threads(3)                       # 4e6 elements: three spans of their own
+        extra = _peak_extra(calls["fma"])
+        assert extra < 3 * bound, extra / 2**20
+    finally:
+        lp.threads(before)
+
+
+def test_extra_memory_is_bounded_on_the_exact_path():
+    rng = np.random.default_rng(61)
+    x = rng.integers(2**60, 2**62, 150_000)           # every element has a tail
+    before = lp.threads(1)
+    try:
+        extra = _peak_extra(lambda: lp.add(x, 1.5, "fp64", "rd"))
+    finally:
+        lp.threads(before)
+    assert extra < lp.arith.MEMORY_CHUNKS * lp.arith._CHUNK * 8, extra / 2**20
