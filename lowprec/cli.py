@@ -175,12 +175,16 @@ def _value_table(value, fmts):
     return "\n".join([line(header), "-+-".join("-" * w for w in widths), *map(line, rows)])
 
 
+# lowprec is not on a package index: the extra installs from a checkout.
+_PLOT_HINT = 'pip install -e ".[plot]" in the lowprec checkout (or pip install matplotlib)'
+
+
 def _demo(args):
     if args.plot is not None:
         try:
             import matplotlib
         except ImportError:
-            raise _Error("--plot needs matplotlib: pip install 'lowprec[plot]'") from None
+            raise _Error(f"--plot needs matplotlib: {_PLOT_HINT}") from None
         matplotlib.use("Agg")
         os.makedirs(args.plot, exist_ok=True)
     started = time.perf_counter()

@@ -170,8 +170,17 @@ def test_demo_without_matplotlib():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "inputs | model" in r.stdout
+    # The hint used to be pip install 'lowprec[plot]', and lowprec is on no index:
+    # the extra as pyproject.toml declares it, installed from the checkout.
     assert r.stderr.strip().splitlines()[-1] == (
-        "lowprec: error: --plot needs matplotlib: pip install 'lowprec[plot]'")
+        'lowprec: error: --plot needs matplotlib: pip install -e ".[plot]" in the lowprec '
+        'checkout (or pip install matplotlib)')
+    tomllib = pytest.importorskip("tomllib")      # Python 3.11+
+    from pathlib import Path
+    pyproject = Path(lp.__file__).resolve().parent.parent / "pyproject.toml"
+    if pyproject.exists():                         # a checkout, as the hint says
+        extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
+        assert any(dep.startswith("matplotlib") for dep in extras["plot"])
 
 
 def test_plain_import_and_demo_do_not_load_matplotlib():
