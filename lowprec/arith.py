@@ -26,7 +26,7 @@ from fractions import Fraction
 import numpy as np
 
 from ._checks import check_bool, check_int, check_mode, check_rng
-from .flags import FLAG_NAMES, recording
+from .flags import recording
 from .formats import format as _format
 from .rounding import (CHUNK, _draw, _odd, _Plan, _round_into,
                        _steps_toward_lo, _two_sum, as_real_array, in_spans)
@@ -1287,8 +1287,9 @@ def _sum_arguments(args, axis, mode, order):
             mode = args[0]
         return axis, mode, order
     old = args[0]
-    if old is not None and not isinstance(old, tuple) and (
-            not isinstance(old, (numbers.Integral, np.integer)) or isinstance(old, (bool, np.bool_))):
+    is_int = (isinstance(old, (numbers.Integral, np.integer))
+              and not isinstance(old, (bool, np.bool_)))
+    if old is not None and not isinstance(old, tuple) and not is_int:
         check_mode(old)          # neither a mode nor an old axis: TypeError naming mode
     warnings.warn(_LEGACY_SUM, DeprecationWarning, stacklevel=3)
     for name, value, given in zip(("axis", "mode", "order"), args, (axis, mode, order)):
