@@ -45,7 +45,8 @@ def main(quick=False):
                           lambda: lp.round(x, fmt), rounds=3, inner=1)
         print(row(f"sum axis 0 of ({rows:,}, {cols:,}), {order} ({tc * 1e3:.0f} ms)", r))
     ones = np.ones(2000)
-    r, tc, tb = ratio(lambda: lp.sum(ones, fmt), lambda: lp.round(ones, fmt), rounds=3, inner=1)
+    r, tc, tb = ratio(lambda: lp.sum(ones, fmt, order="sequential"), lambda: lp.round(ones, fmt),
+                      rounds=3, inner=1)
     print(f"  1-D sequential sum: {tc / ones.size * 1e6:.0f} us per term (per-step overhead)")
 
 if __name__ == "__main__":
