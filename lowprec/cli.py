@@ -32,72 +32,168 @@ __all__ = ["main", "format_table"]
 _COLUMNS = ("format", "dtype", "bits", "exp", "mant", "bias", "eps",
             "unit roundoff", "max", "smallest normal", "smallest subnormal",
             "digits", "inf", "NaN")
+# The default table fits 100 columns: eps (= 2**-mant), the unit roundoff (eps / 2),
+# the decimal digits and the inf / NaN columns (the kind says them) are left to --wide,
+# and the smallest normal and subnormal are shown exactly, as powers of two.
+_NARROW = ("format", "dtype", "bits", "exp", "mant", "bias", "kind", "max",
+           "min normal", "min subnormal")
+
+
+def _dtype(fmt):
+    # The NumPy or ml_dtypes dtype name, "-" where there is none (TF32).
+    return fmt._known_dtype_name or "-"
 
 
 def _row(fmt):
     nan = {"ieee": "exp all ones", "fn": "S.1111.111 only", "fnuz": "0x80 only",
            "finite": "none"}[fmt.kind]
-    # The NumPy or ml_dtypes dtype name, "-" where there is none (TF32).
-    return (str(fmt), fmt._known_dtype_name or "-", fmt.bits, fmt.exponent_bits, fmt.mantissa_bits,
+    if fmt.kind == "ieee" and not fmt.has_nan:
+        nan = "none"
+    return (str(fmt), _dtype(fmt), fmt.bits, fmt.exponent_bits, fmt.mantissa_bits,
             fmt.bias, f"{fmt.eps:.6g}", f"{fmt.unit_roundoff:.6g}", f"{fmt.max:.6g}",
             f"{fmt.smallest_normal:.6g}", f"{fmt.smallest_subnormal:.6g}",
             fmt.precision, "yes" if fmt.has_inf else "no", nan)
 
 
-def format_table(style="table", formats=None):
+def _narrow_row(fmt):
+    # Past 10**6 (FP32-range maxima, integers) four digits, cut toward zero so as never to
+    # show more than the largest value: 3.402e+38 for 3.4028234...e+38.
+    digits = str(int(fmt.max))
+    big = f"{fmt.max:.6g}" if fmt.max < 1e6 else f"{digits[0]}.{digits[1:4]}e+{len(digits) - 1}"
+    low = fmt.emin - (fmt.mantissa_bits if fmt.subnormals else 0)
+    return (str(fmt), _dtype(fmt), fmt.bits, fmt.exponent_bits, fmt.mantissa_bits,
+            fmt.bias, fmt.kind, big, f"2**{fmt.emin}", f"2**{low}")
+
+
+def format_table(style="table", formats=None, *, wide=False):
     """The comparison table of formats as text (``table``, ``markdown`` or ``csv``).
+
+    ``table`` and ``markdown`` show the main columns (the ``table`` fits 100 columns);
+    ``wide=True`` shows all of them, as ``csv`` always does.
 
     Examples
     --------
     >>> from lowprec.cli import format_table
+    >>> print(format_table(formats=["fp16", "bf16", "e4m3"]))
+    format    dtype          bits  exp  mant  bias  kind  max        min normal  min subnormal
+    --------  -------------  ----  ---  ----  ----  ----  ---------  ----------  -------------
+    FP16      float16        16    5    10    15    ieee  65504      2**-14      2**-24
+    BF16      bfloat16       16    8    7     127   ieee  3.389e+38  2**-126     2**-133
+    FP8_E4M3  float8_e4m3fn  8     4    3     7     fn    448        2**-6       2**-9
     >>> print(format_table("csv", ["fp16", "bf16"]))
     format,dtype,bits,exp,mant,bias,eps,unit roundoff,max,smallest normal,smallest subnormal,digits,inf,NaN
     FP16,float16,16,5,10,15,0.000976562,0.000488281,65504,6.10352e-05,5.96046e-08,3,yes,exp all ones
     BF16,bfloat16,16,8,7,127,0.0078125,0.00390625,3.38953e+38,1.17549e-38,9.18355e-41,2,yes,exp all ones
     """
+    if style not in ("table", "markdown", "csv"):
+        raise ValueError(f"unknown table style {style!r}; valid: table, markdown, csv")
     fmts = [_format(f) for f in (formats or NAMED_FORMATS.values())]
-    rows = [tuple(str(c) for c in _row(f)) for f in fmts]
+    full = wide or style == "csv"
+    columns = _COLUMNS if full else _NARROW
+    rows = [tuple(str(c) for c in (_row(f) if full else _narrow_row(f))) for f in fmts]
     if style == "csv":
         # The csv module quotes cells with commas (an unnamed format's str()).
         out = io.StringIO()
-        csv.writer(out, lineterminator="\n").writerows([_COLUMNS, *rows])
+        csv.writer(out, lineterminator="\n").writerows([columns, *rows])
         return out.getvalue().rstrip("\n")
-    widths = [max(len(r[i]) for r in [_COLUMNS, *rows]) for i in range(len(_COLUMNS))]
-    line = lambda r: " | ".join(c.ljust(w) for c, w in zip(r, widths))  # noqa: E731
+    widths = [max(len(r[i]) for r in [columns, *rows]) for i in range(len(columns))]
     if style == "markdown":
+        line = lambda r: " | ".join(c.ljust(w) for c, w in zip(r, widths))  # noqa: E731
         sep = "|-" + "-|-".join("-" * w for w in widths) + "-|"
-        return "\n".join([f"| {line(_COLUMNS)} |", sep, *(f"| {line(r)} |" for r in rows)])
-    if style != "table":
-        raise ValueError(f"unknown table style {style!r}; valid: table, markdown, csv")
-    sep = "-+-".join("-" * w for w in widths)
-    return "\n".join([line(_COLUMNS), sep, *map(line, rows)])
+        return "\n".join([f"| {line(columns)} |", sep, *(f"| {line(r)} |" for r in rows)])
+    # Two spaces between columns, no rules: the narrow table then fits 100 columns.
+    line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(columns), line(["-" * w for w in widths]), *map(line, rows)])
 
 
-_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$|^-(inf|infinity|nan)$", re.I)
+# A token that is a negative number ("-1e-8", "-.5", "-inf", "-NaN", and "-1e", which is
+# no number and should say so): a value, never an option. argparse reads every token
+# that starts with "-" and does not match its own pattern (which varies between Python
+# versions) as an option; one that starts with a space it always reads as a value, and
+# float(), int() and lp.format ignore the space.
+_NEGATIVE = re.compile(r"^-(\.?\d|inf|nan)", re.I)
+
+
+def _protect_negatives(argv):
+    return [" " + a if isinstance(a, str) and _NEGATIVE.match(a) else a for a in argv]
 
 
 class _Parser(argparse.ArgumentParser):
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        # Let "-1e-8" and "-inf" be values, not options (argparse knows only "-1.5").
-        self._negative_number_matcher = _NUMBER
-
     def error(self, message):
         self.exit(2, f"lowprec: error: {message}\n")
+
+    def parse_args(self, args=None, namespace=None):
+        # Only the top-level parser is called here (subparsers parse_known_args).
+        args = sys.argv[1:] if args is None else list(args)
+        parsed = super().parse_args(_protect_negatives(args), namespace)
+        if getattr(parsed, "command", None) == "explain":
+            _resolve_explain(self, parsed)
+        return parsed
+
+
+def _is_number(text):
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _resolve_explain(parser, args):
+    """VALUE and the formats of ``explain``, wherever VALUE stands.
+
+    ``--fmt`` takes one or more formats, so in ``explain --fmt bf16 0.1`` argparse hands
+    it 0.1 too; no format name is a number, so a number among them is the VALUE."""
+    tokens = args.fmt or []
+    numbers = [t for t in tokens if _is_number(t)]
+    values = ([] if args.value is None else [args.value]) + numbers
+    if not values:
+        parser.error("the following arguments are required: VALUE")
+    if len(values) > 1:
+        parser.error("explain takes one VALUE, got " + ", ".join(v.strip() for v in values))
+    try:
+        args.value = _parse_number(values[0])
+    except argparse.ArgumentTypeError as exc:
+        parser.error(f"argument VALUE: {exc}")
+    fmts = []
+    for t in tokens:
+        if t not in numbers:
+            try:
+                fmts.append(_parse_format(t))
+            except argparse.ArgumentTypeError as exc:
+                parser.error(f"argument --fmt: {exc}")
+    args.fmt = fmts or None
 
 
 def _parse_number(text):
     try:
         return float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not a number: {text.strip()!r}") from None
 
 
 def _parse_format(text):
     try:
         return _format(text)
     except (ValueError, TypeError) as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        raise argparse.ArgumentTypeError(str(exc).replace(repr(text), repr(text.strip()))
+                                         ) from None
+
+
+def _parse_mode(text):
+    # Format and model names are case-insensitive; so are mode names here.
+    return text.strip().lower()
+
+
+def _parse_seed(text):
+    try:
+        seed = int(text)
+    except ValueError:
+        seed = -1
+    if seed < 0:
+        raise argparse.ArgumentTypeError(
+            f"--seed must be a non-negative integer, got {text.strip()!r}")
+    return seed
 
 
 def _parse_k(text):
@@ -110,6 +206,13 @@ def _parse_k(text):
     return k
 
 
+def _mode_and_seed(p):
+    p.add_argument("--mode", type=_parse_mode, choices=MODES, default="rne",
+                   help="rounding mode, any case (default: rne)")
+    p.add_argument("--seed", type=_parse_seed, default=0,
+                   help="random seed for --mode sr, a non-negative integer (default: 0)")
+
+
 def build_parser():
     """The argparse parser of the ``lowprec`` command.
 
@@ -119,9 +222,14 @@ def build_parser():
     >>> args = build_parser().parse_args(["explain", "-1e-8", "--fmt", "fp16", "bf16"])
     >>> args.value, [f.name for f in args.fmt], args.mode
     (-1e-08, ['FP16', 'BF16'], 'rne')
+    >>> args = build_parser().parse_args(["explain", "--fmt", "bf16", "-inf", "--mode", "RZ"])
+    >>> args.value, [f.name for f in args.fmt], args.mode
+    (-inf, ['BF16'], 'rz')
     """
+    from . import __version__
     parser = _Parser(prog="lowprec", description="Emulate low-precision floating point: "
                      "format tables, rounding, bit-level explanations and a demo.")
+    parser.add_argument("--version", action="version", version=f"lowprec {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
                                 metavar="{formats,explain,round,demo}")
     p = sub.add_parser("formats", help="the comparison table of all named formats",
@@ -132,21 +240,25 @@ def build_parser():
                    "--format markdown or csv, the comparison table of just these")
     p.add_argument("--format", dest="style", choices=("table", "markdown", "csv"),
                    default="table", help="output style (default: table)")
+    p.add_argument("--wide", action="store_true",
+                   help="every column: eps, unit roundoff, digits, inf, NaN too (the default "
+                   "table fits 100 columns; csv always has every column)")
     p = sub.add_parser(
         "explain", help="what rounding one value to each format gives, bit by bit",
         description="Round VALUE to each format and show the bit fields (sign | exponent "
         "| mantissa), the exact decimal value, the neighbours and the ulp, the rounding "
-        "error and the flags. VALUE is read as a float64.")
-    p.add_argument("value", type=_parse_number, metavar="VALUE")
-    p.add_argument("--fmt", type=_parse_format, nargs="+", action="extend",
+        "error and the flags. VALUE is read as a float64, and may come before or after "
+        "--fmt.")
+    # Both raw: _resolve_explain finds VALUE among --fmt's tokens (explain --fmt bf16 0.1).
+    p.add_argument("value", nargs="?", metavar="VALUE")
+    p.add_argument("--fmt", nargs="+", action="extend",
                    metavar="F", help="target formats (default: fp32 tf32 fp16 bf16 e4m3 e5m2)")
-    p.add_argument("--mode", choices=MODES, default="rne", help="rounding mode (default: rne)")
-    p.add_argument("--seed", type=int, default=0, help="random seed for --mode sr (default: 0)")
+    _mode_and_seed(p)
     p = sub.add_parser("round", help="round numbers to a format",
                        description="Round each VALUE (read as a float64) to a format.")
     p.add_argument("values", nargs="+", type=_parse_number, metavar="VALUE")
     p.add_argument("--fmt", type=_parse_format, required=True, help="target format")
-    p.add_argument("--mode", choices=MODES, default="rne", help="rounding mode (default: rne)")
+    _mode_and_seed(p)
     p = sub.add_parser(
         "demo", help="formats, rounding and the error of dot and matrix products against K",
         description="The formats table, 0.1 in every format, and the error of K-long dot "
@@ -212,9 +324,9 @@ def _demo(args):
     print("(entries standard normal, rounded to the input format; reference: exact)\n")
     print(error_table(result, "matmul"))
     print("\nRead: FP16 accumulation stalls as K grows: once a running sum passes 1024, "
-          "where FP16's spacing is 1,\nadding a product below 1/2 changes nothing. "
-          "Tensor Cores truncate (round toward zero) to FP32:\nwith terms of one sign "
-          "their errors all have one sign and add up, while fp32's round-to-nearest\n"
+          "where FP16's\nspacing is 1, adding a product below 1/2 changes nothing. "
+          "Tensor Cores truncate (round toward\nzero) to FP32: with terms of one sign "
+          "their errors all have one sign and add up, while fp32's\nround-to-nearest "
           "errors partly cancel.")
     # The training comparison belongs to lowprec.amp: its demo() returns the text.
     if importlib.util.find_spec("lowprec.amp") is not None:
@@ -248,13 +360,13 @@ def _run(args):
         if args.names and args.style == "table":
             print("\n\n".join(fmt.table() for fmt in args.names))
         else:
-            print(format_table(args.style, args.names or None))
+            print(format_table(args.style, args.names or None, wide=args.wide))
     elif args.command == "explain":
         fmts = args.fmt or [_format(f) for f in ("fp32", "tf32", "fp16", "bf16", "e4m3",
                                                  "e5m2")]
         print(explain_text(args.value, fmts, args.mode, rng=args.seed))
     elif args.command == "round":
-        out = _round(np.array(args.values), args.fmt, args.mode, rng=0)
+        out = _round(np.array(args.values), args.fmt, args.mode, rng=args.seed)
         for v, r in zip(args.values, out):
             print(f"{v!r} -> {float(r)!r}")
     elif args.command == "demo":

@@ -2,6 +2,8 @@
 
 import csv
 import io
+import re
+import shutil
 import subprocess
 import sys
 from decimal import Decimal
@@ -12,6 +14,7 @@ import pytest
 
 import lowprec as lp
 from lowprec.cli import main
+from lowprec.testing import reference_round
 
 
 def run(*args):
@@ -29,15 +32,64 @@ def call(args, capsys):
     return status, out, err
 
 
+ORACLES = {"FP64": np.float64, "FP32": np.float32, "FP16": np.float16,
+           "BF16": ml_dtypes.bfloat16, "FP8_E4M3": ml_dtypes.float8_e4m3fn,
+           "FP8_E5M2": ml_dtypes.float8_e5m2, "FP8_E4M3FNUZ": ml_dtypes.float8_e4m3fnuz,
+           "FP8_E5M2FNUZ": ml_dtypes.float8_e5m2fnuz, "FP6_E2M3": ml_dtypes.float6_e2m3fn,
+           "FP6_E3M2": ml_dtypes.float6_e3m2fn, "FP4_E2M1": ml_dtypes.float4_e2m1fn}
+
+
+def finfo(name):
+    dt = ORACLES[name]
+    return np.finfo(dt) if dt in (np.float16, np.float32, np.float64) else ml_dtypes.finfo(dt)
+
+
+def cells_by_format(out):
+    """{format: {column: cell}} of a table whose columns are two or more spaces apart."""
+    lines = out.splitlines()
+    header = re.split(r"\s{2,}", lines[0].strip())
+    assert set(lines[1]) <= {"-", " "}
+    rows = [re.split(r"\s{2,}", ln.strip()) for ln in lines[2:]]
+    assert all(len(r) == len(header) for r in rows)
+    return {r[0]: dict(zip(header, r)) for r in rows}
+
+
 def test_formats_table_lists_every_named_format(capsys):
     assert main(["formats"]) == 0
+    table = cells_by_format(capsys.readouterr().out)
+    assert list(table) == list(lp.NAMED_FORMATS)
+    for name in ORACLES:
+        fi, cells = finfo(name), table[name]
+        assert int(cells["bits"]) == fi.bits and int(cells["exp"]) == fi.nexp
+        assert int(cells["mant"]) == fi.nmant
+        # Four digits past 10**6, cut toward zero: never more than the largest value.
+        assert float(fi.max) * (1 - 1e-3) < float(cells["max"]) <= float(fi.max)
+        # Exact powers of two: 2**k.
+        assert 2.0 ** int(cells["min normal"][3:]) == float(fi.smallest_normal)
+        assert 2.0 ** int(cells["min subnormal"][3:]) == float(fi.smallest_subnormal)
+
+
+def test_formats_table_fits_100_columns_and_wide_shows_every_column(capsys):
+    # It was 174 columns wide.
+    main(["formats"])
     out = capsys.readouterr().out
-    for fmt in lp.NAMED_FORMATS.values():
-        line = next(ln for ln in out.splitlines() if ln.startswith(fmt.name + " "))
-        cells = [c.strip() for c in line.split("|")]
-        assert int(cells[2]) == fmt.bits and int(cells[3]) == fmt.exponent_bits
-        assert int(cells[4]) == fmt.mantissa_bits and int(cells[5]) == fmt.bias
-        assert float(cells[8]) == pytest.approx(fmt.max, rel=1e-5)
+    assert max(map(len, out.splitlines())) <= 100
+    main(["formats", "--wide"])
+    wide = capsys.readouterr().out
+    table = cells_by_format(wide)
+    assert list(table) == list(lp.NAMED_FORMATS)
+    for name in ORACLES:
+        fi, cells = finfo(name), table[name]
+        assert float(cells["eps"]) == pytest.approx(float(fi.eps), rel=1e-5)
+        assert float(cells["unit roundoff"]) == pytest.approx(float(fi.eps) / 2, rel=1e-5)
+        assert float(cells["smallest subnormal"]) == pytest.approx(
+            float(fi.smallest_subnormal), rel=1e-5)
+        with np.errstate(over="ignore"):
+            has_inf = bool(np.isinf(fi.max * np.array(2, fi.dtype)))
+        assert cells["inf"] == ("yes" if has_inf else "no")
+    main(["formats", "--format", "csv"])
+    csv_header = capsys.readouterr().out.splitlines()[0].split(",")
+    assert csv_header == re.split(r"\s{2,}", wide.splitlines()[0].strip())
 
 
 def test_formats_with_names_prints_each_parameter_table(capsys):
@@ -149,6 +201,7 @@ def test_demo_tables_and_progress(capsys):
             assert any(ln.split("|")[:2] == [f"{fmt}".ljust(6) + " ", f" {model}".ljust(7)]
                        for ln in out.splitlines()), (fmt, model)
     assert "K = 64, FP16 inputs ... " in captured.err  # progress goes to stderr
+    assert max(map(len, out.splitlines())) <= 100
     assert "K = 64" not in out.replace("K=64", "")
 
 
@@ -199,7 +252,20 @@ def test_plain_import_and_demo_do_not_load_matplotlib():
     (["explain", "0.1", "--fmt", "bf17"], "unknown format"),
     (["explain", "0.1", "--mode", "nearest"], "invalid choice"),
     (["explain"], "required"),
-    (["explain", "nan", "--fmt", "fp4", "--mode", "sr", "--seed", "x"], "invalid int"),
+    (["explain", "nan", "--fmt", "fp4", "--mode", "sr", "--seed", "x"],
+     "--seed must be a non-negative integer, got 'x'"),
+    (["explain", "0.3", "--fmt", "fp4", "--mode", "sr", "--seed", "-1"],
+     "--seed must be a non-negative integer, got '-1'"),
+    (["round", "0.3", "--fmt", "fp4", "--mode", "sr", "--seed", "-1"],
+     "--seed must be a non-negative integer, got '-1'"),
+    (["round", "0.3", "--fmt", "fp4", "--seed", "1.5"],
+     "--seed must be a non-negative integer, got '1.5'"),
+    (["round", "-1e", "--fmt", "fp16"], "not a number: '-1e'"),
+    (["round", "--fmt", "fp16", "-1e"], "not a number: '-1e'"),
+    (["explain", "-1e", "--fmt", "fp16"], "not a number: '-1e'"),
+    (["explain", "--fmt", "fp16", "-1x", "0.1"], "unknown format '-1x'"),
+    (["explain", "--fmt", "fp16", "0.1", "0.2"], "explain takes one VALUE, got 0.1, 0.2"),
+    (["explain", "--fmt", "fp16"], "required: VALUE"),
     (["demo", "--max-k", "3"], "--max-k must be in"),
     (["demo", "--max-k", "many"], "not an integer"),
     (["formats", "--format", "html"], "invalid choice"),
@@ -257,3 +323,81 @@ def test_demo_prints_the_amp_comparison_when_amp_offers_one(capsys, monkeypatch)
     assert main(["demo", "--max-k", "16"]) == 0
     out = capsys.readouterr().out
     assert "== Mixed-precision training ==\n\npolicy | final loss\nfp16-mixed | 0.1" in out
+
+
+def test_version(capsys):
+    status, out, _ = call(["--version"], capsys)
+    assert status == 0 and out == f"lowprec {lp.__version__}\n"
+    r = run("--version")
+    assert r.returncode == 0 and r.stdout == f"lowprec {lp.__version__}\n"
+
+
+def test_version_through_the_console_script():
+    # The entry point pyproject.toml declares (lowprec = lowprec.cli:main), if installed.
+    from pathlib import Path
+    script = shutil.which("lowprec", path=str(Path(sys.executable).parent))
+    if script is None:
+        pytest.skip("the lowprec console script is not installed next to this Python")
+    r = subprocess.run([script, "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout == f"lowprec {lp.__version__}\n"
+
+
+@pytest.mark.parametrize("args", [
+    ["explain", "--fmt", "bf16", "0.1"], ["explain", "0.1", "--fmt", "bf16"],
+    ["explain", "--fmt", "bf16", "--mode", "rne", "0.1"],
+])
+def test_explain_value_before_or_after_fmt(args, capsys):
+    # `explain --fmt bf16 0.1` used to read 0.1 as a format.
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    pattern = format(int(np.array(0.1).astype(ml_dtypes.bfloat16).view(np.uint16)), "016b")
+    assert out.startswith("0.1 in BF16, rne") and out.count(" in ") == 1
+    assert f"{pattern[0]} | {pattern[1:9]} | {pattern[9:]}" in out
+
+
+def test_explain_several_formats_then_a_negative_value(capsys):
+    assert main(["explain", "--fmt", "fp16", "e4m3", "-0.1"]) == 0
+    heads = [ln for ln in capsys.readouterr().out.splitlines() if " in " in ln]
+    assert heads == ["-0.1 in FP16, rne (round to nearest, ties to even)",
+                     "-0.1 in FP8_E4M3, rne (round to nearest, ties to even)"]
+
+
+@pytest.mark.parametrize("text", ["-1e-3", "-inf", "-0.5", "-.5", "-1E2", "-NaN", "-1"])
+@pytest.mark.parametrize("before", [True, False])
+def test_negative_numbers_are_values_anywhere(text, before, capsys):
+    args = ["round", text, "--fmt", "fp16"] if before else ["round", "--fmt", "fp16", text]
+    assert main(args) == 0
+    x = float(text)
+    with np.errstate(over="ignore"):
+        expected = float(np.float16(x))         # NumPy's cast: one RNE rounding
+    assert capsys.readouterr().out == f"{x!r} -> {expected!r}\n"
+    assert main(["explain", "--fmt", "fp16", text] if before else ["explain", text]) == 0
+    assert capsys.readouterr().out.startswith(f"{x!r} in ")
+
+
+@pytest.mark.parametrize("mode", ["RZ", "Rz", "RU", " rd", "RNE", "RO", "RNA"])
+def test_mode_names_are_case_insensitive(mode, capsys):
+    # Format and model names were; mode names were not ("invalid choice: 'RZ'").
+    assert main(["round", "0.1", "1e-6", "--fmt", "fp16", "--mode", mode]) == 0
+    m = mode.strip().lower()
+    assert capsys.readouterr().out.splitlines() == [
+        f"{x!r} -> {reference_round(x, lp.FP16, m)!r}" for x in (0.1, 1e-6)]
+    assert main(["explain", "0.1", "--fmt", "bf16", "--mode", mode]) == 0
+    assert f"0.1 in BF16, {m} " in capsys.readouterr().out
+
+
+def test_round_seed_for_stochastic_rounding(capsys):
+    # `round` had no --seed (always rng=0).
+    values = ["0.3"] * 64
+    outs = {}
+    for seed in ("7", "8"):
+        assert main(["round", *values, "--fmt", "fp4", "--mode", "SR", "--seed", seed]) == 0
+        outs[seed] = [float(ln.split(" -> ")[1]) for ln in capsys.readouterr().out.splitlines()]
+        again = main(["round", *values, "--fmt", "fp4", "--mode", "sr", "--seed", seed])
+        assert again == 0 and [float(ln.split(" -> ")[1]) for ln in
+                               capsys.readouterr().out.splitlines()] == outs[seed]
+        # Same seed, same draws as the library's lp.round(..., rng=seed).
+        assert outs[seed] == lp.round(np.full(64, 0.3), "fp4", "sr", rng=int(seed)).tolist()
+        down, up = reference_round(0.3, lp.FP4_E2M1, "rd"), reference_round(0.3, lp.FP4_E2M1, "ru")
+        assert set(outs[seed]) == {down, up}
+    assert outs["7"] != outs["8"]
