@@ -48,7 +48,9 @@ MODE_NAMES = {
 
 
 def _name(fmt):
-    return fmt.name or fmt.dtype_name
+    # An unnamed format: its NumPy / ml_dtypes name if it has one (float8_e4m3), else
+    # str(fmt), which says every parameter (no made-up dtype name such as float19_e8m10).
+    return fmt.name or fmt._known_dtype_name or str(fmt)
 
 
 def layout(fmt):

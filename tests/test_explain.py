@@ -271,3 +271,13 @@ def test_numpy_and_ml_dtypes_scalars_are_taken_exactly():
             e = explain(value, spec, mode)
             assert Fraction(e.value) == exact
             assert e.rounded == reference_round(exact, lp_format(spec), mode)
+
+
+def test_unnamed_formats_are_named_by_dtype_or_parameters():
+    # The ml_dtypes-style spelling hid subnormals=False and made up dtypes (float19_e8m10).
+    from lowprec import Format
+    assert explain(0.1, "float8_e4m3").fmt.name is None
+    assert str(explain(0.1, "float8_e4m3")).startswith("0.1 in float8_e4m3, rne")
+    assert layout(Format(8, 10)).startswith("Format(e=8, m=10, bias=127): S EEEEEEEE")
+    text = str(explain(1e-6, Format(5, 10, subnormals=False)))
+    assert text.startswith("1e-06 in Format(e=5, m=10, bias=15, subnormals=False), rne")
