@@ -180,7 +180,7 @@ PROMOTION = {(a, b): next(f for f in _LADDER if _holds(f, a) and _holds(f, b))
 # -- the Tensor -------------------------------------------------------------------------
 
 def _fmt_name(fmt):
-    return fmt.name if fmt.name else repr(fmt)
+    return str(fmt)   # the name, or one line of parameters for an unnamed format
 
 
 def _values_of(x):

@@ -233,7 +233,7 @@ def midpoints(fmt):
     """
     fmt = _format(fmt)
     if not _ties_are_floats(fmt):
-        raise ValueError(f"{fmt.name or repr(fmt)} has no ties that are float64 values: a tie "
+        raise ValueError(f"{fmt} has no ties that are float64 values: a tie "
                          f"between adjacent values needs {fmt.p + 1} significant bits")
     st = _st()
 

@@ -401,3 +401,13 @@ def test_round_seed_for_stochastic_rounding(capsys):
         down, up = reference_round(0.3, lp.FP4_E2M1, "rd"), reference_round(0.3, lp.FP4_E2M1, "ru")
         assert set(outs[seed]) == {down, up}
     assert outs["7"] != outs["8"]
+
+
+def test_python_dash_m_lowprec_is_the_command():
+    # `python -m lowprec` runs the same main as the console script (lowprec/__main__.py).
+    r = subprocess.run([sys.executable, "-m", "lowprec", "--version"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0 and r.stdout == f"lowprec {lp.__version__}\n"
+    r = subprocess.run([sys.executable, "-m", "lowprec", "explain", "--fmt", "bf16", "0.1"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "0.10009765625" in r.stdout
