@@ -13,7 +13,7 @@ import numpy as np
 
 from ._cache import Latest
 from .formats import _is_int, format as _format
-from .rounding import round as _round
+from .rounding import _plan, _Reader, _run
 
 __all__ = ["encode", "decode", "fields", "uint_dtype"]
 
@@ -38,13 +38,16 @@ def _canonical_nan(fmt, negative):
     return code | (sign if negative else 0)
 
 
-def encode(x, fmt, mode="rne", **kwargs):
+def encode(x, fmt, mode="rne", *, rng=None, sr_bits=None, subnormals=None, saturate=False):
     """Round ``x`` to ``fmt`` and return the bit patterns.
 
-    Keyword arguments (``rng``, ``sr_bits``, ``subnormals``, ``saturate``) go to
-    `lowprec.round`, which also records the flags. NaN becomes the format's
-    canonical quiet NaN with the input's sign (for ``fnuz`` formats, the one NaN);
-    a NaN for a format without NaN raises `ValueError`.
+    ``mode`` and the keyword arguments (``rng``, ``sr_bits``, ``subnormals``,
+    ``saturate``) mean what they mean in `lowprec.round`, which checks them the same
+    way; the flags are recorded as `lowprec.round` records them. NaN becomes the
+    format's canonical quiet NaN with the input's sign (for ``fnuz`` formats, the one
+    NaN), signalling NaNs included; a NaN for a format without NaN raises
+    `ValueError`. The input is rounded and encoded chunk by chunk straight into the
+    result, so extra memory stays a few chunk buffers per thread whatever its dtype.
 
     Examples
     --------
@@ -55,32 +58,50 @@ def encode(x, fmt, mode="rne", **kwargs):
     array([126, 127], dtype=uint8)
     """
     fmt = _format(fmt)
-    r = np.asarray(_round(x, fmt, mode, **kwargs))
-    a = np.abs(r)
-    neg = np.signbit(r)
-    m, emin = fmt.mantissa_bits, fmt.emin
-    dt = uint_dtype(fmt)
-    nan = np.isnan(r)
-    if nan.any() and not fmt.has_nan:
-        raise ValueError(f"{fmt.name or fmt.dtype_name} has no NaN to encode")
-    finite = np.isfinite(r)
-    with np.errstate(invalid="ignore", over="ignore"):
-        af = np.where(finite, a, 0.0)
-        mant, exp = np.frexp(af)                   # af = mant * 2**exp, mant in [0.5, 1)
-        normal = af >= fmt.smallest_normal
-        # Normal: the significand has m fraction bits, so mant * 2**(m+1) is an integer.
-        e_field = np.where(normal, exp - 1 + fmt.bias, 0).astype(np.uint64)
-        frac = np.where(normal, np.ldexp(mant, m + 1) - 2.0 ** m,
-                        np.ldexp(af, m - emin))      # subnormal: a multiple of 2**(emin - m)
-    code = (e_field << np.uint64(m)) | frac.astype(np.uint64)
-    if fmt.has_inf:
-        code = np.where(np.isinf(r), np.uint64(((1 << fmt.exponent_bits) - 1) << m), code)
-    code = code | (neg.astype(np.uint64) << np.uint64(fmt.bits - 1))
-    if nan.any():
-        code = np.where(nan, np.where(neg, np.uint64(_canonical_nan(fmt, True)),
-                                      np.uint64(_canonical_nan(fmt, False))), code)
-    out = code.astype(dt)
+    plan = _plan(fmt, mode, subnormals, saturate, sr_bits, rng)
+    reader = _Reader(x)
+    out = np.empty(reader.size, uint_dtype(fmt))
+    _run(plan, reader, lambda a, b, values: _encode_chunk(fmt, values, out[a:b]))
+    out = out.reshape(reader.shape)
     return out[()] if out.ndim == 0 else out
+
+
+_ABS = np.uint64(0x7FFF_FFFF_FFFF_FFFF)
+_EXP = np.uint64(0x7FF0_0000_0000_0000)
+
+
+def _encode_chunk(fmt, r, out):
+    """Write the patterns of ``r`` (float64 values of ``fmt``, or ±inf/NaN) into ``out``."""
+    m, dt = fmt.mantissa_bits, out.dtype
+    rb = r.view(np.uint64)
+    code = np.bitwise_and(rb, _ABS)            # bits of |r|
+    top = code.max(initial=0)
+    if not (fmt.exponent_bits == 11 and m == 52):   # FP64's patterns are |r|'s bits
+        small = code < np.uint64((fmt.emin + 1023) << 52)
+        # Normal: |r| = (1 + f / 2**m) * 2**(e - bias) with f in the top m bits of
+        # float64's fraction (r is a value of fmt), so its pattern is float64's shifted
+        # right by 52 - m, the exponent rebiased from 1023 to fmt.bias.
+        np.right_shift(code, np.uint64(52 - m), out=code)
+        np.subtract(code, np.uint64((1023 - fmt.bias) << m), out=code)   # wraps where small
+        if small.any():
+            # Subnormal or zero: exact multiples of 2**(emin - m) below 2**emin, so
+            # |r| * 2**(m - emin) is an integer below 2**m (m - emin <= 1020: finite).
+            where = np.flatnonzero(small)
+            code[where] = (np.abs(r[where]) * 2.0 ** (m - fmt.emin)).astype(np.uint64)
+        if fmt.has_inf and top >= _EXP:          # ±inf: exponent all ones, mantissa 0
+            infs = np.flatnonzero(np.isinf(r))
+            code[infs] = np.uint64(((1 << fmt.exponent_bits) - 1) << m)
+    sign = np.right_shift(rb, np.uint64(63))
+    np.left_shift(sign, np.uint64(fmt.bits - 1), out=sign)
+    code |= sign
+    if top > _EXP:                              # NaN: the canonical quiet NaN of its sign
+        nan = np.flatnonzero(np.isnan(r))
+        if nan.size and not fmt.has_nan:
+            raise ValueError(f"{fmt.name or fmt.dtype_name} has no NaN to encode")
+        neg = np.signbit(r[nan])
+        code[nan] = np.where(neg, np.uint64(_canonical_nan(fmt, True)),
+                             np.uint64(_canonical_nan(fmt, False)))
+    np.copyto(out, code, casting="unsafe")     # patterns fit in fmt.bits <= out's width
 
 
 def _check_patterns(bits, fmt):

@@ -10,8 +10,9 @@ elements in the normal range) works on the float64 bit pattern with integer
 adds and masks (rne adds and subtracts a magic constant instead). Formats of at
 most 3 mantissa bits (FP8, FP6, FP4) then round, in every deterministic mode, by
 looking up the top 16 bits of each encoding in a table those methods computed.
-Either way each element is rounded once, in cache-sized chunks so that extra
-memory stays bounded. This module never reads a global default
+Either way each element is rounded once, in cache-sized chunks, each converted
+from the input's own dtype as it is reached, so that extra memory stays within
+`WORK_BYTES` per thread whatever the input. This module never reads a global default
 that could change a result (modes and rngs are explicit arguments; the one
 setting, `threads`, changes only the speed) and never modifies its input.
 """
@@ -38,10 +39,18 @@ __all__ = ["round", "round_exact", "threads", "MODES", "as_real_array"]
 _ENCODING_MODES = ("rz", "rna", "ro", "sr")  # cheaper on the float64 encoding
 
 CHUNK = 1 << 17  # elements per chunk: the working buffers stay in cache
+#: Bound on the extra memory of one `round` or `encode` call beyond its result, per
+#: thread: at most `WORK_BUFFERS` work buffers of `CHUNK` float64 values (16 MiB),
+#: whatever the input's size and dtype, for contiguous input (other input is first
+#: copied in its own dtype). Checked by tests/test_memory.py and
+#: ``python benchmarks/run.py memory``.
+WORK_BUFFERS = 16
+WORK_BYTES = WORK_BUFFERS * 8 * CHUNK
 
 _EXP = np.uint64(0x7FF0_0000_0000_0000)
 _ABS = np.uint64(0x7FFF_FFFF_FFFF_FFFF)
 _SIGN = np.uint64(0x8000_0000_0000_0000)
+_QUIET = np.uint64(1 << 51)
 _ONE_BITS = 1023 << 52
 
 
@@ -436,7 +445,10 @@ def _overflow(plan, x, out):
         out[infs] = x[infs]  # the integer step of some modes turns inf into NaN
     nans = np.isnan(x)
     if nans.any():
-        out[nans] = x[nans]  # a carry into a NaN payload may have made it finite
+        # A carry into a NaN payload may have made it finite. The result is a quiet
+        # NaN (IEEE 754 6.2): x's sign and payload with the quiet bit set, so that a
+        # signalling NaN comes back quiet (a float16 one stays signalling in float64).
+        out[nans] = (x[nans].view(np.uint64) | _QUIET).view(np.float64)
     if not big.any() and not (infs.any() and not plan.fmt.has_inf):
         return result
     fmt, neg = plan.fmt, np.signbit(out)
@@ -513,33 +525,39 @@ def _classify(plan, x, out, masks, counts):
 
 def _round_into(plan, x, out, ubuf, fbuf, counts=None):
     """The per-chunk step every caller shares: round ``x`` into ``out``, apply the
-    overflow rules, and add the flag counts to ``counts`` (None: nobody listens)."""
+    overflow rules, and add the flag counts to ``counts`` (None: nobody listens).
+
+    Returns the largest 2**floor(log2|x|) of the chunk (inf when it holds inf or
+    NaN), or None from the table lookup, which never needs it."""
     if counts is None and plan.by_table:
         _round_by_table(plan, x, out, ubuf)
-        return
+        return None
     top = _round_chunk(plan, x, out, ubuf, fbuf)
     masks = _overflow(plan, x, out) if top >= plan.safe_top else None
     if counts is not None:
         _classify(plan, x, out, masks, counts)
+    return top
 
 
-def _run(plan, hi, lo=None):
-    """Round ``hi`` (+ ``lo``) chunk by chunk into a new float64 array.
+def _run(plan, reader, sink=None):
+    """Round the input of ``reader`` chunk by chunk: into a new float64 array of its
+    shape (returned), or, with ``sink``, into a work buffer handed to
+    ``sink(start, stop, values)`` chunk by chunk (nothing is returned).
 
     Large inputs are cut into one contiguous span per thread (`threads`); each
-    span is rounded chunk by chunk with its own buffers, so the result does not
-    depend on the number of threads. "sr" stays on one thread: its random
-    numbers are drawn in element order from one generator."""
-    shape = hi.shape
-    x = np.ascontiguousarray(hi).reshape(-1)
-    lo = None if lo is None else np.ascontiguousarray(lo).reshape(-1)
-    out = np.empty(x.size, np.float64)
+    span is converted and rounded chunk by chunk with its own buffers, so extra
+    memory is a few chunks per thread and the result does not depend on the number
+    of threads. "sr" stays on one thread: its random numbers are drawn in element
+    order from one generator."""
+    n = reader.size
+    out = np.empty(n, np.float64) if sink is None else None
     listener = recording()
-    counts = in_spans(plan, x.size, listener is not None,
-                      lambda p, span, tally: _run_span(p, x, lo, out, span, tally))
+    with np.errstate(all="ignore"):  # inf - inf inside the kernel is expected
+        counts = in_spans(plan, n, listener is not None,
+                          lambda p, span, tally: _run_span(p, reader, out, sink, span, tally))
     if listener is not None:
         listener.add(counts)
-    return out.reshape(shape)
+    return None if sink is not None else out.reshape(reader.shape)
 
 
 def in_spans(plan, n, counting, task):
@@ -574,21 +592,174 @@ def _own_copy(plan):
     return twin
 
 
-def _run_span(plan, x, lo, out, span, counts):
-    """Round ``x[start:stop]`` (+ ``lo``) into ``out`` chunk by chunk; add the flag
-    counts to ``counts``."""
+def _run_span(plan, reader, out, sink, span, counts):
+    """Convert and round elements ``start:stop`` of ``reader`` chunk by chunk, into
+    ``out`` (or a buffer handed to ``sink``); add the flag counts to ``counts``."""
     start, stop = span
     n = min(CHUNK, stop - start)
     ubuf, fbuf = np.empty(n, np.uint64), np.empty(n, np.float64)
     plan.spare = np.empty(n, np.float64)
-    tmp = np.empty(n, np.float64) if lo is not None else None
+    bufs = reader.buffers(n)
+    rbuf = np.empty(n, np.float64) if sink is not None else None
     with np.errstate(all="ignore"):   # per thread: inf - inf inside the kernel is expected
         for a in range(start, stop, CHUNK):
             b = min(a + CHUNK, stop)
-            xs, os, k = x[a:b], out[a:b], b - a
-            if lo is not None:
-                xs = _odd(xs, lo[a:b], tmp[:k])
-            _round_into(plan, xs, os, ubuf[:k], fbuf[:k], counts)
+            k = b - a
+            xs, lo = reader.read(a, b, bufs)
+            os = out[a:b] if sink is None else rbuf[:k]
+            if lo is not None and plan.identity:
+                xs, lo = _fp64_exact(plan, xs, lo, bufs.moved[:k], counts), None
+            elif lo is not None:
+                if plan.fmt.p > 51:
+                    raise ValueError(f"exact two-term rounding needs precision <= 51 bits "
+                                     f"or FP64, got {plan.fmt.p}")
+                xs = _odd(xs, lo, bufs.odd[:k])
+            top = _round_into(plan, xs, os, ubuf[:k], fbuf[:k], counts)
+            if counts is not None and top is not None and not top < np.inf:
+                counts["invalid"] += reader.signalling(a, b)   # only chunks with inf/NaN
+            if sink is not None:
+                sink(a, b, os)
+
+
+class _Reader:
+    """A real input read chunk by chunk as float64 ``(hi, lo)`` pairs (``lo`` None where
+    ``hi`` alone is exact), converting one chunk at a time, so that no full float64
+    copy of a float16/float32/integer/bool/long double input is ever made.
+
+    Only what NumPy cannot view as 1-D without copying (non-contiguous input,
+    non-native byte order) is first copied whole, in its own dtype; object arrays of
+    Python numbers are converted whole (`as_real_array`), as they hold Python objects
+    anyway. ``signalling(a, b)`` counts the signalling NaNs among elements ``a:b``,
+    on the input's own bits: NumPy's float32 -> float64 cast quiets them on x86."""
+
+    #: IEEE-layout float dtypes with NaNs: (unsigned view, exponent mask, quiet bit).
+    _NAN_BITS = {np.dtype(np.float16): (np.uint16, 0x7C00, 1 << 9),
+                 np.dtype(np.float32): (np.uint32, 0x7F80_0000, 1 << 22),
+                 np.dtype(np.float64): (np.uint64, 0x7FF0_0000_0000_0000, 1 << 51)}
+
+    def __init__(self, x, lo=None):
+        if lo is not None:                       # a float64 (hi, lo) pair, as round_exact's
+            self._setup_pair(np.asarray(x, np.float64), np.asarray(lo, np.float64))
+            return
+        a = np.asarray(x)
+        self.shape, self.size = a.shape, a.size
+        kind, dt = a.dtype.kind, a.dtype
+        ml = kind == "V" and getattr(dt.type, "__module__", "").startswith("ml_dtypes")
+        # A long double that is a double (MSVC, arm64 macOS) is cast like float32.
+        long_double = kind == "f" and dt.itemsize > 8 and not _long_double_is_float64()
+        if not (kind in "fbiu" or ml):           # objects, complex, strings: as_real_array's rules
+            hi, lo = as_real_array(a if isinstance(x, np.ndarray) else x)
+            self._setup_pair(hi, lo)
+            return
+        if not dt.isnative:
+            a = a.astype(dt.newbyteorder("="))
+        # A view of contiguous (and of 1-D strided) input; other input is copied.
+        self.flat = a.reshape(-1)
+        dt = self.flat.dtype
+        self.nan_bits = self._nan_bits(dt)
+        if dt == np.float64 and self.flat.flags.c_contiguous:
+            self.read = self._read_float64
+        elif kind in "iu" and dt.itemsize == 8:
+            self.read = self._read_int64
+        elif long_double:
+            self.read = self._read_long_double
+        else:
+            self.read = self._read_cast           # every value is a float64 value: exact
+            # (and strided float64 chunks are gathered: the kernels view them as ints)
+
+    def _setup_pair(self, hi, lo):
+        self.shape, self.size = hi.shape, hi.size
+        self.flat = np.ascontiguousarray(hi).reshape(-1)
+        self.lo = None if lo is None else np.ascontiguousarray(
+            np.broadcast_to(lo, hi.shape)).reshape(-1)
+        self.nan_bits = self._nan_bits(self.flat.dtype)
+        self.read = self._read_pair
+
+    @classmethod
+    def _nan_bits(cls, dt):
+        if dt in cls._NAN_BITS:
+            return cls._NAN_BITS[dt]
+        if getattr(dt.type, "__module__", "").startswith("ml_dtypes") and dt.name == "bfloat16":
+            return (np.uint16, 0x7F80, 1 << 6)
+        return None
+
+    def buffers(self, n):
+        """Per-span work buffers for chunks of at most ``n`` elements."""
+        return _ReadBuffers(n, self.flat.dtype)
+
+    def signalling(self, a, b):
+        """How many of elements ``a:b`` are signalling NaNs (exponent all ones, nonzero
+        fraction, quiet bit clear), read on the input's own bits."""
+        if self.nan_bits is None:
+            return 0
+        udt, exp, quiet = self.nan_bits
+        mag = self.flat[a:b].view(udt) & (np.iinfo(udt).max >> udt(1))   # without the sign
+        return int(np.count_nonzero((mag > udt(exp)) & (mag < udt(exp | quiet))))
+
+    def _read_float64(self, a, b, bufs):
+        return self.flat[a:b], None
+
+    def _read_cast(self, a, b, bufs):
+        hi = bufs.hi[:b - a]
+        np.copyto(hi, self.flat[a:b], casting="unsafe")   # exact: a value of float64
+        return hi, None
+
+    def _read_pair(self, a, b, bufs):
+        return self.flat[a:b], (None if self.lo is None else self.lo[a:b])
+
+    def _read_int64(self, a, b, bufs):
+        k = b - a
+        chunk, low_i, hi, lo = self.flat[a:b], bufs.ints[:k], bufs.hi[:k], bufs.lo[:k]
+        np.bitwise_and(chunk, 2047, out=low_i)
+        np.copyto(lo, low_i, casting="unsafe")            # exact: below 2**11
+        if not lo.any():
+            np.copyto(hi, chunk, casting="unsafe")        # exact: at most 53 significant bits
+            return hi, None
+        np.subtract(chunk, low_i, out=low_i)
+        # Clearing the low 11 bits leaves at most 53 significant bits: exact in float64.
+        np.copyto(hi, low_i, casting="unsafe")
+        return _two_sum_into(hi, lo, bufs)                # integers: s is finite
+
+    def _read_long_double(self, a, b, bufs):
+        chunk = self.flat[a:b]
+        hi, lo = as_real_array(chunk)     # long doubles: (hi, lo) of one chunk, checked
+        return hi, lo
+
+
+class _ReadBuffers:
+    """The conversion buffers of one span (allocated on first use)."""
+
+    def __init__(self, n, dtype):
+        self.n, self.dtype = n, dtype
+
+    def __getattr__(self, name):
+        if name == "ints":        # 64-bit integers: tmp2 is free until TwoSum
+            buf = self.tmp2.view(self.dtype)
+        elif name == "odd":       # free again once TwoSum returned
+            buf = self.tmp2
+        elif name in ("hi", "lo", "tmp", "tmp2", "moved"):
+            buf = np.empty(self.n, np.float64)
+        else:
+            raise AttributeError(name)
+        setattr(self, name, buf)
+        return buf
+
+
+def _long_double_is_float64():
+    return np.finfo(np.longdouble).nmant <= 52
+
+
+def _two_sum_into(a, b, bufs):
+    """TwoSum (Knuth) in work buffers: (s, t) with s == fl(a + b) and s + t == a + b
+    exactly, for finite s; overwrites ``a`` and ``b`` (t is returned in ``b``)."""
+    s, bb = bufs.tmp[:a.size], bufs.tmp2[:a.size]
+    np.add(a, b, out=s)
+    np.subtract(s, a, out=bb)
+    np.subtract(b, bb, out=b)                  # b - bb
+    np.subtract(s, bb, out=bb)
+    np.subtract(a, bb, out=a)                  # a - (s - bb)
+    np.add(a, b, out=b)                        # TwoSum: s + t == a + b exactly
+    return s, b
 
 
 #: Elements per thread below which `round` uses fewer threads.
@@ -700,17 +871,18 @@ def _odd(hi, lo, out):
     return out
 
 
-def _fp64_exact(plan, hi, lo):
-    """Round ``hi + lo`` to FP64 itself, where round-to-odd has no spare bits."""
-    hi = np.array(hi, dtype=np.float64)
-    nz = (lo != 0) & np.isfinite(hi)
+def _fp64_exact(plan, hi, lo, out, counts):
+    """Round the chunk ``hi + lo`` to FP64 itself into ``out`` (returned), where
+    round-to-odd has no spare bits, and count what ``lo`` made inexact (the kernel
+    then sees the result alone)."""
+    np.copyto(out, hi)
+    nz = (lo != 0) & np.isfinite(out)
     if nz.any() and plan.mode != "rne":   # hi is already RN(hi + lo)
-        _fp64_move(plan, hi, lo, nz)
-    listener = recording()
-    if listener is not None:   # the kernel sees hi alone: count what lo made inexact
-        listener.add({"inexact": int(nz.sum()),
-                      "underflow": int(np.count_nonzero(np.abs(hi[nz]) < 2.0 ** -1022))})
-    return hi
+        _fp64_move(plan, out, lo, nz)      # the neighbour of max is inf: that is right
+    if counts is not None:
+        counts["inexact"] += int(np.count_nonzero(nz))
+        counts["underflow"] += int(np.count_nonzero(np.abs(out[nz]) < 2.0 ** -1022))
+    return out
 
 
 def _fp64_move(plan, hi, lo, nz):
@@ -774,6 +946,16 @@ def round(x, fmt, mode="rne", *, rng=None, sr_bits=None, subnormals=None,  # noq
         float64 values, each a value of ``fmt`` (or NaN/±inf), with the shape of
         ``np.asarray(x)``.
 
+    Notes
+    -----
+    The input is converted to float64 chunk by chunk (`CHUNK` elements, 64-bit
+    integers and long doubles as exact ``hi + lo`` pairs), so that the extra memory
+    of a call, beyond its float64 result, stays below `WORK_BYTES` (16 MiB) per
+    thread whatever the input's size and dtype; only non-contiguous input is first
+    copied whole, in its own dtype. Signalling NaNs (found on the input's own bits:
+    NumPy's float32 -> float64 cast may already have quieted them) come back as
+    quiet NaNs of the same sign and count ``invalid`` (IEEE 754 §6.2).
+
     Raises
     ------
     TypeError
@@ -798,8 +980,9 @@ def round(x, fmt, mode="rne", *, rng=None, sr_bits=None, subnormals=None,  # noq
     True
     """
     plan = _plan(fmt, mode, subnormals, saturate, sr_bits, rng)
-    hi, lo = as_real_array(x)
-    return _finish(plan, hi, lo)
+    reader = _Reader(x)
+    out = _run(plan, reader)
+    return out[()] if out.ndim == 0 else out
 
 
 def round_exact(hi, lo, fmt, mode="rne", *, rng=None, sr_bits=None, subnormals=None,
@@ -858,13 +1041,7 @@ def _plan(fmt, mode, subnormals, saturate, sr_bits, rng):
 
 
 def _finish(plan, hi, lo):
-    scalar = hi.ndim == 0
-    if lo is not None and plan.identity:
-        with np.errstate(over="ignore"):   # the neighbour of max is inf: that is right
-            hi, lo = _fp64_exact(plan, hi, np.asarray(lo)), None
-    if lo is not None and plan.fmt.p > 51:
-        raise ValueError(f"exact two-term rounding needs precision <= 51 bits or FP64, "
-                         f"got {plan.fmt.p}")
-    with np.errstate(all="ignore"):  # inf - inf inside the kernel is expected
-        out = _run(plan, hi, lo)
-    return out[()] if scalar else out
+    """Round float64 ``hi`` (+ ``lo``, where ``hi == fl(hi + lo)``) into a new array, a
+    NumPy scalar for 0-d input."""
+    out = _run(plan, _Reader(hi, lo) if lo is not None else _Reader(np.asarray(hi, np.float64)))
+    return out[()] if out.ndim == 0 else out

@@ -2,6 +2,8 @@
 float16, ml_dtypes and the format's definition."""
 
 import math
+import zlib
+from fractions import Fraction
 
 from peers import ml_dtypes
 import numpy as np
@@ -218,3 +220,114 @@ def test_round_trip_without_subnormals_every_pattern(fmt):
     sign_bit = np.uint64(1 << (fmt.bits - 1)) if fmt.kind != "fnuz" else np.uint64(0)
     assert np.array_equal(lp.encode(got[flushed], nosub).astype(np.uint64),
                           np.where(negative[flushed], sign_bit, np.uint64(0)))
+
+
+# -- encode chunk by chunk, every input dtype; signalling NaNs; many dimensions ----------
+
+INPUT_DTYPES = ["float16", "float32", "float64", "int32", "int64", "uint64", "bool",
+                "longdouble", "bfloat16"]
+# Formats whose every value NumPy or ml_dtypes holds exactly: the cast of a value of the
+# format is exact in any version, so its bits are the pattern's oracle.
+PATTERN_ORACLES = {lp.FP16: (np.float16, np.uint16), lp.BF16: (ml_dtypes.bfloat16, np.uint16),
+                   lp.FP8_E4M3: (ml_dtypes.float8_e4m3fn, np.uint8),
+                   lp.FP32: (np.float32, np.uint32), lp.FP64: (np.float64, np.uint64)}
+
+
+def _sample(dtype, n, rng):
+    if dtype == "bool":
+        return rng.random(n) < 0.5
+    if dtype in ("int32", "int64", "uint64"):
+        info = np.iinfo(dtype)
+        x = rng.integers(info.min, info.max, n, dtype=dtype, endpoint=True)
+        x[: n // 2] >>= rng.integers(0, 63, n // 2).astype(dtype)
+        return x
+    v = rng.standard_normal(n) * 2.0 ** rng.integers(-30, 30, n)
+    v[::31] = np.nan
+    v[::37] = -np.inf
+    with np.errstate(over="ignore"):
+        x = v.astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+    if dtype == "longdouble":
+        x = x * (1 + np.longdouble(2) ** -60)       # between float64 neighbours
+    return x
+
+
+def _exact(v):
+    v = np.longdouble(v) if not isinstance(v, (np.integer, np.bool_)) else int(v)
+    if isinstance(v, int):
+        return v
+    return float(v) if not np.isfinite(v) or v == 0 else Fraction(*v.as_integer_ratio())
+
+
+@pytest.mark.parametrize("dtype", INPUT_DTYPES)
+@pytest.mark.parametrize("fmt", list(PATTERN_ORACLES), ids=lambda f: f.name)
+def test_encode_every_input_dtype_chunk_by_chunk(monkeypatch, dtype, fmt):
+    # Issue 12: encode now rounds and encodes chunk by chunk into the result (no float64
+    # copy, no full-size temporaries). Tiny chunks and spans on 3 threads; the oracle is
+    # the Fraction reference's value, cast exactly by NumPy/ml_dtypes and viewed as bits.
+    import lowprec.rounding as kernel
+    monkeypatch.setattr(kernel, "CHUNK", 64)
+    monkeypatch.setattr(kernel, "PARALLEL_MIN", 128)
+    rng = np.random.default_rng(zlib.crc32(f"{dtype} {fmt.name}".encode()))
+    x = _sample(dtype, 1000, rng)
+    mode = "rd"
+    values = np.array([lpt.reference_round(_exact(v), fmt, mode) for v in x.reshape(-1)])
+    dt, udt = PATTERN_ORACLES[fmt]
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = values.astype(dt).view(udt)
+    nan = np.isnan(values)
+    negative_nan = nan & np.signbit(values)
+    # NaN: the canonical quiet NaN with the input's sign (DESIGN.md, Bits).
+    canonical = {lp.FP16: (0x7E00, 0xFE00), lp.BF16: (0x7FC0, 0xFFC0), lp.FP8_E4M3: (0x7F, 0xFF),
+                 lp.FP32: (0x7FC0_0000, 0xFFC0_0000),
+                 lp.FP64: (0x7FF8_0000_0000_0000, 0xFFF8_0000_0000_0000)}[fmt]
+    want = np.where(negative_nan, udt(canonical[1]), np.where(nan, udt(canonical[0]), want))
+    before = lp.threads(3)
+    try:
+        got = lp.encode(x, fmt, mode)
+    finally:
+        lp.threads(before)
+    assert got.dtype == udt
+    bad = np.flatnonzero(got != want)
+    assert bad.size == 0, f"{x[bad[:3]]}: got {got[bad[:3]]}, want {want[bad[:3]]}"
+
+
+@pytest.mark.parametrize("dtype, udt, patterns", [
+    ("float64", np.uint64, [0x7FF0_0000_0000_0001, 0xFFF4_0000_0000_0000]),
+    ("float32", np.uint32, [0x7F80_0001, 0xFFA0_0000]),
+    ("float16", np.uint16, [0x7C01, 0xFD00]),
+    ("bfloat16", np.uint16, [0x7F81, 0xFFA0]),
+])
+@pytest.mark.parametrize("fmt, pos, neg", [
+    (lp.FP16, 0x7E00, 0xFE00), (lp.BF16, 0x7FC0, 0xFFC0), (lp.FP32, 0x7FC00000, 0xFFC00000),
+    (lp.FP64, 0x7FF8_0000_0000_0000, 0xFFF8_0000_0000_0000), (lp.FP8_E4M3, 0x7F, 0xFF),
+    (lp.FP8_E4M3FNUZ, 0x80, 0x80)], ids=lambda v: getattr(v, "name", None))
+def test_encode_of_a_signalling_nan_is_the_canonical_quiet_nan(dtype, udt, patterns, fmt, pos, neg):
+    # IEEE 754 6.2: a signalling NaN signals invalid (once per element) and the
+    # result is quiet; canonical NaNs from DESIGN.md. Before: invalid was never counted.
+    dt = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    x = np.array(patterns + patterns, dtype=udt).view(dt)
+    with lp.flags() as f:
+        got = lp.encode(x, fmt)
+    assert got.tolist() == [pos, neg, pos, neg]
+    assert f.invalid == 4
+
+
+def test_encode_and_decode_of_forty_dimensional_arrays(monkeypatch):
+    # NumPy allows 64 dimensions, but np.broadcast_shapes and friends stop at 32.
+    import lowprec.rounding as kernel
+    monkeypatch.setattr(kernel, "CHUNK", 64)
+    monkeypatch.setattr(kernel, "PARALLEL_MIN", 128)
+    shape = (1,) * 30 + (2,) * 10
+    x = np.random.default_rng(4).standard_normal(shape)
+    before = lp.threads(3)
+    try:
+        for fmt, (dt, udt) in PATTERN_ORACLES.items():
+            want = np.array([lpt.reference_round(float(v), fmt) for v in x.reshape(-1)])
+            b = lp.encode(x, fmt)
+            assert b.shape == shape
+            assert np.array_equal(b.reshape(-1), want.astype(dt).view(udt))
+            assert np.array_equal(lp.decode(b, fmt), want.reshape(shape))
+            sign, exponent, mantissa = lp.fields(b, fmt)
+            assert sign.shape == exponent.shape == mantissa.shape == shape
+    finally:
+        lp.threads(before)

@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import threading
+import zlib
 from fractions import Fraction
 
 from peers import gmpy2
@@ -485,6 +486,142 @@ def test_input_types_round_the_exact_value():
     assert lp.round(ld, "bf16", "ru") == 1.0078125
     assert lp.round(3, "fp16") == 3.0 and lp.round([[1.5]], "fp4").shape == (1, 1)
 
+
+
+INPUT_DTYPES = ["float16", "float32", "float64", "int32", "int64", "uint64", "bool",
+                "longdouble", "bfloat16"]
+
+
+def sample_of(dtype, n, seed):
+    """n values of ``dtype`` and their exact values as Fractions (the oracle's input)."""
+    rng = np.random.default_rng(seed)
+    if dtype == "bool":
+        x = rng.random(n) < 0.5
+    elif dtype in ("int32", "int64", "uint64"):
+        info = np.iinfo(dtype)          # the full range: 64-bit ints need the exact split
+        x = rng.integers(info.min, info.max, n, dtype=dtype, endpoint=True)
+        x[: n // 4] >>= rng.integers(0, 60, n // 4).astype(dtype)   # small ones too
+    else:
+        v = rng.standard_normal(n) * 2.0 ** rng.integers(-30, 30, n)
+        v[::37] = np.inf
+        v[::41] = -0.0
+        with np.errstate(over="ignore"):
+            x = v.astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+        if dtype == "longdouble":       # values between float64 neighbours
+            x = x * (1 + np.longdouble(2) ** -60) + np.longdouble(2) ** -70
+    exact = [Fraction(int(v)) if dtype in ("int32", "int64", "uint64", "bool")
+             else (float(v) if not np.isfinite(float(v)) or v == 0
+                   else Fraction(*np.longdouble(v).as_integer_ratio())) for v in x]
+    return x, exact
+
+
+@pytest.mark.parametrize("dtype", INPUT_DTYPES)
+@pytest.mark.parametrize("fmt, mode", [(lp.BF16, "ru"), (lp.FP8_E4M3, "rne"), (lp.FP16, "ro"),
+                                       (lp.FP64, "rz")], ids=lambda v: getattr(v, "name", v))
+def test_every_input_dtype_is_converted_chunk_by_chunk_and_rounded_once(monkeypatch, dtype, fmt, mode):
+    # Issue 12: the conversion to float64 (and the (hi, lo) split of 64-bit integers
+    # and long doubles) now happens per chunk; tiny chunks and spans on 3 threads put
+    # many chunk and span boundaries in a short input. The Fraction reference decides.
+    import lowprec.rounding as kernel
+    monkeypatch.setattr(kernel, "CHUNK", 64)
+    monkeypatch.setattr(kernel, "PARALLEL_MIN", 128)
+    x, exact = sample_of(dtype, 1000, zlib.crc32(f"{dtype} {fmt.name} {mode}".encode()))
+    want = [lpt.reference_round(v, fmt, mode) for v in exact]
+    before = lp.threads(3)
+    try:
+        with lp.flags() as threaded:
+            got = lp.round(x, fmt, mode)
+    finally:
+        lp.threads(before)
+    assert_same(got, want, np.asarray(x, np.float64))
+    monkeypatch.setattr(kernel, "PARALLEL_MIN", x.size + 1)   # one thread
+    with lp.flags() as single:
+        assert_same(lp.round(x, fmt, mode), want, np.asarray(x, np.float64))
+    assert threaded.as_dict() == single.as_dict()
+    assert_same(lp.round(x[::-3], fmt, mode), got[::-3], np.asarray(x, np.float64)[::-3])
+
+
+SNAN_BITS = {  # (view dtype, signalling patterns of both signs, one quiet NaN): IEEE 754 6.2.1
+    "float64": (np.uint64, [0x7FF0_0000_0000_0001, 0xFFF4_0000_0000_0000, 0x7FF7_FFFF_FFFF_FFFF],
+                0x7FF8_0000_0000_0000),
+    "float32": (np.uint32, [0x7F80_0001, 0xFFA0_0000, 0x7FBF_FFFF], 0x7FC0_0000),
+    "float16": (np.uint16, [0x7C01, 0xFD00, 0x7DFF], 0x7E00),
+    "bfloat16": (np.uint16, [0x7F81, 0xFFA0, 0x7FBF], 0x7FC0),
+}
+
+
+def signalling_sample(dtype):
+    udt, snans, qnan = SNAN_BITS[dtype]
+    dt = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    x = np.array([1.5, -0.25, 3.0, 0.1], dtype=dt)
+    bits = np.concatenate([x.view(udt), np.array(snans + [qnan, qnan | 0x8000 << (
+        8 * np.dtype(udt).itemsize - 16)], dtype=udt)])
+    return bits.view(dt), len(snans), (bits >> (8 * np.dtype(udt).itemsize - 1)).astype(bool)
+
+
+@pytest.mark.parametrize("dtype", list(SNAN_BITS))
+@pytest.mark.parametrize("fmt", [lp.FP64, lp.FP32, lp.BF16, lp.FP16, lp.FP8_E4M3, lp.FP8_E5M2,
+                                 lp.FP8_E4M3FNUZ, lp.FP4_E2M1], ids=lambda f: f.name)
+@pytest.mark.parametrize("mode", ["rne", "rz", "sr"])
+def test_signalling_nans_come_back_quiet_and_signal_invalid(dtype, fmt, mode):
+    # IEEE 754 6.2: an operation on a signalling NaN signals invalid and delivers a
+    # quiet NaN. Before, round returned float64 sNaNs unquieted and counted nothing
+    # (NumPy's float32 cast quiets them on x86: they are found on the input's bits).
+    x, n_snan, negative = signalling_sample(dtype)
+    for listening in (True, False):
+        with lp.flags() as f:
+            r = lp.round(x, fmt, mode, rng=0) if listening else None
+        if not listening:
+            r = lp.round(x, fmt, mode, rng=0)
+        rb = r.view(np.uint64)
+        nan = np.isnan(r)
+        assert nan.tolist() == [False] * 4 + [True] * (n_snan + 2)
+        assert np.all(rb[nan] & (1 << 51))                             # quiet bit set
+        assert np.signbit(r[nan]).tolist() == negative[4:].tolist()    # sign kept
+        want = [lpt.reference_round(float(v), fmt, mode, u=0.5) for v in x[:4]] if mode != "sr" \
+            else None
+        if want is not None:
+            assert_same(r[:4], want, x[:4])
+        if listening:
+            assert f.invalid == n_snan
+
+
+def test_signalling_nans_inside_a_large_input_are_counted_once_each(monkeypatch):
+    import lowprec.rounding as kernel
+    monkeypatch.setattr(kernel, "CHUNK", 64)
+    monkeypatch.setattr(kernel, "PARALLEL_MIN", 128)
+    x = np.random.default_rng(9).standard_normal(5000)
+    where = np.array([0, 63, 64, 1999, 4999])
+    x.view(np.uint64)[where] = 0x7FF0_0000_0000_0BAD
+    before = lp.threads(3)
+    try:
+        with lp.flags() as f:
+            r = lp.round(x, "bf16")
+    finally:
+        lp.threads(before)
+    assert f.invalid == where.size
+    assert np.all(r.view(np.uint64)[where] == 0x7FF8_0000_0000_0BAD)   # payload kept, quiet
+
+
+@pytest.mark.parametrize("entry", ["round", "round_exact"])
+def test_forty_dimensional_arrays(monkeypatch, entry):
+    # NumPy allows 64 dimensions, but np.broadcast_shapes and friends stop at 32.
+    import lowprec.rounding as kernel
+    monkeypatch.setattr(kernel, "CHUNK", 64)
+    monkeypatch.setattr(kernel, "PARALLEL_MIN", 128)
+    shape = (1,) * 30 + (2,) * 10
+    x = np.random.default_rng(11).standard_normal(shape)
+    want = reference(x.reshape(-1), lp.BF16, "rd").reshape(shape)
+    before = lp.threads(3)
+    try:
+        with lp.flags() as f:
+            got = lp.round(x, "bf16", "rd") if entry == "round" else \
+                lp.round_exact(x, np.zeros(shape[-1]), "bf16", "rd")
+    finally:
+        lp.threads(before)
+    assert got.shape == shape and f.inexact == x.size
+    assert_same(got, want, x)
+    assert lp.round(x[..., ::2], "bf16", "rd").shape == shape[:-1] + (1,)
 
 def test_input_is_never_modified():
     x = np.array([0.1, -3.7, 1e30, np.nan])
