@@ -675,12 +675,15 @@ class _Reader:
         self.nan_bits = self._nan_bits(self.flat.dtype)
         self.read = self._read_pair
 
+    #: The ml_dtypes types with IEEE NaNs (the fn/fnuz ones have no signalling NaN).
+    _ML_NAN_BITS = {"bfloat16": (np.uint16, 0x7F80, 1 << 6), "float8_e5m2": (np.uint8, 0x7C, 1 << 1)}
+
     @classmethod
     def _nan_bits(cls, dt):
         if dt in cls._NAN_BITS:
             return cls._NAN_BITS[dt]
-        if getattr(dt.type, "__module__", "").startswith("ml_dtypes") and dt.name == "bfloat16":
-            return (np.uint16, 0x7F80, 1 << 6)
+        if getattr(dt.type, "__module__", "").startswith("ml_dtypes"):
+            return cls._ML_NAN_BITS.get(dt.name)
         return None
 
     def buffers(self, n):

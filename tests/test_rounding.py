@@ -547,16 +547,18 @@ SNAN_BITS = {  # (view dtype, signalling patterns of both signs, one quiet NaN):
     "float32": (np.uint32, [0x7F80_0001, 0xFFA0_0000, 0x7FBF_FFFF], 0x7FC0_0000),
     "float16": (np.uint16, [0x7C01, 0xFD00, 0x7DFF], 0x7E00),
     "bfloat16": (np.uint16, [0x7F81, 0xFFA0, 0x7FBF], 0x7FC0),
+    "float8_e5m2": (np.uint8, [0x7D, 0xFD], 0x7E),
 }
+ML_TYPES = {"bfloat16": ml_dtypes.bfloat16, "float8_e5m2": ml_dtypes.float8_e5m2}
 
 
 def signalling_sample(dtype):
     udt, snans, qnan = SNAN_BITS[dtype]
-    dt = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
-    x = np.array([1.5, -0.25, 3.0, 0.1], dtype=dt)
-    bits = np.concatenate([x.view(udt), np.array(snans + [qnan, qnan | 0x8000 << (
-        8 * np.dtype(udt).itemsize - 16)], dtype=udt)])
-    return bits.view(dt), len(snans), (bits >> (8 * np.dtype(udt).itemsize - 1)).astype(bool)
+    dt = ML_TYPES.get(dtype, dtype)
+    x = np.array([1.5, -0.25, 3.0, 0.125], dtype=dt)
+    top = udt(1 << (8 * np.dtype(udt).itemsize - 1))              # the sign bit
+    bits = np.concatenate([x.view(udt), np.array(snans + [qnan, qnan | top], dtype=udt)])
+    return bits.view(dt), len(snans), (bits & top).astype(bool)
 
 
 @pytest.mark.parametrize("dtype", list(SNAN_BITS))
