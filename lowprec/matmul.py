@@ -15,6 +15,7 @@ read a context default or keep state between calls.
 from __future__ import annotations
 
 import contextvars
+import itertools
 import math
 from dataclasses import dataclass, field, replace
 
@@ -30,9 +31,10 @@ from .rounding import _two_sum
 
 __all__ = ["matmul", "TensorCoreModel", "MODELS", "MEMORY_BOUND"]
 
-#: Bytes of work buffers one `matmul` call allocates at most. On top come the
-#: float64 operands (rounded into the input format), boolean masks of the operands'
-#: and the output's size, and the output itself.
+#: Bytes of work buffers one `matmul` call allocates at most, whatever the shapes
+#: and dtypes. On top come only 8 bytes per entry of a, b and c (their float64
+#: values in the input and output formats) and of the result, 2 bytes per row of a
+#: and column of b, and `lowprec.round`'s own few buffers (docs/rounding.md).
 MEMORY_BOUND = 256 * 2**20
 
 _ZERO_EXP = -16000          # exponent of a zero operand: no sum of two reaches any real one
@@ -479,13 +481,36 @@ def _input_format(av, af, bv, bf):
 
 
 def _values_in(arr, fmt_of_arr, fmt):
-    """float64 values of ``arr`` in ``fmt``: rounded (RNE) unless they already are."""
+    """float64 values of ``arr`` in ``fmt``: rounded (RNE) unless they already are.
+
+    One float64 array of ``arr``'s shape; rounded a block at a time, so that
+    rounding's own buffers stay within a sixteenth of `MEMORY_BOUND`."""
     if fmt_of_arr is None and _dtype_format(arr) == fmt:
         fmt_of_arr = fmt
     if fmt_of_arr == fmt:
         # Every value of a format narrower than float64 is a float64: exact.
         return arr if arr.dtype == np.float64 else arr.astype(np.float64)
-    return _round(arr, fmt)
+    out = np.empty(arr.shape, dtype=np.float64)
+    for idx in _blocks(arr.shape, max(1, MEMORY_BOUND // 16 // 24)):
+        out[idx] = _round(arr[idx], fmt)
+    return out
+
+
+def _blocks(shape, limit):
+    """Index tuples that cover an array of ``shape`` in C order, each selecting at most
+    ``limit`` elements (at least one)."""
+    if len(shape) == 0:
+        yield ()
+        return
+    inner = math.prod(shape[1:])
+    if inner <= limit:
+        step = max(1, limit // max(1, inner))
+        for i in range(0, shape[0], step):
+            yield (slice(i, i + step),)
+        return
+    for i in range(shape[0]):
+        for rest in _blocks(shape[1:], limit):
+            yield (i,) + rest
 
 
 def _format_arg(name, value):
@@ -571,9 +596,15 @@ def matmul(a, b, *, model="fp32", c=None, in_fmt=None, out_fmt=None):
     -----
     Every model is vectorised over the outputs and works on chunks of outputs and
     spans of K, so that the work buffers of one call stay below ``MEMORY_BOUND``
-    (256 MiB) whatever the size; on top come the float64 operands rounded into
-    ``in_fmt``, boolean masks of the operands' and the output's size, the output,
-    and, only where an operand holds inf or NaN, float64 copies of the operands. Exception flags: ``overflow`` counts outputs that are infinite from
+    (256 MiB) whatever the shapes (large K included) and the operands' dtypes. Peak
+    memory is at most that plus 8 bytes per entry of ``a``, ``b``, ``c`` and the
+    result (the operands' float64 values rounded into ``in_fmt``, or widened when
+    their dtype is the format; ``c`` rounded to ``out_fmt``; the result), 2 bytes
+    per row of ``a`` and column of ``b``, and the few buffers of `lowprec.round`
+    (docs/rounding.md). Inf and NaN operands, and outputs that need the exact sum,
+    are handled within the same bound.
+
+    Exception flags: ``overflow`` counts outputs that are infinite from
     finite inputs, ``invalid`` outputs that are NaN from NaN-free inputs (inf * 0,
     inf - inf). The Tensor Core models floor the reference exponent at Elim as
     Khattak & Mikaitis do (MMA-Sim aligns against c instead; they differ only when
@@ -626,7 +657,7 @@ def matmul(a, b, *, model="fp32", c=None, in_fmt=None, out_fmt=None):
     if c is None:
         cv = np.zeros((), dtype=np.float64)
     else:
-        cv = _round(_operand(c, "c")[0], out)
+        cv = _values_in(_operand(c, "c")[0], None, out)
         target = tuple(s for i, s in enumerate(shape) if i - len(shape) not in squeeze)
         if _broadcast_batch(cv.shape, target) != target:
             raise ValueError(f"matmul: c of shape {cv.shape} does not broadcast to the "
@@ -653,7 +684,14 @@ def _squeezed(shape, squeeze):
 
 
 def _run_chunks(kernel, a, b, c, batch, shape):
-    """Apply ``kernel`` to chunks of outputs; each chunk's work stays under the bound."""
+    """Apply ``kernel`` to chunks of outputs; each chunk's work stays under the bound.
+
+    The bound is shared out: half to the chunk's per-output arrays
+    (``kernel.bytes_per_output``), a quarter to copies of the operands' entries in
+    one span of K (``kernel.entry_bytes`` each, spans of at least ``kernel.k_unit``),
+    and a quarter to gathered copies of several small matrices of a stack (or, in
+    the exact model, of the rows and columns of outputs summed exactly).
+    """
     M, K = a.shape[-2:]
     N = b.shape[-1]
     out = np.empty(shape, dtype=np.float64)
@@ -664,16 +702,19 @@ def _run_chunks(kernel, a, b, c, batch, shape):
         with np.errstate(all="ignore"):
             out[...] = kernel.empty(c)
         return out
-    per_output = kernel.bytes_per_output(K)
-    target = max(1, min(kernel.target_outputs(K), MEMORY_BOUND // per_output))
-    if M * N >= target:
-        nc = N if N <= target else target
-        mc = max(1, target // nc)
+    per_output = kernel.bytes_per_output(K) + 8          # + a gathered c
+    outputs = max(1, min(kernel.target_outputs(K), MEMORY_BOUND // 2 // per_output))
+    # Rows plus columns of one chunk whose entries of a span of k_unit fit a quarter.
+    width = max(2, MEMORY_BOUND // 4 // (kernel.k_unit * kernel.entry_bytes))
+    if M * N > outputs or M + N > width:
+        nc = max(1, min(N, outputs, width - 1))
+        mc = max(1, min(M, outputs // nc, width - nc))
         bc = 1
     else:
         mc, nc = M, N
-        # Gathered operand copies of several matrices count towards the bound too.
-        bc = max(1, min(nb, target // (M * N), MEMORY_BOUND // (8 * (M + N) * K + 1)))
+        # Gathered operand copies of several matrices: a quarter of the bound.
+        bc = max(1, min(nb, outputs // (M * N), width // (M + N),
+                        MEMORY_BOUND // 4 // (8 * (M + N) * K)))
     a_full = np.broadcast_to(a, batch + (M, K))
     b_full = np.broadcast_to(b, batch + (K, N))
     c_full = np.broadcast_to(c, batch + (M, N))
@@ -692,19 +733,44 @@ def _run_chunks(kernel, a, b, c, batch, shape):
                     rows, cols = slice(m0, m0 + mc), slice(n0, n0 + nc)
                     out_flat[b0:b1, rows, cols] = kernel(
                         ab[:, rows, :], bb[:, :, cols], cb[:, rows, cols])
+            del ab, bb, cb
     return out
 
 
 def _record_flags(result, a, b, c):
-    """overflow: infinite outputs of finite inputs; invalid: NaN outputs of NaN-free ones."""
-    row_fin = np.isfinite(a).all(axis=-1)[..., :, None]
-    col_fin = np.isfinite(b).all(axis=-2)[..., None, :]
-    row_nan = np.isnan(a).any(axis=-1)[..., :, None]
-    col_nan = np.isnan(b).any(axis=-2)[..., None, :]
-    finite_in = row_fin & col_fin & np.isfinite(c)
-    nan_in = row_nan | col_nan | np.isnan(c)
-    record(overflow=int(np.count_nonzero(np.isinf(result) & finite_in)),
-           invalid=int(np.count_nonzero(np.isnan(result) & ~nan_in)))
+    """overflow: infinite outputs of finite inputs; invalid: NaN outputs of NaN-free ones.
+
+    Masks of one byte per row of ``a`` and column of ``b``; the per-output tests run a
+    block of outputs at a time."""
+    row_fin, row_nan = _finite_and_nan(a, -1)
+    col_fin, col_nan = _finite_and_nan(b, -2)
+    shape = result.shape
+    row_fin, row_nan = (np.broadcast_to(x[..., :, None], shape) for x in (row_fin, row_nan))
+    col_fin, col_nan = (np.broadcast_to(x[..., None, :], shape) for x in (col_fin, col_nan))
+    c = np.broadcast_to(c, shape)
+    overflow = invalid = 0
+    for idx in _blocks(shape, max(1, MEMORY_BOUND // 64)):
+        finite_in = row_fin[idx] & col_fin[idx] & np.isfinite(c[idx])
+        overflow += int(np.count_nonzero(np.isinf(result[idx]) & finite_in))
+        del finite_in
+        nan_in = row_nan[idx] | col_nan[idx] | np.isnan(c[idx])
+        invalid += int(np.count_nonzero(np.isnan(result[idx]) & ~nan_in))
+    record(overflow=overflow, invalid=invalid)
+
+
+def _finite_and_nan(x, axis):
+    """Whether every entry along ``axis`` is finite, and whether one is NaN, a span of
+    ``axis`` at a time."""
+    x = np.moveaxis(x, axis, -1)
+    K = x.shape[-1]
+    fin = np.ones(x.shape[:-1], dtype=bool)
+    nan = np.zeros(x.shape[:-1], dtype=bool)
+    step = max(1, MEMORY_BOUND // 64 // max(1, fin.size))
+    for j in range(0, K, step):
+        span = x[..., j:j + step]
+        fin &= np.isfinite(span).all(axis=-1)
+        nan |= np.isnan(span).any(axis=-1)
+    return fin, nan
 
 
 def _k_spans(K, k, width, bytes_per_entry):
@@ -725,7 +791,10 @@ def _exponents(x, emin, bias=0, unit=1):
     `_ZERO_EXP` for zeros, ``bias * unit`` for inf and NaN (their terms are inf or NaN
     whatever the alignment)."""
     # Values of formats of at most 12 bits are normal float64s: the exponent field is exact.
-    e = ((x.view(np.uint64) & _EXP_MASK) >> np.uint64(52)).astype(np.int16)
+    bits = np.bitwise_and(x.view(np.uint64), _EXP_MASK)
+    bits >>= np.uint64(52)
+    e = bits.astype(np.int16)
+    del bits
     e -= 1023
     np.maximum(e, emin, out=e)
     e[e > 1000] = 0
@@ -824,11 +893,19 @@ class _BlockFMA:
         # |sum| < 2**(E + 3 + log2(k + 1)) and a nonzero sum is at least 2**(E - F).
         self.headroom = 3 + math.ceil(math.log2(self.k + 2))
 
+        self.k_unit = self.k
+        # Bytes per operand entry of a span: float64, float32 and int16 exponent
+        # copies (28), a temporary of `_exponents` and a finiteness mask; with the
+        # mma split, the two halves' gathered copies of one block besides.
+        self.entry_bytes = 40 + (28 if params.mma_split else 0)
+
     def target_outputs(self, K):
         return max(1, (1 << 18) // min(self.k, K))   # a 2 MiB float64 work array
 
     def bytes_per_output(self, K):
-        return 18 * (min(self.k, K) + 1) + 64   # float64, int16, float32, int32 terms
+        # Per block: float64, int16, float32 and int32 terms; per output: about 9
+        # work arrays and at most 10 temporaries of 8 bytes (rounding the result).
+        return 18 * (min(self.k, K) + 1) + 160
 
     def empty(self, c):
         return c + 0.0
@@ -838,8 +915,9 @@ class _BlockFMA:
         d = np.array(c, dtype=np.float64)
         shape = d.shape
         k = min(self.k, K)
-        self.special = not (np.isfinite(a).all() and np.isfinite(b).all()
-                            and np.isfinite(d).all())
+        # Whether an inf or NaN has been seen (in c, or in an operand of this span or
+        # an earlier one): the int32 path cannot carry them.
+        self.special = not np.isfinite(d).all()
         self.e = np.empty((k + 2,) + shape, dtype=np.int16)
         self.e[-1] = self.floor16
         self.lanes = np.zeros(shape, dtype=np.uint64)
@@ -848,7 +926,8 @@ class _BlockFMA:
         self.ebits = np.empty(shape, dtype=np.uint64)
         self.cbits = np.empty(shape, dtype=np.uint64)
         self.s = np.empty(shape)
-        self.t = np.empty((k + 1,) + shape)
+        self.t = None                     # float64 terms: made on first use
+        self.t_shape = (k + 1,) + shape
         # Products exactly float32 and sums of truncated terms inside int32: the
         # products can be formed in float32 and summed as int32 (half the traffic).
         self.narrow = (_products_fit_float32(self.fmt)
@@ -861,9 +940,12 @@ class _BlockFMA:
             self.si = np.empty(shape, dtype=np.int32)
             self.scale32 = np.empty(shape, dtype=np.float32)
         tiny = bool(np.any((d != 0) & (np.abs(d) < 2.0**-126)))
-        for span in _k_spans(K, self.k, a.shape[0] * (a.shape[1] + b.shape[2]), 24):
+        width = a.shape[0] * (a.shape[1] + b.shape[2])
+        for span in _k_spans(K, self.k, width, self.entry_bytes):
             at = np.ascontiguousarray(np.moveaxis(a[..., span], -1, 0))[..., None]
             bt = np.ascontiguousarray(np.moveaxis(b[:, span, :], 1, 0))[:, :, None, :]
+            if not self.special:
+                self.special = not (np.isfinite(at).all() and np.isfinite(bt).all())
             # at: (K, bc, mc, 1), bt: (K, bc, 1, nc). Exponents in 1/16 units:
             # (1023 + 2 * 127) * 16 and 2 * _ZERO_EXP fit in int16.
             ea = _exponents(at, self.fmt.emin, bias=1023, unit=16)
@@ -921,6 +1003,8 @@ class _BlockFMA:
         if self.narrow and not self.special:
             s = self._narrow_sum(a32, b32, c, scale, inverse, lowest)
         else:
+            if self.t is None:
+                self.t = np.empty(self.t_shape)
             t = self.t[:kk + 1]
             np.multiply(a, b, out=t[:kk])
             np.multiply(t[:kk], scale, out=t[:kk])
@@ -985,11 +1069,16 @@ class _Sequential:
         # |p| < 2**-30 |acc| (both roundings give acc) or |p| >= 2**17 (both overflow).
         self.innocuous = 2 * fmt.p <= (24 if acc == FP32 else 22)
 
+    #: Smallest span of K, and bytes per operand entry of a span (float32 copies).
+    k_unit, entry_bytes = 1, 8
+
     def target_outputs(self, K):
         return 1 << 15
 
     def bytes_per_output(self, K):
-        return 64
+        # The accumulator, a product, a sum and TwoSum's error with their
+        # temporaries, the final rounding: at most 12 float64 arrays.
+        return 96
 
     def empty(self, c):
         return self._finish(self._cast(np.array(c, dtype=np.float64)))   # no additions: c
@@ -1042,32 +1131,44 @@ def _ro_add(x, y):
     return s
 
 
-def _exact_round(terms, out):
-    """RN_out of the exact sum of each row of ``terms`` (finite float64 values).
+def _exact_round(blocks, m, out):
+    """RN_out of the exact sum of each row of the terms (finite float64 values) that
+    ``blocks()`` yields as (n, w) blocks of columns, m terms per row in all.
 
     The sum is split into levels of F bits below each row's largest exponent: level
-    l holds the integers trunc(r / q_l) of what previous levels left, summed exactly.
+    l holds the integers trunc(r / q_l) of what previous levels left, summed exactly
+    (over every block: the quanta q_l depend only on the row's top and on l).
     The level sums are carry-normalised to nonnegative digits (sign taken out),
     added from the bottom with round-to-odd at 53 bits, and rounded once to ``out``
-    (round-to-odd with 2 spare bits makes the second rounding innocuous).
+    (round-to-odd with 2 spare bits makes the second rounding innocuous). The
+    blocks are made twice (for the tops, then for the levels), so that only one
+    block of terms is held at a time.
     """
-    n, m = terms.shape
     F = 52 - math.ceil(math.log2(m + 1))   # m integers below 2**F sum exactly in float64
-    mag = np.abs(terms).max(axis=1)
+    mag = None
+    for terms in blocks():
+        top_of_block = np.abs(terms).max(axis=1, initial=0.0)
+        mag = top_of_block if mag is None else np.maximum(mag, top_of_block)
+    n = mag.size
     top = np.where(mag > 0, np.frexp(mag)[1], 0)      # |terms| < 2**top
-    r = terms.copy()
-    levels, quanta = [], []
-    q_exp = top - F
-    while True:
-        inv, q = _pow2(-q_exp)[:, None], _pow2(q_exp)
-        t = np.trunc(r * inv)
-        levels.append(t.sum(axis=1))
-        quanta.append(q)
-        r -= t * q[:, None]                  # exact: the bits of r below q
-        if not r.any():
-            break
-        # Rows with bits left have them above 2**-1000 (operands and c are far from it).
-        q_exp = np.maximum(q_exp - F, -1000)
+    levels, q_exps = [], []
+    for r in blocks():                     # each block is a fresh array: r is ours
+        q_exp = top - F
+        for lvl in itertools.count():
+            if lvl == len(levels):
+                levels.append(np.zeros(n))
+                q_exps.append(q_exp)
+            inv, q = _pow2(-q_exp)[:, None], _pow2(q_exp)
+            t = np.trunc(r * inv)
+            levels[lvl] += t.sum(axis=1)     # exact: at most m integers below 2**F
+            r -= t * q[:, None]              # exact: the bits of r below q
+            del t
+            if not r.any():
+                break
+            # Rows with bits left have them above 2**-1000 (operands and c are far
+            # from it).
+            q_exp = np.maximum(q_exp - F, -1000)
+    quanta = [_pow2(e) for e in q_exps]
     sign = np.ones(n)
     for _ in range(2):   # the second pass sees |X|: the top is then nonnegative
         digits, carry = [], np.zeros(n)
@@ -1091,11 +1192,14 @@ def _exact_round(terms, out):
     return d
 
 
-def _blas(a, b):
-    """float64 matmul of (n, M, K) and (n, K, N) stacks; 2-D when n == 1 (BLAS's fast path)."""
+def _blas(a, b, out):
+    """float64 matmul of (n, M, K) and (n, K, N) stacks into ``out``; 2-D when n == 1
+    (BLAS's fast path)."""
     if a.shape[0] == 1:
-        return np.matmul(a[0], b[0])[None]
-    return np.matmul(a, b)
+        np.matmul(a[0], b[0], out=out[0])
+    else:
+        np.matmul(a, b, out=out)
+    return out
 
 
 class _Exact:
@@ -1109,28 +1213,45 @@ class _Exact:
     def __init__(self, fmt, out):
         self.fmt, self.out = fmt, out
 
+    #: Smallest span of K, and bytes per operand entry of a span: a finiteness mask,
+    #: a copy without inf and NaN, the quanta, the magnitudes (see __call__).
+    k_unit, entry_bytes = 1, 32
+
     def target_outputs(self, K):
         return 1 << 22          # BLAS wants large blocks; operands are views, not copies
 
     def bytes_per_output(self, K):
-        return 128
+        # y, bound, the BLAS product, c's quanta and q, y -+ bound, lo, d and
+        # lp.round's result, a copy of c without inf and NaN: about 11 float64 arrays,
+        # and a few masks.
+        return 96
 
     def empty(self, c):
         return _quiet(_round, np.array(c, dtype=np.float64), self.out)   # no products: c
 
     def __call__(self, a, b, c):
         K = a.shape[-1]
-        a_fin, b_fin, c_fin = np.isfinite(a), np.isfinite(b), np.isfinite(c)
+        row_q = np.full(a.shape[:-1], np.inf)      # each row's smallest quantum
+        col_q = np.full(b.shape[:-2] + b.shape[-1:], np.inf)
+        row_fin = np.ones(a.shape[:-1], dtype=bool)
+        col_fin = np.ones(col_q.shape, dtype=bool)
+        c0 = c
+        c_fin = np.isfinite(c)
+        c_all_finite = bool(c_fin.all())
+        if not c_all_finite:
+            c = np.where(c_fin, c, 0.0)
+        y, bound, tmp = np.array(c), np.zeros(c.shape), np.empty(c.shape)
+        for span in _k_spans(K, 1, a.shape[0] * (a.shape[1] + b.shape[2]), self.entry_bytes):
+            aj, bj = self._finite(a[..., span], row_fin, -1), self._finite(b[:, span], col_fin, -2)
+            np.minimum(row_q, _quanta(aj, self.fmt).min(axis=-1), out=row_q)
+            np.minimum(col_q, _quanta(bj, self.fmt).min(axis=-2), out=col_q)
+            y += _blas(aj, bj, tmp)
+            bound += _blas(np.abs(aj), np.abs(bj), tmp)
+            del aj, bj
         special = None
-        if not (a_fin.all() and b_fin.all() and c_fin.all()):
-            special = ~(a_fin.all(axis=-1)[..., :, None] & b_fin.all(axis=-2)[..., None, :]
-                        & c_fin)
-            a0, b0, c0 = a, b, c
-            a, b, c = np.where(a_fin, a, 0.0), np.where(b_fin, b, 0.0), np.where(c_fin, c, 0.0)
-        y, bound = np.array(c), np.zeros(c.shape)
-        for span in _k_spans(K, 1, a.shape[0] * (a.shape[1] + b.shape[2]), 8):
-            y += _blas(a[..., span], b[:, span, :])
-            bound += _blas(np.abs(a[..., span]), np.abs(b[:, span, :]))
+        if not (row_fin.all() and col_fin.all() and c_all_finite):
+            special = ~(row_fin[..., :, None] & col_fin[..., None, :] & c_fin)
+        del c_fin
         # Any order of summing the K + 1 terms (BLAS blocks, then the spans, c first)
         # errs by at most (K + 1) u (|c| + sum|p|) / (1 - (K + 1) u); the bound and
         # y +- bound are rounded too: four times the rigorous bound covers all of it.
@@ -1138,20 +1259,29 @@ class _Exact:
         zeros_only = bound == 0          # sums of nonnegative values: every term is zero
         # Every product is a multiple of q = (row's smallest quantum) * (column's), c of
         # its own quantum: while sum|p| + |c| < 2**53 q every partial sum is exact.
-        q = np.minimum(_quanta(a, self.fmt).min(axis=-1)[..., :, None]
-                       * _quanta(b, self.fmt).min(axis=-2)[..., None, :], _quanta(c, self.out))
-        exact = bound * (1 + (K + 2) * 2.0**-50) < q * 2.0**53
+        q = np.multiply(row_q[..., :, None], col_q[..., None, :], out=tmp)
+        np.minimum(q, _quanta(c, self.out), out=q)
+        q *= 2.0**53
+        exact = bound * (1 + (K + 2) * 2.0**-50) < q
+        del q
         bound *= (K + 3) * 2.0**-51
         bound += np.abs(y) * 2.0**-50
         bound[exact] = 0.0
-        lo = _quiet(_round, y - bound, self.out)
-        d = _quiet(_round, y + bound, self.out)
+        lo = _quiet(_round, np.subtract(y, bound, out=tmp), self.out)
+        d = _quiet(_round, np.add(y, bound, out=tmp), self.out)
+        del bound
         # -0 and +0 compare equal: bounds on both sides of zero that both round to
         # zero leave the sign unsure. Exactly computed outputs are sure.
         unsure = (lo != d) | (np.signbit(lo) != np.signbit(d))
+        del lo
         unsure &= ~exact
+        if special is not None:
+            unsure &= ~special
+            exact &= ~special
+        # Outputs that are not special have finite rows and columns: a and b as they are.
         if unsure.any():
             d[unsure] = _gathered(self._exact_sum, np.nonzero(unsure), a, b, c)
+        del unsure
         # An exactly computed y of 0 is an exact zero sum; its sign is the model's
         # rule, not BLAS's order of additions: +0, or -0 where every term is -0.
         zero = exact & (y == 0)
@@ -1159,14 +1289,24 @@ class _Exact:
             d[zero] = 0.0
             d[_negative_zero_sums(a, b, zero & zeros_only & np.signbit(c))] = -0.0
         if special is not None and special.any():
-            d[special] = _gathered(_ieee_sum, np.nonzero(special), a0, b0, c0)
+            d[special] = _gathered(_ieee_sum, np.nonzero(special), a, b, c0)
         if not self.out.has_negative_zero:
             d += 0.0            # fnuz: a zero result is +0
         return d
 
-    def _exact_sum(self, rows, cols, c):
-        # Products of two significands of at most 26 bits are exact in float64.
-        return _exact_round(np.concatenate([rows * cols, c[:, None]], axis=1), self.out)
+    @staticmethod
+    def _finite(x, fin, axis):
+        """``x`` with inf and NaN replaced by 0 (a copy only where there are some);
+        clears ``fin`` for the rows (axis -1) or columns (axis -2) that hold them."""
+        ok = np.isfinite(x)
+        if ok.all():
+            return x
+        fin &= ok.all(axis=axis)
+        return np.where(ok, x, 0.0)
+
+    def _exact_sum(self, products, c, K):
+        return _exact_round(lambda: itertools.chain(products(), [c[:, None].copy()]), K + 1,
+                            self.out)
 
 
 def _negative_zero_sums(a, b, where):
@@ -1187,8 +1327,10 @@ def _negative_zero_sums(a, b, where):
     # A zero product is -0 when exactly one factor's sign bit is set: with signs as
     # ±1, the K products are all -0 when their sum is -K (integers below 2**53: exact).
     total = np.zeros((where.shape[0], rows.size, cols.size))
-    for span in _k_spans(K, 1, where.shape[0] * (rows.size + cols.size), 8):
-        total += _blas(unit(a[:, rows, span]), unit(b[:, span][..., cols]))
+    tmp = np.empty_like(total)
+    # A span's copies: the rows and columns gathered, their sign masks and units.
+    for span in _k_spans(K, 1, where.shape[0] * (rows.size + cols.size), 32):
+        total += _blas(unit(a[:, rows, span]), unit(b[:, span][..., cols]), tmp)
     out = np.zeros(where.shape, dtype=bool)
     out[:, rows[:, None], cols] = total == -K
     return out & where
@@ -1204,20 +1346,34 @@ def _quanta(x, fmt):
     return q
 
 
-def _ieee_sum(rows, cols, c):
+def _ieee_sum(products, c, K):
     """The float64 sum where an operand is inf or NaN: inf or NaN exactly as IEEE
-    products would give, since finite products of these formats never overflow."""
-    return (rows * cols).sum(axis=-1) + c
+    products would give, since finite products of these formats never overflow
+    (whatever the order of the additions, then)."""
+    total = None
+    for p in products():
+        part = p.sum(axis=-1)
+        total = part if total is None else total + part
+    return total + c
 
 
 def _gathered(fn, where, a, b, c):
-    """``fn(rows, cols, c)`` on the rows of ``a`` and columns of ``b`` of the outputs
-    at ``where`` (batch, row, column indices), a bounded number at a time."""
+    """``fn(products, c, K)`` for the outputs at ``where`` (batch, row, column
+    indices), a bounded number at a time: ``products()`` yields the exact products
+    a_k * b_k of their rows and columns in (outputs, span) blocks."""
     ib, im, jn = where
     K = a.shape[-1]
     out = np.empty(ib.size)
-    step = max(1, MEMORY_BOUND // (64 * (K + 1)))   # about six (step, K + 1) arrays
+    # A quarter of the bound: gathered rows and columns of a span, and in
+    # `_exact_round` at most six (step, span) float64 arrays at once.
+    span = max(1, min(K, MEMORY_BOUND // 4 // 64 - 1))
+    step = max(1, MEMORY_BOUND // 4 // (64 * (span + 1)))
     for i in range(0, ib.size, step):
-        sl = slice(i, i + step)
-        out[sl] = fn(a[ib[sl], im[sl], :], b[ib[sl], :, jn[sl]], c[ib[sl], im[sl], jn[sl]])
+        x, y, z = ib[i:i + step], im[i:i + step], jn[i:i + step]
+
+        def products(x=x, y=y, z=z):
+            for j in range(0, K, span):
+                # Products of two significands of at most 26 bits are exact in float64.
+                yield a[x, y, j:j + span] * b[x, j:j + span, z]
+        out[i:i + step] = fn(products, c[x, y, z], K)
     return out
