@@ -1128,3 +1128,19 @@ def test_exact_sums_of_rows_longer_than_a_span(monkeypatch):
         got = matmul(a, b, model="exact", c=c, in_fmt="fp16", out_fmt=out)
         _same(got, _exact_oracle(a, b, c, grid))
     assert blocks_seen and min(blocks_seen) > 10      # the sums did go span by span
+
+
+@pytest.mark.parametrize("model", ["exact", "h100"])
+def test_tensor_operands_stay_under_the_bound(monkeypatch, model):
+    # Tensors hand over their float64 values: no copy, no rounding, so nothing of the
+    # operands' size may come on top of the bound.
+    mm = sys.modules["lowprec.matmul"]
+    bound = 4 * 2**20
+    monkeypatch.setattr(mm, "MEMORY_BOUND", bound)
+    rng = np.random.default_rng(6)
+    a = lp.tensor(rng.standard_normal((16, 40_000)), "fp16")
+    b = lp.tensor(rng.standard_normal((40_000, 16)), "fp16")
+    result = matmul(a, b, model=model)
+    assert np.array_equal(result, matmul(a.values, b.values, model=model, in_fmt="fp16"))
+    peak = _peak_bytes(lambda: matmul(a, b, model=model))
+    assert peak <= bound + 8 * result.size + 2 * 32
