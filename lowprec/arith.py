@@ -28,7 +28,7 @@ import numpy as np
 from ._checks import check_bool, check_int, check_mode, check_rng
 from .flags import recording
 from .formats import format as _format
-from .rounding import (CHUNK, _draw, _odd, _Plan, _round_into,
+from .rounding import (CHUNK, _draw, _fp64_move, _odd, _Plan, _round_into,
                        _steps_toward_lo, _two_sum, as_real_array, in_spans)
 
 __all__ = ["add", "sub", "mul", "div", "sqrt", "fma", "sum", "dot", "ORDERS"]
@@ -888,14 +888,7 @@ def _fp64_pair(plan, hi, lo, counts):
     if not nz.any():
         return
     if plan.mode != "rne":                  # hi is already RN(hi + lo)
-        h, l_ = hi[nz], lo[nz]
-        n = np.nextafter(h, np.copysign(np.inf, l_))
-        take = _steps_toward_lo(plan.mode, h, l_)
-        if plan.mode == "rna":
-            take = (2 * np.abs(l_) == np.abs(n - h)) & (np.abs(n) > np.abs(h))
-        elif plan.mode == "sr":
-            take = _draw(plan, np.empty(h.size)) < np.abs(l_) / np.abs(n - h)
-        hi[nz] = np.where(take, n, h)
+        _fp64_move(plan, hi, lo, nz)
     counts["inexact"] += int(np.count_nonzero(nz))
     counts["underflow"] += int(np.count_nonzero(np.abs(hi[nz]) < _TINY64))
 
