@@ -240,8 +240,9 @@ def _variants(value):
                             f"got an entry {pair!r}")
         (f,), model = _formats("variants", (pair[0],)), pair[1]
         if f not in model.inputs:
+            takes = ", ".join(g.name or repr(g) for g in model.inputs)
             raise ValueError(f"variants: the model for {f.name or f!r} does not take it "
-                             f"(its inputs: {', '.join(g.name or repr(g) for g in model.inputs)})")
+                             f"(its inputs: {takes})")
         if model.variants:
             raise ValueError(f"variants: the model for {f.name or f!r} has variants of "
                              "its own; give them to the outer model")
@@ -1242,7 +1243,8 @@ class _Exact:
             c = np.where(c_fin, c, 0.0)
         y, bound, tmp = np.array(c), np.zeros(c.shape), np.empty(c.shape)
         for span in _k_spans(K, 1, a.shape[0] * (a.shape[1] + b.shape[2]), self.entry_bytes):
-            aj, bj = self._finite(a[..., span], row_fin, -1), self._finite(b[:, span], col_fin, -2)
+            aj = self._finite(a[..., span], row_fin, -1)
+            bj = self._finite(b[:, span], col_fin, -2)
             np.minimum(row_q, _quanta(aj, self.fmt).min(axis=-1), out=row_q)
             np.minimum(col_q, _quanta(bj, self.fmt).min(axis=-2), out=col_q)
             y += _blas(aj, bj, tmp)
