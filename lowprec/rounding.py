@@ -658,13 +658,13 @@ class _Reader:
         dt = self.flat.dtype
         self.nan_bits = self._nan_bits(dt)
         if dt == np.float64 and self.flat.flags.c_contiguous:
-            self.read = self._read_float64
+            self._read = _Reader._read_float64
         elif kind in "iu" and dt.itemsize == 8:
-            self.read = self._read_int64
+            self._read = _Reader._read_int64
         elif long_double:
-            self.read = self._read_long_double
+            self._read = _Reader._read_long_double
         else:
-            self.read = self._read_cast           # every value is a float64 value: exact
+            self._read = _Reader._read_cast           # every value is a float64 value: exact
             # (and strided float64 chunks are gathered: the kernels view them as ints)
 
     def _setup_pair(self, hi, lo):
@@ -673,7 +673,7 @@ class _Reader:
         self.lo = None if lo is None else np.ascontiguousarray(
             np.broadcast_to(lo, hi.shape)).reshape(-1)
         self.nan_bits = self._nan_bits(self.flat.dtype)
-        self.read = self._read_pair
+        self._read = _Reader._read_pair
 
     #: The ml_dtypes types with IEEE NaNs (the fn/fnuz ones have no signalling NaN).
     _ML_NAN_BITS = {"bfloat16": (np.uint16, 0x7F80, 1 << 6), "float8_e5m2": (np.uint8, 0x7C, 1 << 1)}
@@ -685,6 +685,12 @@ class _Reader:
         if getattr(dt.type, "__module__", "").startswith("ml_dtypes"):
             return cls._ML_NAN_BITS.get(dt.name)
         return None
+
+    def read(self, a, b, bufs):
+        """Elements ``a:b`` as float64 ``(hi, lo)``, in ``bufs`` where a conversion is needed."""
+        # The reader keeps a plain function, not a bound method: a bound method stored on
+        # the instance is a reference cycle that keeps the input alive until the cyclic GC.
+        return self._read(self, a, b, bufs)
 
     def buffers(self, n):
         """Per-span work buffers for chunks of at most ``n`` elements."""

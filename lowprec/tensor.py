@@ -59,7 +59,8 @@ def _check_model(model, name="matmul"):
             raise ValueError(f"unknown matmul model {model!r}; valid models: "
                              f"{', '.join(_MODELS)} or a lp.TensorCoreModel")
         return model
-    if isinstance(model, TensorCoreModel) or any(model is m for m in _MODELS.values()):
+    # By type, not identity: a copied or unpickled MODELS entry is a model too.
+    if isinstance(model, (TensorCoreModel, *{type(m) for m in _MODELS.values()})):
         return model
     raise TypeError(f"{name} must be a model name ({', '.join(_MODELS)}) or a "
                     f"lp.TensorCoreModel, got {type(model).__name__} {model!r}")
@@ -736,8 +737,8 @@ def matmul(a, b, *, model=None, c=None, in_fmt=None, out_fmt=None):
     if not tensors:
         return r
     if out_fmt is None:
-        spec = _MODELS.get(model.lower()) if isinstance(model, str) else model
-        out_fmt = FP16 if spec is _MODELS.get("fp16") else FP32
+        spec = _MODELS[model.lower()] if isinstance(model, str) else model
+        out_fmt = spec.default_out_format()   # by value: a copied "fp16" model is FP16
     return Tensor(np.asarray(r), _format(out_fmt))
 
 

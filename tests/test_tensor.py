@@ -1,14 +1,16 @@
 """Tensor: every handled operation against exact oracles, promotion, context, refusal."""
 
 import asyncio
+import copy
+import pickle
 import threading
 from fractions import Fraction
 
-from peers import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from peers import ml_dtypes
 
 import lowprec as lp
 from lowprec import testing as lpt
@@ -743,3 +745,20 @@ def test_tensors_of_more_than_32_dimensions():
     assert same(t.astype("bf16").values.ravel(), [lpt.reference_round(a, lp.BF16)
                                                    for a in v.ravel()])
     assert t.item(5) == 0.0 and len(t.tolist()) == 1
+
+
+@pytest.mark.parametrize("clone", [copy.copy, copy.deepcopy,
+                                   lambda m: pickle.loads(pickle.dumps(m))],
+                         ids=["copy", "deepcopy", "pickle"])
+def test_a_copied_fp16_model_gives_fp16_tensors_as_the_original(clone):
+    # Models are compared by value: the FP16-accumulating model's result is FP16 whether
+    # it is MODELS["fp16"] itself or a copy (an identity check made copies FP32).
+    a = lp.tensor([[1.0, 2.0**-11], [3.0, 2.0**-12]], "fp16")
+    model = clone(lp.MODELS["fp16"])
+    want = lp.matmul(a, a, model="fp16")
+    got = lp.matmul(a, a, model=model)
+    with lp.context(matmul=model):
+        via_context = a @ a
+    assert want.fmt == got.fmt == via_context.fmt == lp.FP16
+    assert np.array_equal(got.values, want.values)
+    assert np.array_equal(via_context.values, want.values)
