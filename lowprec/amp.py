@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -199,11 +199,12 @@ def _as_grad(g, name="grads"):
 
 
 def _as_grads(grads, name="grads"):
-    """A sequence of gradients as a list of Tensors (see `_as_grad`). A bare Tensor
+    """An iterable of gradients as a list of Tensors (see `_as_grad`). A bare Tensor
     or ndarray is refused: it is one gradient, and iterating it would split it."""
-    if isinstance(grads, (Tensor, np.ndarray)) or not isinstance(grads, (list, tuple)):
-        raise TypeError(f"{name} must be a list or tuple of gradients (pass [g] for one), "
-                        f"got {type(grads).__name__}")
+    if (isinstance(grads, (Tensor, np.ndarray, str, bytes, dict))
+            or not isinstance(grads, Iterable)):
+        raise TypeError(f"{name} must be a list, tuple or other iterable of gradients "
+                        f"(pass [g] for one), got {type(grads).__name__}")
     return [_as_grad(g, f"{name}[{i}]") for i, g in enumerate(grads)]
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from ._cache import Latest
 from .formats import _is_int, format as _format
-from .rounding import _plan, _Reader, _run
+from .rounding import _plan, _run, read_input
 
 __all__ = ["encode", "decode", "fields", "uint_dtype"]
 
@@ -59,7 +59,7 @@ def encode(x, fmt, mode="rne", *, rng=None, sr_bits=None, subnormals=None, satur
     """
     fmt = _format(fmt)
     plan = _plan(fmt, mode, subnormals, saturate, sr_bits, rng)
-    reader = _Reader(x)
+    reader = read_input(x, "x")
     out = np.empty(reader.size, uint_dtype(fmt))
     _run(plan, reader, lambda a, b, values: _encode_chunk(fmt, values, out[a:b]))
     out = out.reshape(reader.shape)

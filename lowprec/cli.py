@@ -114,6 +114,9 @@ def format_table(style="table", formats=None, *, wide=False):
 _NEGATIVE = re.compile(r"^-(\.?\d|inf|nan)", re.I)
 
 
+_NUMBER_LIKE = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d*)?$")
+
+
 def _protect_negatives(argv):
     return [" " + a if isinstance(a, str) and _NEGATIVE.match(a) else a for a in argv]
 
@@ -145,7 +148,8 @@ def _resolve_explain(parser, args):
     ``--fmt`` takes one or more formats, so in ``explain --fmt bf16 0.1`` argparse hands
     it 0.1 too; no format name is a number, so a number among them is the VALUE."""
     tokens = args.fmt or []
-    numbers = [t for t in tokens if _is_number(t)]
+    # A number, or what is written like one ("-1e": then VALUE's error names it).
+    numbers = [t for t in tokens if _is_number(t) or _NUMBER_LIKE.match(t.strip())]
     values = ([] if args.value is None else [args.value]) + numbers
     if not values:
         parser.error("the following arguments are required: VALUE")

@@ -116,7 +116,10 @@ class Format:
         if not isinstance(self.subnormals, (bool, np.bool_)):
             raise TypeError(f"subnormals must be a bool, got {self.subnormals!r}")
         object.__setattr__(self, "subnormals", bool(self.subnormals))
-        if not isinstance(self.kind, str) or self.kind not in KINDS:
+        if not isinstance(self.kind, str):
+            raise TypeError(f"kind must be a str, one of {sorted(KINDS)}, "
+                            f"got {type(self.kind).__name__} {self.kind!r}")
+        if self.kind not in KINDS:
             raise ValueError(f"kind must be one of {sorted(KINDS)}, got {self.kind!r}")
         if self.kind == "ieee" and self.exponent_bits < 2:
             raise ValueError("an 'ieee' format needs exponent_bits >= 2 "

@@ -34,7 +34,7 @@ from ._checks import MODES, check_bool, check_int, check_mode, check_rng
 from .flags import FLAG_NAMES, recording
 from .formats import format as _format
 
-__all__ = ["round", "round_exact", "threads", "MODES", "as_real_array"]
+__all__ = ["round", "round_exact", "threads", "MODES", "as_real_array", "read_input"]
 
 _ENCODING_MODES = ("rz", "rna", "ro", "sr")  # cheaper on the float64 encoding
 
@@ -989,9 +989,16 @@ def round(x, fmt, mode="rne", *, rng=None, sr_bits=None, subnormals=None,  # noq
     True
     """
     plan = _plan(fmt, mode, subnormals, saturate, sr_bits, rng)
-    reader = _Reader(x)
-    out = _run(plan, reader)
+    out = _run(plan, read_input(x, "x"))
     return out[()] if out.ndim == 0 else out
+
+
+def read_input(x, name):
+    """A chunk reader of the real input ``x``; `TypeError` naming ``name`` otherwise."""
+    try:
+        return _Reader(x)
+    except TypeError as exc:
+        raise TypeError(f"{name}: {exc}") from None
 
 
 def round_exact(hi, lo, fmt, mode="rne", *, rng=None, sr_bits=None, subnormals=None,

@@ -283,9 +283,10 @@ def test_unscale_and_optimizers_take_plain_arrays_as_fp32_gradients():
 @pytest.mark.parametrize("grads,match", [
     ([np.array(["1.5"])], "grads\\[0\\]"), ([np.array([True])], "grads\\[0\\]"),
     ([np.array([1 + 2j])], "grads\\[0\\]"), ([None], "grads\\[0\\]"),
-    (np.array([1.0, 2.0]), "list or tuple"), (lp.tensor([1.0], "fp32"), "list or tuple"),
+    (np.array([1.0, 2.0]), "list, tuple or other iterable"),
+    (lp.tensor([1.0], "fp32"), "list, tuple or other iterable"), (3.0, "iterable"),
 ])
-def test_unscale_refuses_what_is_not_a_list_of_real_gradients(grads, match):
+def test_unscale_refuses_what_is_not_an_iterable_of_real_gradients(grads, match):
     s = amp.GradScaler()
     with pytest.raises(TypeError, match=match):
         s.unscale(grads)
@@ -673,3 +674,14 @@ def test_labels_past_the_output_width_of_any_model_are_found_on_the_first_step()
     labels[-1] = 4                  # past the 4 classes; a minibatch of 2 might not draw it
     with pytest.raises(ValueError, match=r"labels must be in \[0, 4\).*index 15"):
         amp.train(Wrapped(), (X, labels), "fp32", 3, batch_size=2)
+
+
+def test_unscale_takes_any_iterable_of_gradients():
+    # A generator of gradients is an iterable, as a list is (it worked before the checks).
+    grads = [np.array([3.0, -0.5]), np.array([2.0**-20])]
+    s = amp.GradScaler(init_scale=4.0)
+    got, found_inf = s.unscale(g for g in grads)
+    assert not found_inf
+    for g, x in zip(got, grads):     # unscaled in FP32: x * (1/4) is exact in float32
+        assert g.fmt == lp.FP32
+        assert np.array_equal(g.values, (x.astype(np.float32) * np.float32(0.25)).astype(float))

@@ -263,6 +263,8 @@ def test_plain_import_and_demo_do_not_load_matplotlib():
     (["round", "-1e", "--fmt", "fp16"], "not a number: '-1e'"),
     (["round", "--fmt", "fp16", "-1e"], "not a number: '-1e'"),
     (["explain", "-1e", "--fmt", "fp16"], "not a number: '-1e'"),
+    (["explain", "--fmt", "fp16", "-1e"], "not a number: '-1e'"),
+    (["explain", "--fmt", "bf16", "1e+"], "not a number: '1e+'"),
     (["explain", "--fmt", "fp16", "-1x", "0.1"], "unknown format '-1x'"),
     (["explain", "--fmt", "fp16", "0.1", "0.2"], "explain takes one VALUE, got 0.1, 0.2"),
     (["explain", "--fmt", "fp16"], "required: VALUE"),

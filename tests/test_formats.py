@@ -360,7 +360,9 @@ def test_numpy_integer_parameters_behave_as_ints(ints):
     (dict(bias=True), TypeError, "bias must be an int"),
     (dict(subnormals="no"), TypeError, "subnormals must be a bool"),
     (dict(subnormals=0), TypeError, "subnormals must be a bool"),
-    (dict(kind=["ieee"]), ValueError, "kind must be one of"),
+    (dict(kind=["ieee"]), TypeError, "kind must be a str"),      # wrong type: TypeError
+    (dict(kind=3), TypeError, "kind must be a str"),
+    (dict(kind="IEEE754"), ValueError, "kind must be one of"),     # unknown name: ValueError
 ])
 def test_bias_subnormals_kind_are_validated(kwargs, error, match):
     with pytest.raises(error, match=match):

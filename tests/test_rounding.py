@@ -808,3 +808,12 @@ def test_reference_keeps_the_sign_of_nan_as_ml_dtypes_does():
     got = [lpt.reference_round(float(v), "e4m3") for v in x]
     assert all(math.isnan(g) for g in got)
     assert [math.copysign(1.0, g) < 0 for g in got] == signs.tolist()
+
+
+@pytest.mark.parametrize("bad", ["1", ["a", "b"], 1j, np.array([1 + 2j]), b"1"])
+def test_non_real_input_names_x(bad):
+    # The message names the argument, as round_exact's name hi and lo.
+    with pytest.raises(TypeError, match="^x: "):
+        lp.round(bad, "bf16")
+    with pytest.raises(TypeError, match="^x: "):
+        lp.encode(bad, "bf16")
