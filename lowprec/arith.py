@@ -29,7 +29,8 @@ from ._checks import check_bool, check_int, check_mode, check_rng
 from .flags import recording
 from .formats import format as _format
 from .rounding import (CHUNK, _draw, _fp64_move, _odd, _Plan, _round_into,
-                       _steps_toward_lo, _two_sum, as_real_array, in_spans)
+                       _steps_toward_lo, _two_sum, as_real_array, in_spans,
+                       signalling_nans)
 
 __all__ = ["add", "sub", "mul", "div", "sqrt", "fma", "sum", "dot", "ORDERS"]
 
@@ -855,6 +856,8 @@ def _apply(plan, kernel, operands, n, buffers=None):
                 k = b - a
                 w = bufs.work if k == bufs.size else bufs.work.take(k)
                 raw = [x[a:b] for x in operands]
+                if listening is not None:   # sNaN operands, on their own bits: invalid
+                    counts["invalid"] += signalling_nans(*raw)
                 parts = [_parts(xc) for xc in raw]
                 if any(lo is not None for _, lo in parts):
                     hi, lo = _with_exact(plan, kernel, raw, parts, w, counts)

@@ -34,7 +34,8 @@ from ._checks import MODES, check_bool, check_int, check_mode, check_rng
 from .flags import FLAG_NAMES, recording
 from .formats import format as _format
 
-__all__ = ["round", "round_exact", "threads", "MODES", "as_real_array", "read_input"]
+__all__ = ["round", "round_exact", "threads", "MODES", "as_real_array", "read_input",
+           "signalling_nans"]
 
 _ENCODING_MODES = ("rz", "rna", "ro", "sr")  # cheaper on the float64 encoding
 
@@ -701,9 +702,7 @@ class _Reader:
         fraction, quiet bit clear), read on the input's own bits."""
         if self.nan_bits is None:
             return 0
-        udt, exp, quiet = self.nan_bits
-        mag = self.flat[a:b].view(udt) & (np.iinfo(udt).max >> udt(1))   # without the sign
-        return int(np.count_nonzero((mag > udt(exp)) & (mag < udt(exp | quiet))))
+        return int(np.count_nonzero(_signalling(self.flat[a:b], self.nan_bits)))
 
     def _read_float64(self, a, b, bufs):
         return self.flat[a:b], None
@@ -991,6 +990,28 @@ def round(x, fmt, mode="rne", *, rng=None, sr_bits=None, subnormals=None,  # noq
     plan = _plan(fmt, mode, subnormals, saturate, sr_bits, rng)
     out = _run(plan, read_input(x, "x"))
     return out[()] if out.ndim == 0 else out
+
+
+def _signalling(a, nan_bits):
+    """Where the 1-D array ``a`` holds signalling NaNs (exponent all ones, nonzero
+    fraction, quiet bit clear), read on its own bits with ``nan_bits`` = (unsigned
+    view, exponent mask, quiet bit)."""
+    udt, exp, quiet = nan_bits
+    mag = a.view(udt) & (np.iinfo(udt).max >> udt(1))   # without the sign
+    return (mag > udt(exp)) & (mag < udt(exp | quiet))
+
+
+def signalling_nans(*arrays):
+    """How many positions of the equal-length 1-D ``arrays`` hold a signalling NaN in
+    at least one of them (each read on its own bits): IEEE 754 §7.2 signals invalid
+    once for an operation with a signalling NaN operand."""
+    found = None
+    for a in arrays:
+        nan_bits = _Reader._nan_bits(a.dtype)
+        if nan_bits is not None:
+            m = _signalling(a, nan_bits)
+            found = m if found is None else found | m
+    return 0 if found is None else int(np.count_nonzero(found))
 
 
 def read_input(x, name):

@@ -1684,3 +1684,36 @@ def test_extra_memory_is_bounded_on_the_exact_path():
     finally:
         lp.threads(before)
     assert extra < lp.arith.MEMORY_CHUNKS * lp.arith._CHUNK * 8, extra / 2**20
+
+
+# -- signalling NaN operands (IEEE 754 §7.2: invalid, a quiet NaN result) ----------------
+
+_SNAN_BITS = {np.float64: (np.uint64, 0x7FF0_0000_0000_0001),
+              np.float32: (np.uint32, 0x7F80_0001), np.float16: (np.uint16, 0x7C01)}
+
+
+@pytest.mark.parametrize("dtype", list(_SNAN_BITS), ids=lambda d: d.__name__)
+@pytest.mark.parametrize("fmt", ["bf16", "fp16", "e4m3", "fp64"])
+def test_signalling_nan_operands_signal_invalid_once_per_element(dtype, fmt):
+    udt, pattern = _SNAN_BITS[dtype]
+    snan = np.array([pattern, pattern | (1 << (8 * np.dtype(udt).itemsize - 1))],
+                    udt).view(dtype)                 # +sNaN and -sNaN
+    assert np.isnan(snan).all()
+    x = np.array([snan[0], 1.0, snan[1], 2.0, np.nan], dtype)   # 2 sNaNs, 1 quiet NaN
+    y = np.array([1.0, snan[0], snan[1], 3.0, 1.0], dtype)      # one more on its own
+    ops = {"add": lambda: lp.add(x, y, fmt), "sub": lambda: lp.sub(x, y, fmt),
+           "mul": lambda: lp.mul(x, y, fmt), "div": lambda: lp.div(x, y, fmt),
+           "fma": lambda: lp.fma(x, y, y, fmt)}
+    for name, op in ops.items():
+        with lp.flags() as f:
+            r = op()
+        # Elements 0, 1, 2 have a signalling operand (element 2 two of them: one signal).
+        assert f.invalid == 3, name
+        assert np.isnan(r[:3]).all() and np.isnan(r[4]) and not np.isnan(r[3]), name
+    with lp.flags() as f:
+        r = lp.sqrt(x, fmt)
+    assert f.invalid == 2 and np.isnan(r[[0, 2, 4]]).all()
+    for order in ("sequential", "pairwise", "kahan"):
+        with lp.flags() as f:
+            assert np.isnan(lp.sum(x[:4], fmt, order=order))
+        assert f.invalid == 2, order     # each sNaN term signals; NaN + NaN later does not
