@@ -8,6 +8,9 @@ its parameters) is marked skipped, naming the peer; so is every doctest (docstri
 docs/*.md, README.md) that imports a peer that is not installed. A test that still
 fails because it used a stand-in (inside a Hypothesis strategy, say; the error then
 names ``<missing peer ...>``) is reported as skipped with that reason.
+
+The same walk marks every test that reaches an oracle peer (ml_dtypes, gmpy2), installed
+or not, ``oracle``, and every notebook ``notebook``; ``slow`` is written on the tests.
 """
 
 from __future__ import annotations
@@ -17,11 +20,14 @@ import inspect
 import re
 import types
 
+import numpy as np
 import pytest
 
 #: Libraries the suite or the docs use as oracles or for pictures; none is required.
 PEERS = ("ml_dtypes", "gmpy2", "matplotlib", "torch", "gfloat", "pychop")
 _IMPORT = re.compile(r"^\s*(?:import|from)\s+(" + "|".join(PEERS) + r")\b", re.M)
+#: The peers whose answers tests compare against: a test that uses one is marked `oracle`.
+ORACLES = ("ml_dtypes", "gmpy2")
 
 
 def _installed(name):
@@ -43,6 +49,35 @@ def _missing(value, depth=0):
     return None
 
 
+def _oracle(value, depth=0):
+    """The name of the oracle peer ``value`` (or an item, tables two levels deep) belongs
+    to: the module itself, a stand-in for it, or a type, function or dtype of it."""
+    if type(value).__name__ == "Missing" and hasattr(value, "reason"):
+        return value._peer if value._peer in ORACLES else None
+    if isinstance(value, types.ModuleType):
+        owner = value.__name__
+    elif isinstance(value, type):
+        owner = value.__module__
+    elif isinstance(value, np.dtype):
+        owner = value.type.__module__
+    elif isinstance(value, types.FunctionType | types.BuiltinFunctionType):
+        owner = value.__module__
+    else:
+        owner = None
+    root = owner.partition(".")[0] if isinstance(owner, str) else None
+    if root in ORACLES:
+        return root
+    if depth < 3 and isinstance(value, (dict, list, tuple, set, frozenset)):
+        items = value.items() if isinstance(value, dict) else value
+        for item in items:
+            found = _oracle(item, depth + 1)
+            if found is not None:
+                return found
+    if depth < 3 and type(value).__name__ == "ParameterSet":
+        return _oracle(tuple(value.values), depth + 1)
+    return None
+
+
 def _code_objects(code):
     yield code
     for const in code.co_consts:
@@ -50,8 +85,9 @@ def _code_objects(code):
             yield from _code_objects(const)
 
 
-def _reaches_missing(fn, seen):
-    """A stand-in reached from function ``fn``'s code through its module's globals."""
+def _reaches_missing(fn, seen, find=_missing):
+    """A stand-in reached from function ``fn``'s code through its module's globals (or,
+    with ``find=_oracle``, the oracle peer reached, installed or not)."""
     fn = inspect.unwrap(fn)
     inner = getattr(getattr(fn, "hypothesis", None), "inner_test", None)
     if inner is not None:
@@ -62,39 +98,54 @@ def _reaches_missing(fn, seen):
     seen.add(code)
     module_globals = getattr(fn, "__globals__", {})
     for c in _code_objects(code):
+        if find is _oracle:     # `import gmpy2`, `gmpy2 = pytest.importorskip("gmpy2")`
+            names = c.co_names + c.co_varnames + c.co_cellvars + c.co_freevars
+            found = next((n for n in names if n in ORACLES), None)
+            if found is not None:
+                return found
         for name in c.co_names:
             if name not in module_globals:
                 continue
             value = module_globals[name]
-            found = _missing(value)
+            found = find(value)
             if found is not None:
                 return found
             if (isinstance(value, types.FunctionType)
                     and value.__globals__ is module_globals):
-                found = _reaches_missing(value, seen)
+                found = _reaches_missing(value, seen, find)
                 if found is not None:
                     return found
     return None
 
 
+# tryfirst: the markers are on the items before `-m` deselects by them.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         reason = None
+        oracle = None
         dtest = getattr(item, "dtest", None)
         if dtest is not None:       # a doctest: skip it if it imports an absent peer
             source = "\n".join(example.source for example in dtest.examples)
-            absent = sorted({m for m in _IMPORT.findall(source) if not _installed(m)})
+            imported = set(_IMPORT.findall(source))
+            absent = sorted(m for m in imported if not _installed(m))
             if absent:
                 reason = f"{', '.join(absent)} not installed; doctest skipped"
+            oracle = next((m for m in ORACLES if m in imported), None)
         elif isinstance(item, pytest.Function):
             found = None
             callspec = getattr(item, "callspec", None)
-            if callspec is not None:
-                found = _missing(tuple(callspec.params.values()))
+            params = tuple(callspec.params.values()) if callspec is not None else ()
+            found = _missing(params)
             if found is None:
                 found = _reaches_missing(item.function, set())
             if found is not None:
                 reason = found.reason
+            oracle = _oracle(params) or _reaches_missing(item.function, set(), _oracle)
+        elif item.path.suffix == ".ipynb":      # nbmake's notebook items
+            item.add_marker(pytest.mark.notebook)
+        if oracle is not None:
+            item.add_marker(pytest.mark.oracle)
         if reason is not None:
             item.add_marker(pytest.mark.skip(reason=reason))
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-from timing import ratio, row
 
 import lowprec as lp
+from timing import ratio, row
 
 
 def numpy_steps(x, labels, sizes, steps, lr=0.02):

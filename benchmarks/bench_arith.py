@@ -10,9 +10,9 @@ sqrt at most 5x.
 from __future__ import annotations
 
 import numpy as np
-from timing import ratio, row
 
 import lowprec as lp
+from timing import ratio, row
 
 LIMITS = {"add": 3, "mul": 3, "div": 5, "sqrt": 5}
 

@@ -50,7 +50,7 @@ def _run(quick, threads):
     print(f"  {n}x{n}x{n}, FP16 inputs, FP32 output, {threads}; ratio to the float64 "
           "per-term floor (and to np.matmul in float32)")
     for name in MODELS:
-        run = (lambda m=name: lp.matmul(a, b, model=m, in_fmt="fp16"))
+        run = (lambda m=name: lp.matmul(a, b, model=m, in_fmt="fp16"))  # noqa: E731
         r, t_model, t_floor = ratio(run, lambda: _floor(a, b, rows), rounds, inner)
         r32, _, _ = ratio(run, lambda: a32 @ b32, rounds, inner)
         # The limits are stated for 512x512x512; --quick is a smoke run.

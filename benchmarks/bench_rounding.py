@@ -2,8 +2,8 @@
 
 Inputs: 10**7 float64 values (standard normal, so every format's normal range is
 exercised and FP8 sees some overflow). lp.round uses ``lp.threads()`` threads on
-inputs this large; the single-thread ratios are printed too. Limits from the acceptance criteria: RNE to
-BF16/FP16/E4M3 at most 1.25x NumPy's ``x.astype(np.float16)``, the other
+inputs this large; the single-thread ratios are printed too. Limits from the acceptance
+criteria: RNE to BF16/FP16/E4M3 at most 1.25x NumPy's ``x.astype(np.float16)``, the other
 deterministic modes 1.5x, ``sr`` 3x; extra memory at most twice the input.
 """
 

@@ -6,7 +6,7 @@ import os
 import threading
 import weakref
 
-_ALL = weakref.WeakSet()
+_ALL: weakref.WeakSet[Latest] = weakref.WeakSet()
 
 
 class Latest:

@@ -9,6 +9,7 @@ type that is not allowed. This module imports nothing from lowprec and holds no 
 from __future__ import annotations
 
 import numbers
+from typing import Literal, overload
 
 import numpy as np
 
@@ -16,6 +17,12 @@ __all__ = ["MODES", "check_bool", "check_mode", "check_rng", "check_int"]
 
 #: The rounding modes, in the order the docs list them.
 MODES = ("rne", "rna", "rz", "ru", "rd", "ro", "sr")
+
+
+@overload
+def check_bool(name: str, value: object, *, optional: Literal[False] = False) -> bool: ...
+@overload
+def check_bool(name: str, value: object, *, optional: bool) -> bool | None: ...
 
 
 def check_bool(name: str, value: object, *, optional: bool = False) -> bool | None:

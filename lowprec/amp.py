@@ -17,21 +17,25 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from . import nn
 from ._checks import check_bool, check_int, check_rng
 from .flags import flags
-from .formats import BF16, FP16, FP32, Format
+from .formats import BF16, FP16, FP32, Format, FormatLike
 from .formats import format as _format
 from .matmul import MODELS as _MODELS
-from .matmul import TensorCoreModel
+from .matmul import Model, TensorCoreModel
 from .rounding import MODES
 from .rounding import round as _round
 from .tensor import Tensor, context, tensor
+
+_Loss = TypeVar("_Loss", Tensor, float)
 
 __all__ = ["Policy", "POLICIES", "GradScaler", "SGD", "Adam", "History", "train",
            "evaluate", "blobs", "demo"]
@@ -98,13 +102,13 @@ class Policy:
     """
 
     compute: Format
-    matmul: object = "fp32"
+    matmul: str | Model = "fp32"
     weights: Format | None = None
     grads: Format | None = None
     update: str = "rne"
     loss: Format | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         compute = _format(self.compute)
         object.__setattr__(self, "compute", compute)
         for name in ("weights", "grads", "loss"):
@@ -122,7 +126,7 @@ class Policy:
                              f"{', '.join(_MODELS)} or a lp.TensorCoreModel")
 
     @classmethod
-    def named(cls, name):
+    def named(cls, name: Policy | str) -> Policy:
         """The named policy ``name`` (see the table above)."""
         if isinstance(name, Policy):
             return name
@@ -136,12 +140,12 @@ class Policy:
                              f"{', '.join(POLICIES)}") from None
 
     @property
-    def name(self):
+    def name(self) -> str | None:
         """The name of the named policy equal to this one, or None."""
         return next((n for n, p in POLICIES.items() if p == self), None)
 
     @property
-    def master_weights(self):
+    def master_weights(self) -> bool:
         """Whether the optimizer keeps weights in a format other than ``compute``."""
         return self.weights != self.compute
 
@@ -198,7 +202,7 @@ def _as_grad(g, name="grads"):
     return nn._real_tensor(g, name)
 
 
-def _as_grads(grads, name="grads"):
+def _as_grads(grads: Iterable[Any], name: str = "grads") -> list[Tensor]:
     """An iterable of gradients as a list of Tensors (see `_as_grad`). A bare Tensor
     or ndarray is refused: it is one gradient, and iterating it would split it."""
     if (isinstance(grads, (Tensor, np.ndarray, str, bytes, dict))
@@ -261,8 +265,9 @@ class GradScaler:
      '_growth_tracker': 0}
     """
 
-    def __init__(self, init_scale=2.0**16, growth_factor=2.0, backoff_factor=0.5,
-                 growth_interval=2000, enabled=True):
+    def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0,
+                 backoff_factor: float = 0.5, growth_interval: int = 2000,
+                 enabled: bool = True) -> None:
         self._enabled = check_bool("enabled", enabled)
         self._scale = _check_scale("init_scale", init_scale)
         self._growth_factor = _check_real("growth_factor", growth_factor, low=1.0,
@@ -271,25 +276,25 @@ class GradScaler:
                                            low_open=True, high=1.0, high_open=True)
         self._growth_interval = check_int("growth_interval", growth_interval, minimum=1)
         self._growth_tracker = 0
-        self._found_inf = None
+        self._found_inf: bool | None = None
 
-    def is_enabled(self):
+    def is_enabled(self) -> bool:
         return self._enabled
 
-    def get_scale(self):
+    def get_scale(self) -> float:
         """The current scale (a Python float), 1.0 when disabled."""
         return self._scale if self._enabled else 1.0
 
-    def get_growth_factor(self):
+    def get_growth_factor(self) -> float:
         return self._growth_factor
 
-    def get_backoff_factor(self):
+    def get_backoff_factor(self) -> float:
         return self._backoff_factor
 
-    def get_growth_interval(self):
+    def get_growth_interval(self) -> int:
         return self._growth_interval
 
-    def scale(self, loss):
+    def scale(self, loss: _Loss) -> _Loss:
         """``loss * scale``; a Tensor loss meets an FP32 scale, so an FP16 or BF16
         loss gives an FP32 product, as in PyTorch.
 
@@ -305,7 +310,7 @@ class GradScaler:
             return loss * tensor(self._scale, FP32)
         return loss * self._scale
 
-    def unscale(self, grads):
+    def unscale(self, grads: Iterable[Tensor | ArrayLike]) -> tuple[list[Any], bool]:
         """Divide gradients by the scale; returns ``(grads, found_inf)``.
 
         Each gradient is multiplied by ``1/scale`` rounded to FP32 (computed in
@@ -340,7 +345,8 @@ class GradScaler:
         self._found_inf = bool(found_inf)
         return out, self._found_inf
 
-    def step(self, optimizer, grads=None):
+    def step(self, optimizer: SGD | Adam,
+             grads: Iterable[Tensor | ArrayLike] | None = None) -> bool:
         """Unscale ``grads`` (default: the optimizer's) unless `unscale` was called
         this iteration, then step the optimizer unless they hold inf or NaN.
         Returns whether the step was taken."""
@@ -354,7 +360,7 @@ class GradScaler:
         optimizer.step(grads)
         return True
 
-    def update(self, new_scale=None):
+    def update(self, new_scale: float | None = None) -> None:
         """Back off after an inf/NaN, grow after ``growth_interval`` clean steps;
         ``new_scale`` sets the scale instead."""
         if not self._enabled:
@@ -377,7 +383,7 @@ class GradScaler:
                 self._growth_tracker = successful
         self._found_inf = None
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """PyTorch's keys: scale, growth_factor, backoff_factor, growth_interval,
         _growth_tracker; empty when disabled."""
         if not self._enabled:
@@ -387,7 +393,7 @@ class GradScaler:
                 "growth_interval": self._growth_interval,
                 "_growth_tracker": self._growth_tracker}
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Load a `state_dict` (PyTorch's keys, all five required). Every entry is
         checked before any is loaded: `TypeError` or `ValueError` naming the key.
         A saved scale of 0 (a collapsed scaler, see the class notes) loads as it is."""
@@ -421,7 +427,7 @@ class GradScaler:
         self._scale, self._growth_factor, self._backoff_factor = scale, growth, backoff
         self._growth_interval, self._growth_tracker = interval, tracker
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if not self._enabled:
             return "GradScaler(enabled=False)"
         return (f"GradScaler(scale={self._scale!r}, growth_factor={self._growth_factor!r}, "
@@ -433,6 +439,8 @@ class GradScaler:
 
 class _Optimizer:
     """The weights (masters when the policy says so), working copies, lost updates."""
+
+    _step: Callable[[int, Tensor], Any]   # each optimizer's update rule
 
     def __init__(self, params, lr, policy, seed):
         self.policy = Policy.named(policy)
@@ -458,7 +466,7 @@ class _Optimizer:
         #: (weight elements with a nonzero gradient, of those left unchanged) by the last step
         self.last_step = (0, 0)
 
-    def gradients(self):
+    def gradients(self) -> list[Tensor]:
         """The parameters' gradients in the weight format (exact when it holds
         the gradient format)."""
         if any(p.grad is None for p in self.params):
@@ -467,7 +475,7 @@ class _Optimizer:
         grads = [_as_grad(p.grad, f"params[{i}].grad") for i, p in enumerate(self.params)]
         return [g if g.fmt == fmt else g.astype(fmt, "rne") for g in grads]
 
-    def step(self, grads=None):
+    def step(self, grads: Iterable[Tensor | ArrayLike] | None = None) -> None:
         """One update of every weight from ``grads`` (default: `gradients`), a list
         of Tensors, one per parameter (plain arrays of real numbers are FP32
         gradients, rounded to FP32 once); the working copies are written back into
@@ -495,7 +503,7 @@ class _Optimizer:
         self.last_step = (moved, unchanged)
 
     @property
-    def unchanged_fraction(self):
+    def unchanged_fraction(self) -> float:
         """Of the weights with a nonzero gradient, the fraction the last step left
         unchanged (the update rounded away: below half an ulp under ``"rne"``)."""
         moved, unchanged = self.last_step
@@ -522,7 +530,8 @@ class SGD(_Optimizer):
     (Tensor([1.0, 0.99609375], fmt=BF16), 0.5)
     """
 
-    def __init__(self, params, lr, policy="fp32", *, momentum=0.0, seed=0):
+    def __init__(self, params: list[nn.Parameter], lr: float, policy: Policy | str = "fp32", *,
+                 momentum: float = 0.0, seed: int = 0) -> None:
         # Checked first: the base class takes the parameters over.
         self.momentum = _check_real("momentum", momentum, low=0.0, high=1.0, high_open=True)
         super().__init__(params, lr, policy, seed)
@@ -555,8 +564,9 @@ class Adam(_Optimizer):
     Tensor([0.5, -0.5], fmt=FP32)
     """
 
-    def __init__(self, params, lr=1e-3, policy="fp32", *, betas=(0.9, 0.999), eps=1e-8,
-                 seed=0):
+    def __init__(self, params: list[nn.Parameter], lr: float = 1e-3,
+                 policy: Policy | str = "fp32", *, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, seed: int = 0) -> None:
         # Checked first: the base class takes the parameters over.
         if not isinstance(betas, (tuple, list)) or len(betas) != 2:
             raise TypeError(f"betas must be a pair (beta1, beta2), got {betas!r}")
@@ -569,7 +579,7 @@ class Adam(_Optimizer):
         self._m = [np.zeros_like(w) for w in self.weights]
         self._v = [np.zeros_like(w) for w in self.weights]
 
-    def step(self, grads=None):
+    def step(self, grads: Iterable[Tensor | ArrayLike] | None = None) -> None:
         self.t += 1
         super().step(grads)
 
@@ -619,7 +629,7 @@ class History:
     final_loss: float = float("nan")
     final_accuracy: float = float("nan")
 
-    def summary(self):
+    def summary(self) -> dict[str, float]:
         """The number of steps, the means over the run and the final figures, as a
         dict of floats (``steps`` and ``skipped`` are ints). A mean over no steps
         (a run of 0 steps; ``unchanged`` when every step was skipped) is NaN, and so
@@ -642,8 +652,10 @@ class History:
                 "final_scale": self.scale[-1] if self.scale else float("nan")}
 
 
-def train(model, data, policy, steps, *, optimizer="sgd", lr=0.1, momentum=0.0,
-          scaler=None, loss_weight=1.0, batch_size=None, seed=0):
+def train(model: nn.Sequential, data: tuple[ArrayLike, ArrayLike], policy: Policy | str,
+          steps: int, *, optimizer: str = "sgd", lr: float = 0.1, momentum: float = 0.0,
+          scaler: GradScaler | None = None, loss_weight: float = 1.0,
+          batch_size: int | None = None, seed: int = 0) -> History:
     """Train ``model`` (a `lowprec.nn` model) on ``data`` under ``policy``.
 
     Each step: the forward pass in ``policy.compute`` under ``policy.matmul``; the
@@ -721,6 +733,7 @@ def train(model, data, policy, steps, *, optimizer="sgd", lr=0.1, momentum=0.0,
     if classes is not None:
         nn._check_labels(labels, len(labels), classes, what="one per row of x")
     params = model.parameters()
+    opt: SGD | Adam
     if optimizer == "sgd":
         opt = SGD(params, lr, policy, momentum=momentum, seed=seed)
     else:
@@ -735,7 +748,8 @@ def train(model, data, policy, steps, *, optimizer="sgd", lr=0.1, momentum=0.0,
             else:
                 idx = batches.integers(0, len(labels), batch_size)
                 xb, yb = x_all[idx], labels[idx]
-            logits = model.forward(xb).astype(policy.loss)
+            # policy.loss is a Format once Policy.__post_init__ has run.
+            logits = model.forward(xb).astype(policy.loss)  # type: ignore[arg-type]
             if classes is None:        # every label, not only a minibatch's
                 classes = logits.shape[1]
                 nn._check_labels(labels, len(labels), classes, what="one per row of x")
@@ -758,7 +772,8 @@ def train(model, data, policy, steps, *, optimizer="sgd", lr=0.1, momentum=0.0,
             history.scale.append(scale)
             history.skipped.append(bool(found_inf))
             history.grad_underflow.append(f.underflow)
-            history.grad_zero.append(zeros / sum(p.grad.size for p in params))
+            # Every p.grad is set: opt.gradients() refused a missing one.
+            history.grad_zero.append(zeros / sum(p.grad.size for p in params))  # type: ignore[union-attr,misc]
             history.unchanged.append(float("nan") if found_inf else opt.unchanged_fraction)
     history.final_loss, history.final_accuracy = evaluate(model, data, opt.weights)
     return history
@@ -798,7 +813,8 @@ def _check_data(data):
     return x.astype(np.float64), labels
 
 
-def evaluate(model, data, weights=None):
+def evaluate(model: nn.Sequential, data: tuple[ArrayLike, ArrayLike],
+             weights: list[Tensor] | None = None) -> tuple[float, float]:
     """Loss and accuracy of ``model`` on ``data`` in FP32 (FP32 accumulation), with
     ``weights`` (a list of Tensors, one per parameter) in place of the parameters'
     values when given. Returns ``(loss, accuracy)`` as floats.
@@ -839,7 +855,8 @@ def evaluate(model, data, weights=None):
     return float(loss), accuracy
 
 
-def blobs(n, dim, classes, *, spread=1.0, seed=0):
+def blobs(n: int, dim: int, classes: int, *, spread: float = 1.0,
+          seed: int = 0) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
     """A synthetic classification task: ``classes`` Gaussian clusters in ``dim``
     dimensions, centres drawn from N(0, 1), points from N(centre, spread**2).
     Returns ``(x, labels)``: float64 (n, dim) and int (n,), from a seeded NumPy
@@ -865,7 +882,7 @@ def blobs(n, dim, classes, *, spread=1.0, seed=0):
 
 
 @functools.cache
-def demo(n=64, steps=40, lr=0.02, loss_weight=2.0**-18):
+def demo(n: int = 64, steps: int = 40, lr: float = 0.02, loss_weight: float = 2.0**-18) -> str:
     """The mixed-precision comparison ``lowprec demo`` prints: one small task trained
     under each policy, as a text table (computed on the call, a few seconds; cached).
 
@@ -896,12 +913,13 @@ def demo(n=64, steps=40, lr=0.02, loss_weight=2.0**-18):
                               high=math.inf, high_open=True)
     data = blobs(n, 8, 4, seed=0)
     bf16_sr = replace(POLICIES["bf16"], update="sr")
-    runs = [("fp32", "fp32", 1.0, None),
-            ("fp16-mixed, no loss scaling", "fp16-mixed", loss_weight, None),
-            ("fp16-mixed + GradScaler", "fp16-mixed", loss_weight, GradScaler()),
-            ("bf16 (BF16 weights)", "bf16", 1.0, None),
-            ("bf16-mixed (FP32 masters)", "bf16-mixed", 1.0, None),
-            ("bf16 + stochastic rounding", bf16_sr, 1.0, None)]
+    runs: list[tuple[str, Policy | str, float, GradScaler | None]] = [
+        ("fp32", "fp32", 1.0, None),
+        ("fp16-mixed, no loss scaling", "fp16-mixed", loss_weight, None),
+        ("fp16-mixed + GradScaler", "fp16-mixed", loss_weight, GradScaler()),
+        ("bf16 (BF16 weights)", "bf16", 1.0, None),
+        ("bf16-mixed (FP32 masters)", "bf16-mixed", 1.0, None),
+        ("bf16 + stochastic rounding", bf16_sr, 1.0, None)]
     header = ("run", "final loss", "grads zero", "updates lost", "skipped")
     rows = []
     for label, policy, weight, scaler in runs:

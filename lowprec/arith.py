@@ -23,10 +23,14 @@ import numbers
 import warnings
 from fractions import Fraction
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from ._checks import check_bool, check_int, check_mode, check_rng
 from .flags import recording
+from .formats import FormatLike
 from .formats import format as _format
 from .rounding import (CHUNK, _draw, _fp64_move, _odd, _Plan, _round_into,
                        _steps_toward_lo, _two_sum, as_real_array, in_spans,
@@ -1095,7 +1099,9 @@ _COMMON_DOC = """
 """
 
 
-def add(a, b, fmt, mode="rne", *, rng=None, subnormals=None, saturate=False):
+def add(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
+        rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+        saturate: bool = False) -> NDArray[np.float64] | np.float64:
     """``a + b`` rounded once to ``fmt``: correctly rounded in every mode.
 
     IEEE 754's special cases hold: ``inf - inf`` is NaN and counts as invalid;
@@ -1115,7 +1121,9 @@ def add(a, b, fmt, mode="rne", *, rng=None, subnormals=None, saturate=False):
     return _elementwise(_add_kernel, (a, b), fmt, mode, rng, subnormals, saturate)
 
 
-def sub(a, b, fmt, mode="rne", *, rng=None, subnormals=None, saturate=False):
+def sub(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
+        rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+        saturate: bool = False) -> NDArray[np.float64] | np.float64:
     """``a - b`` rounded once to ``fmt``; see `add`.
     {doc}
     Examples
@@ -1127,7 +1135,9 @@ def sub(a, b, fmt, mode="rne", *, rng=None, subnormals=None, saturate=False):
     return _elementwise(_sub_kernel, (a, b), fmt, mode, rng, subnormals, saturate)
 
 
-def mul(a, b, fmt, mode="rne", *, rng=None, subnormals=None, saturate=False):
+def mul(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
+        rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+        saturate: bool = False) -> NDArray[np.float64] | np.float64:
     """``a * b`` rounded once to ``fmt``: correctly rounded in every mode.
 
     ``0 * inf`` is NaN and counts as invalid.
@@ -1144,7 +1154,9 @@ def mul(a, b, fmt, mode="rne", *, rng=None, subnormals=None, saturate=False):
     return _elementwise(_mul_kernel, (a, b), fmt, mode, rng, subnormals, saturate)
 
 
-def div(a, b, fmt, mode="rne", *, rng=None, subnormals=None, saturate=False):
+def div(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
+        rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+        saturate: bool = False) -> NDArray[np.float64] | np.float64:
     """``a / b`` rounded once to ``fmt``: correctly rounded in every mode.
 
     ``x / 0`` for finite nonzero ``x`` is ±inf (NaN or ±max in formats without
@@ -1164,7 +1176,9 @@ def div(a, b, fmt, mode="rne", *, rng=None, subnormals=None, saturate=False):
     return _elementwise(_div_kernel, (a, b), fmt, mode, rng, subnormals, saturate)
 
 
-def sqrt(a, fmt, mode="rne", *, rng=None, subnormals=None, saturate=False):
+def sqrt(a: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
+         rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+         saturate: bool = False) -> NDArray[np.float64] | np.float64:
     """The square root of ``a`` rounded once to ``fmt``: correctly rounded in every mode.
 
     ``sqrt(-0)`` is -0; the square root of a negative number is NaN and counts
@@ -1181,7 +1195,9 @@ def sqrt(a, fmt, mode="rne", *, rng=None, subnormals=None, saturate=False):
     return _elementwise(_sqrt_kernel, (a,), fmt, mode, rng, subnormals, saturate)
 
 
-def fma(a, b, c, fmt, mode="rne", *, rng=None, subnormals=None, saturate=False):
+def fma(a: ArrayLike, b: ArrayLike, c: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
+        rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+        saturate: bool = False) -> NDArray[np.float64] | np.float64:
     """``a * b + c`` rounded once to ``fmt``.
 
     Correctly rounded in every mode whenever ``a * b`` is exact in float64 (always
@@ -1203,7 +1219,8 @@ def fma(a, b, c, fmt, mode="rne", *, rng=None, subnormals=None, saturate=False):
 
 for _f, _ops in ((add, "a, b"), (sub, "a, b"), (mul, "a, b"), (div, "a, b"),
                  (sqrt, "a"), (fma, "a, b, c")):
-    _f.__doc__ = _f.__doc__.replace("{doc}", _COMMON_DOC.format(operands=_ops))
+    if _f.__doc__ is not None:    # None under python -OO
+        _f.__doc__ = _f.__doc__.replace("{doc}", _COMMON_DOC.format(operands=_ops))
 del _f, _ops
 
 
@@ -1263,7 +1280,7 @@ def _check_order(order):
         raise ValueError(f"unknown order {order!r}; valid orders: {', '.join(ORDERS)}")
 
 
-_UNSET = object()
+_UNSET: Any = object()   # Any: the sentinel stands in for each default of sum
 _LEGACY_SUM = ("lp.sum(x, fmt, axis, mode, order): pass axis=, mode=, order= as keywords; "
                "the positional order is now (x, fmt, mode)")
 
@@ -1288,7 +1305,7 @@ def _sum_arguments(args, axis, mode, order):
     if old is not None and not isinstance(old, tuple) and not is_int:
         check_mode(old)          # neither a mode nor an old axis: TypeError naming mode
     warnings.warn(_LEGACY_SUM, DeprecationWarning, stacklevel=3)
-    for name, value, given in zip(("axis", "mode", "order"), args, (axis, mode, order)):
+    for name, _value, given in zip(("axis", "mode", "order"), args, (axis, mode, order)):
         if given is not _UNSET:
             raise TypeError(f"sum got multiple values for argument {name!r}")
     axis = old
@@ -1315,8 +1332,10 @@ def _sum_axes(axis, ndim):
     return tuple(sorted(out))
 
 
-def sum(x, fmt, *args, axis=_UNSET, mode=_UNSET, order=_UNSET,  # noqa: A001
-        rng=None, subnormals=None, saturate=False):
+def sum(x: ArrayLike, fmt: FormatLike, *args: Any,  # noqa: A001
+        axis: int | tuple[int, ...] | None = _UNSET, mode: str = _UNSET, order: str = _UNSET,
+        rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+        saturate: bool = False) -> NDArray[np.float64] | np.float64:
     """Sum of ``x`` along ``axis`` with every addition rounded to ``fmt``.
 
     Signature: ``sum(x, fmt, mode="rne", *, axis=None, order="pairwise", rng=None,
@@ -1393,7 +1412,8 @@ def sum(x, fmt, *args, axis=_UNSET, mode=_UNSET, order=_UNSET,  # noqa: A001
     return out[()] if out.ndim == 0 else out
 
 
-sum.__signature__ = inspect.Signature([
+# The signature help() and inspect show: the new call, without the deprecated *args.
+sum.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
     inspect.Parameter("x", inspect.Parameter.POSITIONAL_OR_KEYWORD),
     inspect.Parameter("fmt", inspect.Parameter.POSITIONAL_OR_KEYWORD),
     inspect.Parameter("mode", inspect.Parameter.POSITIONAL_OR_KEYWORD, default="rne"),
@@ -1403,8 +1423,10 @@ sum.__signature__ = inspect.Signature([
 ])
 
 
-def dot(a, b, fmt, mode="rne", *, order="sequential", fused=False, rng=None,
-        subnormals=None, saturate=False):
+def dot(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
+        order: str = "sequential", fused: bool = False,
+        rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+        saturate: bool = False) -> NDArray[np.float64] | np.float64:
     """Dot products over the last axis, every operation rounded to ``fmt``.
 
     ``a`` and ``b`` broadcast together and the last axis is contracted (as
@@ -1465,7 +1487,7 @@ def dot(a, b, fmt, mode="rne", *, order="sequential", fused=False, rng=None,
     xb = np.moveaxis(xb, -1, 0).reshape(n, m)
     with np.errstate(all="ignore"):
         if n == 0:
-            out = np.zeros(m)                     # the empty sum is +0
+            out: NDArray[np.float64] = np.zeros(m)   # the empty sum is +0
         elif not fused:
             prods = _apply(plan, _mul_kernel, (np.ascontiguousarray(xa).ravel(),
                                                np.ascontiguousarray(xb).ravel()),

@@ -9,16 +9,20 @@ latest 32 formats' tables are kept).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from ._cache import Latest
-from .formats import _is_int, format as _format
+from .formats import FormatLike, _is_int
+from .formats import format as _format
 from .rounding import _plan, _run, read_input
 
 __all__ = ["encode", "decode", "fields", "uint_dtype"]
 
 
-def uint_dtype(fmt):
+def uint_dtype(fmt: FormatLike) -> np.dtype[np.unsignedinteger[Any]]:
     """The smallest unsigned integer dtype that holds a pattern of ``fmt``."""
     fmt = _format(fmt)
     for dt in (np.uint8, np.uint16, np.uint32, np.uint64):
@@ -38,7 +42,10 @@ def _canonical_nan(fmt, negative):
     return code | (sign if negative else 0)
 
 
-def encode(x, fmt, mode="rne", *, rng=None, sr_bits=None, subnormals=None, saturate=False):
+def encode(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
+           rng: np.random.Generator | int | None = None, sr_bits: int | None = None,
+           subnormals: bool | None = None, saturate: bool = False,
+           ) -> NDArray[np.unsignedinteger[Any]] | np.unsignedinteger[Any]:
     """Round ``x`` to ``fmt`` and return the bit patterns.
 
     ``mode`` and the keyword arguments (``rng``, ``sr_bits``, ``subnormals``,
@@ -72,7 +79,7 @@ _EXP = np.uint64(0x7FF0_0000_0000_0000)
 
 def _encode_chunk(fmt, r, out):
     """Write the patterns of ``r`` (float64 values of ``fmt``, or ±inf/NaN) into ``out``."""
-    m, dt = fmt.mantissa_bits, out.dtype
+    m = fmt.mantissa_bits
     rb = r.view(np.uint64)
     code = np.bitwise_and(rb, _ABS)            # bits of |r|
     top = code.max(initial=0)
@@ -124,7 +131,7 @@ def _check_patterns(bits, fmt):
     return b.astype(np.uint64)
 
 
-def fields(bits, fmt):
+def fields(bits: ArrayLike, fmt: FormatLike) -> tuple[Any, Any, Any]:
     """Split patterns into integer (sign, exponent, mantissa) arrays.
 
     Examples
@@ -184,7 +191,7 @@ def _table(fmt):
     return table
 
 
-def decode(bits, fmt):
+def decode(bits: ArrayLike, fmt: FormatLike) -> NDArray[np.float64] | np.float64:
     """Map bit patterns to their float64 values (every NaN pattern to NaN).
 
     ``bits``: integers in ``[0, 2**fmt.bits)`` of any shape; anything else raises

@@ -18,11 +18,12 @@ import os
 import re
 import sys
 import time
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from .explain import error_table, error_vs_k, explain, explain_text, plot_error_vs_k
-from .formats import NAMED_FORMATS
+from .formats import NAMED_FORMATS, FormatLike
 from .formats import format as _format
 from .rounding import MODES
 from .rounding import round as _round
@@ -65,7 +66,8 @@ def _narrow_row(fmt):
             fmt.bias, fmt.kind, big, f"2**{fmt.emin}", f"2**{low}")
 
 
-def format_table(style="table", formats=None, *, wide=False):
+def format_table(style: str = "table", formats: Iterable[FormatLike] | None = None, *,
+                 wide: bool = False) -> str:
     """The comparison table of formats as text (``table``, ``markdown`` or ``csv``).
 
     ``table`` and ``markdown`` show the main columns (the ``table`` fits 100 columns);
@@ -84,7 +86,7 @@ def format_table(style="table", formats=None, *, wide=False):
     format,dtype,bits,exp,mant,bias,eps,unit roundoff,max,smallest normal,smallest subnormal,digits,inf,NaN
     FP16,float16,16,5,10,15,0.000976562,0.000488281,65504,6.10352e-05,5.96046e-08,3,yes,exp all ones
     BF16,bfloat16,16,8,7,127,0.0078125,0.00390625,3.38953e+38,1.17549e-38,9.18355e-41,2,yes,exp all ones
-    """
+    """  # noqa: E501 - the csv rows print whole
     if style not in ("table", "markdown", "csv"):
         raise ValueError(f"unknown table style {style!r}; valid: table, markdown, csv")
     fmts = [_format(f) for f in (formats or NAMED_FORMATS.values())]
@@ -217,7 +219,7 @@ def _mode_and_seed(p):
                    help="random seed for --mode sr, a non-negative integer (default: 0)")
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of the ``lowprec`` command.
 
     Examples
@@ -377,7 +379,7 @@ def _run(args):
         _demo(args)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``lowprec`` console script; returns the exit status.
 
     Examples
@@ -394,7 +396,7 @@ def main(argv=None):
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:       # --help, and bad arguments (already reported)
-        return exc.code
+        return exc.code  # type: ignore[return-value]  # argparse exits with an int status
     try:
         _run(args)
     except BrokenPipeError:

@@ -15,6 +15,7 @@ matplotlib only when asked for a figure.
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Callable
 import math
 import numbers
 import reprlib
@@ -22,11 +23,14 @@ import time
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .bits import decode, encode, fields
 from .flags import flags
+from .formats import Format, FormatLike
 from .formats import format as _format
 from .matmul import MODELS, matmul
 from .rounding import as_real_array
@@ -53,7 +57,7 @@ def _name(fmt):
     return fmt.name or fmt._known_dtype_name or str(fmt)
 
 
-def layout(fmt):
+def layout(fmt: FormatLike) -> str:
     """A format's bit layout as one line: field widths, bias and precision.
 
     Examples
@@ -139,8 +143,8 @@ class Explanation:
     (True, True)
     """
 
-    value: float
-    fmt: object
+    value: float | int | Fraction
+    fmt: Format
     mode: str
     rounded: float
     bits: int | None
@@ -155,7 +159,7 @@ class Explanation:
 
     # -- classification and fields ----------------------------------------------
     @property
-    def kind(self):
+    def kind(self) -> str:
         """``"nan"``, ``"inf"``, ``"zero"``, ``"subnormal"`` or ``"normal"``."""
         r = self.rounded
         if math.isnan(r):
@@ -170,43 +174,46 @@ class Explanation:
         return None if value is None else format(value, f"0{width}b") if width else ""
 
     @property
-    def sign_field(self):
+    def sign_field(self) -> str | None:
         """The sign bit as a string, ``"0"`` or ``"1"``."""
         return self._field(self.sign, 1)
 
     @property
-    def exponent_field(self):
+    def exponent_field(self) -> str | None:
         """The exponent field as a string of bits, e.g. ``"01111011"``."""
         return self._field(self.exponent, self.fmt.exponent_bits)
 
     @property
-    def mantissa_field(self):
+    def mantissa_field(self) -> str | None:
         """The mantissa (stored fraction) field as a string of bits."""
         return self._field(self.mantissa, self.fmt.mantissa_bits)
 
     @property
-    def power(self):
+    def power(self) -> int | None:
         """The unbiased exponent e of a finite nonzero result (``emin`` when subnormal)."""
         if self.kind not in ("normal", "subnormal"):
             return None
-        return self.exponent - self.fmt.bias if self.kind == "normal" else self.fmt.emin
+        # exponent and bias are ints here: bits of a finite result, a format's bias.
+        return (self.exponent - self.fmt.bias  # type: ignore[operator]
+                if self.kind == "normal" else self.fmt.emin)
 
     @property
-    def significand(self):
+    def significand(self) -> Fraction | None:
         """The significand as an exact `Fraction`: 1 + M/2**m (normal), M/2**m (subnormal)."""
         if self.kind not in ("normal", "subnormal"):
             return None
         hidden = 1 if self.kind == "normal" else 0
-        return hidden + Fraction(self.mantissa, 2 ** self.fmt.mantissa_bits)
+        # mantissa is an int here: the field of a finite result.
+        return hidden + Fraction(self.mantissa, 2 ** self.fmt.mantissa_bits)  # type: ignore[arg-type]
 
     @property
-    def exact_decimal(self):
+    def exact_decimal(self) -> str:
         """The exact decimal value of the result (binary floats have finite expansions)."""
         return _exact_decimal(self.rounded)
 
     # -- spacing and errors --------------------------------------------------------
     @property
-    def ulp(self):
+    def ulp(self) -> float | None:
         """The spacing of the format at the result: 2**(max(e, emin) - m), as ``np.spacing``.
 
         ``None`` for inf and NaN."""
@@ -217,26 +224,26 @@ class Explanation:
         return math.ldexp(1.0, max(e, self.fmt.emin) - self.fmt.mantissa_bits)
 
     @property
-    def error(self):
+    def error(self) -> Fraction | None:
         """``rounded - value`` as an exact `Fraction` (None when either is not finite)."""
         if not (math.isfinite(self.value) and math.isfinite(self.rounded)):
             return None
         return Fraction(self.rounded) - Fraction(self.value)
 
     @property
-    def abs_error(self):
+    def abs_error(self) -> Fraction | None:
         """``|rounded - value|`` as an exact `Fraction` (None when not finite)."""
         err = self.error
         return None if err is None else abs(err)
 
     @property
-    def rel_error(self):
+    def rel_error(self) -> Fraction | None:
         """``|rounded - value| / |value|`` as an exact `Fraction` (None for 0 or non-finite)."""
         err = self.error
         return None if err is None or self.value == 0 else abs(err) / abs(Fraction(self.value))
 
     @property
-    def p_up(self):
+    def p_up(self) -> Fraction | None:
         """For ``"sr"``: the probability of rounding to ``up``, ``(value - down) / (up - down)``.
 
         None unless both candidates are finite and differ."""
@@ -247,7 +254,7 @@ class Explanation:
                                                                - Fraction(self.down))
 
     # -- text --------------------------------------------------------------------------
-    def __str__(self):
+    def __str__(self) -> str:
         return "\n".join(self._lines())
 
     def _lines(self):
@@ -395,7 +402,8 @@ def _one_real(value):
     return value, Fraction(*value.as_integer_ratio())
 
 
-def explain(value, fmt, mode="rne", *, rng=None):
+def explain(value: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
+            rng: np.random.Generator | int | None = None) -> Explanation:
     """Round one value to ``fmt`` and return everything a student would write down.
 
     Parameters
@@ -459,8 +467,10 @@ def explain(value, fmt, mode="rne", *, rng=None):
                        down, up, counts)
 
 
-def explain_text(value, fmts=("fp32", "tf32", "fp16", "bf16", "e4m3", "e5m2"),
-                 mode="rne", *, rng=None):
+def explain_text(value: ArrayLike,
+                 fmts: tuple[FormatLike, ...] | list[FormatLike] = (
+                     "fp32", "tf32", "fp16", "bf16", "e4m3", "e5m2"),
+                 mode: str = "rne", *, rng: np.random.Generator | int | None = None) -> str:
     """`explain` in each format, as one text (what ``lowprec explain`` prints).
 
     Examples
@@ -489,8 +499,11 @@ def _reference(a, b):
     return np.array([math.fsum(row) for row in flat]).reshape(prods.shape[:-1])
 
 
-def error_vs_k(ks=(16, 64, 256, 1024, 4096), formats=DEMO_FORMATS, models=DEMO_MODELS,
-               *, trials=32, size=16, seed=0, progress=None):
+def error_vs_k(ks: tuple[int, ...] | list[int] = (16, 64, 256, 1024, 4096),
+               formats: tuple[FormatLike, ...] | list[FormatLike] = DEMO_FORMATS,
+               models: tuple[str, ...] | list[str] = DEMO_MODELS, *, trials: int = 32,
+               size: int = 16, seed: int = 0,
+               progress: Callable[[str, float | None], Any] | None = None) -> dict[str, Any]:
     """Relative error of dot products and matrix products against the exact result.
 
     For each K, input format and model: ``trials`` dot products of K-long vectors
@@ -529,7 +542,7 @@ def error_vs_k(ks=(16, 64, 256, 1024, 4096), formats=DEMO_FORMATS, models=DEMO_M
     True
     """
     rng = np.random.default_rng(seed)
-    result = {"ks": list(ks), "formats": [_name(_format(f)) for f in formats],
+    result: dict[str, Any] = {"ks": list(ks), "formats": [_name(_format(f)) for f in formats],
               "models": list(models), "dot": {}, "matmul": {}}
     for k in ks:
         x = rng.random((trials, 1, k))
@@ -563,7 +576,7 @@ def error_vs_k(ks=(16, 64, 256, 1024, 4096), formats=DEMO_FORMATS, models=DEMO_M
     return result
 
 
-def error_table(result, which="dot"):
+def error_table(result: dict[str, Any], which: str = "dot") -> str:
     """`error_vs_k` results as a text table: one row per input format and model.
 
     Examples
@@ -592,7 +605,7 @@ def error_table(result, which="dot"):
     return "\n".join([line(header), "-+-".join("-" * w for w in widths), *map(line, rows)])
 
 
-def plot_error_vs_k(result, which="dot"):
+def plot_error_vs_k(result: dict[str, Any], which: str = "dot") -> Any:
     """Plot `error_vs_k` results: one log-log panel per input format, a line per model.
 
     Imports matplotlib (the ``plot`` extra) when called. Returns the Figure.

@@ -13,7 +13,9 @@ the record's lock, so counts stay exact. This module never inspects arrays itsel
 from __future__ import annotations
 
 import threading
-from contextvars import ContextVar
+from collections.abc import Mapping
+from contextvars import ContextVar, Token
+from typing import Literal, SupportsInt
 
 __all__ = ["Flags", "flags", "recording", "record", "FLAG_NAMES"]
 
@@ -45,7 +47,18 @@ class Flags:
 
     __slots__ = (*FLAG_NAMES, "_token", "_lock")
 
-    def __init__(self):
+    # The counters (set through FLAG_NAMES), declared for type checkers.
+    inexact: int
+    underflow: int
+    overflow: int
+    invalid: int
+    divide_by_zero: int
+    saturated: int
+    flushed: int
+    _token: Token[Flags | None] | None
+    _lock: threading.Lock
+
+    def __init__(self) -> None:
         for name in FLAG_NAMES:
             setattr(self, name, 0)
         self._token = None
@@ -53,57 +66,57 @@ class Flags:
         # read-modify-write of several counters, so each one is done under the lock.
         self._lock = threading.Lock()
 
-    def __enter__(self):
+    def __enter__(self) -> Flags:
         if self._token is not None:
             raise RuntimeError("this flags() context is already active")
         self._token = _active.set(self)
         return self
 
-    def __exit__(self, *exc):
-        _active.reset(self._token)
+    def __exit__(self, *exc: object) -> Literal[False]:
+        _active.reset(self._token)  # type: ignore[arg-type]  # a Token: set by __enter__
         self._token = None
         outer = _active.get()
         if outer is not None:
             outer.add(self.as_dict())
         return False
 
-    def add(self, counts):
+    def add(self, counts: Mapping[str, SupportsInt]) -> None:
         """Add ``counts`` (a mapping of flag names to counts), atomically."""
         counts = {name: int(n) for name, n in counts.items()}
         with self._lock:
             for name, n in counts.items():
                 setattr(self, name, getattr(self, name) + n)
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, int]:
         """The counts as a dict, read together (no add half-way through)."""
         with self._lock:
             return {name: getattr(self, name) for name in FLAG_NAMES}
 
-    def reset(self):
+    def reset(self) -> None:
         """Set every count to zero."""
         with self._lock:
             for name in FLAG_NAMES:
                 setattr(self, name, 0)
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return any(getattr(self, name) for name in FLAG_NAMES)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         inner = ", ".join(f"{k}={v}" for k, v in self.as_dict().items())
         return f"Flags({inner})"
 
 
-def flags():
+def flags() -> Flags:
     """A new, empty `Flags` record; use it as a context manager."""
     return Flags()
 
 
-def recording():
+def recording() -> Flags | None:
     """The innermost active `Flags`, or None when no context listens."""
     return _active.get()
 
 
-def record(**counts):
+def record(**counts: SupportsInt) -> None:
     """Add counts to the innermost active context (no-op outside one)."""
     target = _active.get()
     if target is not None:

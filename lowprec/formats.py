@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any, TypeAlias, TypeGuard, cast
 
 import numpy as np
 
@@ -29,19 +30,23 @@ KINDS = {
     "finite": "no inf, no NaN; every pattern is a finite number (OCP FP6/FP4)",
 }
 
+#: What `format` accepts: a `Format`, a name or alias, a NumPy or ml_dtypes dtype
+#: (or scalar type).
+FormatLike: TypeAlias = "Format | str | np.dtype[Any] | type[Any]"
 
-def _is_int(value):
+
+def _is_int(value: object) -> TypeGuard[int | np.integer[Any]]:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
-def _show(value):
+def _show(value: int) -> str:
     """An int for a message: itself, or its size when printing it would be slow."""
     if abs(value) < 10**30:
         return repr(value)
     return f"{'a negative' if value < 0 else 'an'} int of {value.bit_length()} bits"
 
 
-def _as_int(attr, value):
+def _as_int(attr: str, value: object) -> int:
     if not _is_int(value):
         raise TypeError(f"{attr} must be an int, got {value!r}")
     return int(value)
@@ -90,7 +95,7 @@ class Format:
     kind: str = "ieee"
     name: str | None = field(default=None, compare=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # NumPy integers become Python ints, so derived constants (math.ldexp) and
         # comparisons behave exactly as for ints (no uint8 wrap-around, no TypeError).
         for attr in ("exponent_bits", "mantissa_bits"):
@@ -112,7 +117,8 @@ class Format:
                              f"{_show(self.mantissa_bits)}")
         if self.bias is None:
             object.__setattr__(self, "bias", 2 ** (self.exponent_bits - 1) - 1)
-        object.__setattr__(self, "bias", _as_int("bias", self.bias))
+        bias = _as_int("bias", self.bias)
+        object.__setattr__(self, "bias", bias)
         if not isinstance(self.subnormals, (bool, np.bool_)):
             raise TypeError(f"subnormals must be a bool, got {self.subnormals!r}")
         object.__setattr__(self, "subnormals", bool(self.subnormals))
@@ -129,11 +135,11 @@ class Format:
                              "(its NaN takes the top mantissa code)")
         # emin = 1 - bias must lie in [-1022, 0]: float64's smallest normal is 2**-1022,
         # and emin <= 0 keeps the rounding kernel's scalings from underflowing.
-        if self.bias < 1:
-            raise ValueError(f"bias {_show(self.bias)} puts the smallest normal number "
+        if bias < 1:
+            raise ValueError(f"bias {_show(bias)} puts the smallest normal number "
                              f"above 1; lowprec needs emin = 1 - bias <= 0")
-        if self.bias > 1023:
-            raise ValueError(f"bias {_show(self.bias)} puts the smallest normal number "
+        if bias > 1023:
+            raise ValueError(f"bias {_show(bias)} puts the smallest normal number "
                              "below float64's 2**-1022; lowprec needs bias <= 1023")
         # Integer arithmetic only: max < 2**(emax + 1) is a float64 only if emax <= 1023
         # (the smallest subnormal, 2**(emin - m) >= 2**-1074, is one by the bounds above).
@@ -153,7 +159,8 @@ class Format:
                              f"{self.mantissa_bits} mantissa bits does not fit in float64")
 
     @classmethod
-    def custom(cls, precision, emax, *, subnormals=True, name=None):
+    def custom(cls, precision: int, emax: int, *, subnormals: bool = True,
+               name: str | None = None) -> Format:
         """An IEEE-layout format from its precision ``p`` and ``emax`` (chop-style).
 
         ``emin = 1 - emax``, so ``emax`` must be ``2**k - 1`` for some ``k >= 1``.
@@ -179,119 +186,119 @@ class Format:
 
     # -- parameters in IEEE 754's terms --------------------------------------
     @property
-    def _is_fp64(self):
+    def _is_fp64(self) -> bool:
         return (self.exponent_bits, self.mantissa_bits, self.bias, self.kind) == (
             11, 52, 1023, "ieee")
 
     @property
-    def p(self):
+    def p(self) -> int:
         """Significand precision in bits, hidden bit included."""
         return self.mantissa_bits + 1
 
     @property
-    def emax(self):
-        top = 2 ** self.exponent_bits - 1
-        return top - 1 - self.bias if self.kind == "ieee" else top - self.bias
+    def emax(self) -> int:
+        top, bias = 2 ** self.exponent_bits - 1, cast(int, self.bias)  # int after __post_init__
+        return top - 1 - bias if self.kind == "ieee" else top - bias
 
     @property
-    def emin(self):
-        return 1 - self.bias
+    def emin(self) -> int:
+        return 1 - cast(int, self.bias)   # an int once __post_init__ has run
 
     @property
-    def bits(self):
+    def bits(self) -> int:
         return 1 + self.exponent_bits + self.mantissa_bits
 
     @property
-    def has_inf(self):
+    def has_inf(self) -> bool:
         return self.kind == "ieee"
 
     @property
-    def has_nan(self):
+    def has_nan(self) -> bool:
         # An 'ieee' format with no mantissa bits has inf in its top code but no NaN.
         return self.kind != "finite" and not (self.kind == "ieee"
                                               and self.mantissa_bits == 0)
 
     @property
-    def has_negative_zero(self):
+    def has_negative_zero(self) -> bool:
         return self.kind != "fnuz"
 
     @property
-    def unit_roundoff(self):
+    def unit_roundoff(self) -> float:
         return 2.0 ** -self.p
 
     # -- numpy.finfo names ---------------------------------------------------
     @property
-    def nmant(self):
+    def nmant(self) -> int:
         return self.mantissa_bits
 
     @property
-    def nexp(self):
+    def nexp(self) -> int:
         return self.exponent_bits
 
     @property
-    def iexp(self):
+    def iexp(self) -> int:
         return self.exponent_bits
 
     @property
-    def machep(self):
+    def machep(self) -> int:
         return -self.mantissa_bits
 
     @property
-    def negep(self):
+    def negep(self) -> int:
         if self.emin == 0 and not self.subnormals:
             return 0  # nothing between 0 and 1, so 1 - (largest value below 1) = 1
         return max(-1, self.emin) - self.mantissa_bits
 
     @property
-    def eps(self):
+    def eps(self) -> float:
         return 2.0 ** -self.mantissa_bits
 
     @property
-    def epsneg(self):
+    def epsneg(self) -> float:
         """1 minus the largest value below 1 (a subnormal gap, or 1, when emin = 0)."""
         return 2.0 ** self.negep
 
     @cached_property
-    def max(self):
+    def max(self) -> float:
         # fn formats lose their top mantissa code to NaN.
         lost = 2 if self.kind == "fn" else 1
         return math.ldexp(2 ** self.p - lost, self.emax - self.mantissa_bits)
 
     @property
-    def min(self):
+    def min(self) -> float:
         return -self.max
 
     @property
-    def smallest_normal(self):
+    def smallest_normal(self) -> float:
         return math.ldexp(1.0, self.emin)
 
     tiny = smallest_normal
 
     @property
-    def smallest_subnormal(self):
+    def smallest_subnormal(self) -> float:
         """Smallest positive value (``smallest_normal`` when subnormals are off)."""
         if not self.subnormals:
             return self.smallest_normal
         return math.ldexp(1.0, self.emin - self.mantissa_bits)
 
     @property
-    def maxexp(self):
+    def maxexp(self) -> int:
         return self.emax + 1
 
     @property
-    def minexp(self):
+    def minexp(self) -> int:
         return self.emin
 
     @property
-    def precision(self):
+    def precision(self) -> int:
         return int(-math.log10(self.eps))
 
     @property
-    def resolution(self):
+    def resolution(self) -> float:
         return 10.0 ** -self.precision
 
     @property
-    def dtype_name(self):
+    def dtype_name(self) -> str:
         """The ml_dtypes-style spelling of the format (``float8_e4m3fn``...).
 
         A spelling, not always a dtype: TF32's ``float19_e8m10`` is neither a NumPy nor
@@ -306,12 +313,12 @@ class Format:
         return f"float{self.bits}_e{self.exponent_bits}m{self.mantissa_bits}{b}{suffix}"
 
     @property
-    def _known_dtype_name(self):
+    def _known_dtype_name(self) -> str | None:
         # The NumPy or ml_dtypes dtype of this format, if one exists (TF32 has none).
         name = self.dtype_name
         return name if name in _DTYPE_NAMES and _BY_NAME.get(name) == self else None
 
-    def table(self):
+    def table(self) -> str:
         """The format's parameters and derived constants, one per line, as a str.
 
         Examples
@@ -352,7 +359,7 @@ class Format:
         width = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
-    def __str__(self):
+    def __str__(self) -> str:
         """The name, or for an unnamed format its parameters in one short line.
 
         Examples
@@ -367,7 +374,7 @@ class Format:
         extra += "" if self.kind == "ieee" else f", kind={self.kind!r}"
         return f"Format(e={self.exponent_bits}, m={self.mantissa_bits}, bias={self.bias}{extra})"
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         """``lp.NAME`` for the module's named formats, else the constructor call:
         ``eval(repr(fmt))`` gives the format back, name included, with ``lp`` imported.
 
@@ -375,7 +382,8 @@ class Format:
         --------
         >>> import lowprec as lp
         >>> lp.FP16, lp.Format(5, 2, name="mine")
-        (lp.FP16, lp.Format(exponent_bits=5, mantissa_bits=2, bias=15, subnormals=True, kind='ieee', name='mine'))
+        (lp.FP16, lp.Format(exponent_bits=5, mantissa_bits=2, bias=15, subnormals=True,
+                            kind='ieee', name='mine'))
         """
         if self.name is not None and NAMED_FORMATS.get(self.name) == self:
             return f"lp.{self.name}"
@@ -400,7 +408,8 @@ FP4_E2M1 = Format(2, 1, kind="finite", name="FP4_E2M1")
 
 _NUMPY_NAMES = {FP64: "float64", FP32: "float32", FP16: "float16", BF16: "bfloat16"}
 
-NAMED_FORMATS = {f.name: f for f in (
+# The formats below all have a name: mypy reads ``f.name`` as ``str | None``.
+NAMED_FORMATS: dict[str, Format] = {f.name: f for f in (  # type: ignore[misc]
     FP64, FP32, TF32, FP16, BF16, FP8_E4M3, FP8_E5M2, FP8_E4M3FNUZ, FP8_E5M2FNUZ,
     FP6_E2M3, FP6_E3M2, FP4_E2M1)}
 
@@ -434,12 +443,12 @@ _DTYPE_NAMES = frozenset(("float64", "float32", "float16", "bfloat16", "float8_e
                           *_ML_DTYPES_ONLY))
 for _fmt, _names in _ALIASES.items():
     for _n in (_fmt.name, *_names):
-        _BY_NAME[_n.lower()] = _fmt
+        _BY_NAME[_n.lower()] = _fmt   # type: ignore[union-attr]  # named, as above
 _VALID = (f"valid names: {', '.join(sorted(NAMED_FORMATS))} (and aliases such as "
           "'fp16', 'bfloat16', 'e4m3', ml_dtypes names)")
 
 
-def format(spec):  # noqa: A001 - the contract's name
+def format(spec: FormatLike) -> Format:  # noqa: A001 - the contract's name
     """Look up a format by `Format`, name, alias, NumPy dtype or ml_dtypes dtype.
 
     Examples
@@ -452,7 +461,9 @@ def format(spec):  # noqa: A001 - the contract's name
     >>> lp.format("fp12")
     Traceback (most recent call last):
     ...
-    ValueError: unknown format 'fp12'; valid names: BF16, FP16, FP32, FP4_E2M1, FP64, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E4M3FNUZ, FP8_E5M2, FP8_E5M2FNUZ, TF32 (and aliases such as 'fp16', 'bfloat16', 'e4m3', ml_dtypes names)
+    ValueError: unknown format 'fp12'; valid names: BF16, FP16, FP32, FP4_E2M1, FP64,
+    FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E4M3FNUZ, FP8_E5M2, FP8_E5M2FNUZ, TF32 (and aliases
+    such as 'fp16', 'bfloat16', 'e4m3', ml_dtypes names)
     """
     if isinstance(spec, Format):
         return spec
@@ -478,7 +489,7 @@ def format(spec):  # noqa: A001 - the contract's name
     return found
 
 
-def finfo(spec):
+def finfo(spec: FormatLike) -> Format:
     """``numpy.finfo`` for any format: returns the `Format`, whose attributes
     carry finfo's names.
 

@@ -19,15 +19,18 @@ import itertools
 import math
 from dataclasses import dataclass, field, replace
 
+from typing import Any, TypeAlias
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from ._checks import check_bool, check_int
 from .flags import record, recording
-from .formats import BF16, FP8_E4M3, FP8_E5M2, FP16, FP32, TF32, Format
+from .formats import BF16, FP8_E4M3, FP8_E5M2, FP16, FP32, TF32, Format, FormatLike
 from .formats import format as _format
+from .rounding import _two_sum
 from .rounding import round as _round
 from .rounding import round_exact as _round_exact
-from .rounding import _two_sum
 
 __all__ = ["matmul", "TensorCoreModel", "MODELS", "MEMORY_BOUND"]
 
@@ -125,7 +128,7 @@ class TensorCoreModel:
     name: str | None = field(default=None, compare=False)
     doc: str = field(default="", compare=False, repr=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         def set_(attr, value):                  # the dataclass is frozen
             object.__setattr__(self, attr, value)
 
@@ -177,7 +180,7 @@ class TensorCoreModel:
         if self.doc:
             set_("__doc__", self.doc)
 
-    def for_format(self, fmt):
+    def for_format(self, fmt: FormatLike) -> TensorCoreModel:
         """The parameters this model uses for input format ``fmt``.
 
         Raises `ValueError` when the model does not take ``fmt``.
@@ -193,12 +196,12 @@ class TensorCoreModel:
         raise ValueError(f"model {self.name or 'TensorCoreModel'!r} does not take "
                          f"{fmt.name or repr(fmt)} inputs; it takes {', '.join(takes)}")
 
-    def out_formats(self, fmt):
+    def out_formats(self, fmt: FormatLike) -> tuple[Format, ...]:
         """The output formats this model gives for input format ``fmt``."""
         p = self.for_format(fmt)
         return (FP32, FP16) if p.fp16_output else (FP32,)
 
-    def default_out_format(self):
+    def default_out_format(self) -> Format:
         """The output format when ``out_fmt`` is not given: FP32."""
         return FP32
 
@@ -416,9 +419,12 @@ SEQ_FP16 = _Accumulating(FP16, "fp16", "Exact products added left to right to c,
                          "IEEE 754's rule for each addition; without c the loop starts "
                          "from +0; with K = 0 the result is c.")
 
+#: A model object: a `TensorCoreModel` or one of the accumulation models of `MODELS`.
+Model: TypeAlias = "TensorCoreModel | _Accumulating"
+
 #: Every named model, by the name `matmul` accepts.
-MODELS = {m.name: m for m in (EXACT, SEQ_FP32, SEQ_FP16, V100, T4, A100, ADA, H100,
-                              H100_MMA, B200, B200_MMA)}
+MODELS: dict[str, Model] = {m.name: m for m in (
+    EXACT, SEQ_FP32, SEQ_FP16, V100, T4, A100, ADA, H100, H100_MMA, B200, B200_MMA)}
 
 
 # -- operands and shapes -----------------------------------------------------------
@@ -555,7 +561,9 @@ def _result_shape(a_shape, b_shape):
 
 # -- the driver ------------------------------------------------------------------
 
-def matmul(a, b, *, model="fp32", c=None, in_fmt=None, out_fmt=None):
+def matmul(a: ArrayLike, b: ArrayLike, *, model: str | Model = "fp32",
+           c: ArrayLike | None = None, in_fmt: FormatLike | None = None,
+           out_fmt: FormatLike | None = None) -> NDArray[np.float64] | np.float64:
     """Matrix product ``a @ b (+ c)`` as the model computes it, bit for bit.
 
     Parameters
@@ -630,7 +638,8 @@ def matmul(a, b, *, model="fp32", c=None, in_fmt=None, out_fmt=None):
     >>> lp.matmul([[1.0, 2.0]], [[3.0, 4.0]], in_fmt="fp16")
     Traceback (most recent call last):
     ...
-    ValueError: matmul: Input operand 1 has a mismatch in its core dimension 0, with gufunc signature (n?,k),(k,m?)->(n?,m?) (size 1 is different from 2)
+    ValueError: matmul: Input operand 1 has a mismatch in its core dimension 0, with gufunc
+    signature (n?,k),(k,m?)->(n?,m?) (size 1 is different from 2)
     """
     spec = _model(model)
     (av, af), (bv, bf) = _operand(a, "operand 0 (a)"), _operand(b, "operand 1 (b)")
@@ -667,6 +676,7 @@ def matmul(a, b, *, model="fp32", c=None, in_fmt=None, out_fmt=None):
             cv = np.expand_dims(cv, tuple(squeeze)) if cv.ndim else cv
     cv = np.broadcast_to(cv, shape)
 
+    kernel: _BlockFMA | _Exact | _Sequential
     if isinstance(params, TensorCoreModel):
         kernel = _BlockFMA(params, fmt, out)
     elif params.accumulator is None:

@@ -14,10 +14,13 @@ or differentiate anything automatically, and never compute in float64 behind a
 
 from __future__ import annotations
 
+from typing import Any, Union, cast
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from ._checks import check_int, check_rng
-from .formats import FP32
+from .formats import FP32, Format, FormatLike
 from .formats import format as _format
 from .tensor import Tensor, matmul, result_format, tensor
 
@@ -38,7 +41,7 @@ def _acc(fmt):
 
 # -- activations -------------------------------------------------------------------------
 
-def relu(x):
+def relu(x: Tensor) -> Tensor:
     """``max(x, 0)``, exact in every format.
 
     Examples
@@ -47,10 +50,10 @@ def relu(x):
     >>> lp.nn.relu(lp.tensor([-1.5, 0.0, 2.5], "bf16"))
     Tensor([0.0, 0.0, 2.5], fmt=BF16)
     """
-    return np.maximum(x, 0.0)
+    return cast(Tensor, np.maximum(x, 0.0))   # a Tensor: NumPy dispatches to it
 
 
-def relu_backward(x, dy):
+def relu_backward(x: Tensor, dy: Tensor) -> Tensor:
     """The gradient of `relu` at ``x`` times ``dy``: ``dy`` where ``x > 0``, else 0.
 
     Examples
@@ -60,14 +63,14 @@ def relu_backward(x, dy):
     >>> lp.nn.relu_backward(x, lp.tensor([3.0, 3.0], "fp16"))
     Tensor([0.0, 3.0], fmt=FP16)
     """
-    return np.where(np.asarray(x) > 0, dy, 0.0)
+    return cast(Tensor, np.where(np.asarray(x) > 0, dy, 0.0))   # dy's __array_function__
 
 
 _GELU_C = float(np.sqrt(2.0 / np.pi))
 _GELU_A = 0.044715
 
 
-def gelu(x):
+def gelu(x: Tensor) -> Tensor:
     """GELU, tanh form (``torch.nn.functional.gelu(x, approximate="tanh")``):
     ``0.5 x (1 + tanh(c (x + a x**3)))`` with ``c = sqrt(2/pi)``, ``a = 0.044715``,
     every operation rounded to ``x.fmt`` (the constants too).
@@ -82,7 +85,7 @@ def gelu(x):
     return (x * 0.5) * (np.tanh(u) + 1.0)
 
 
-def gelu_backward(x, dy):
+def gelu_backward(x: Tensor, dy: Tensor) -> Tensor:
     """The gradient of `gelu` at ``x`` times ``dy``:
     ``0.5 (1 + t) + 0.5 x (1 - t**2) c (1 + 3 a x**2)``, ``t = tanh(c (x + a x**3))``.
 
@@ -96,7 +99,7 @@ def gelu_backward(x, dy):
     x2 = x * x
     t = np.tanh((x + _GELU_A * (x2 * x)) * _GELU_C)
     slope = ((t * t) * -1.0 + 1.0) * ((x2 * (3 * _GELU_A) + 1.0) * _GELU_C)
-    return ((t + 1.0) * 0.5 + (x * 0.5) * slope) * dy
+    return cast(Tensor, ((t + 1.0) * 0.5 + (x * 0.5) * slope) * dy)   # Tensor arithmetic
 
 
 # -- loss ------------------------------------------------------------------------------
@@ -118,7 +121,7 @@ def _as_tensor(x, fmt):
     return tensor(x, fmt)
 
 
-def _real_tensor(x, name):
+def _real_tensor(x: Any, name: str) -> Tensor:
     """``x`` as a `Tensor`: a Tensor as it is, plain real numbers (an ndarray of any
     float or int dtype, a list) rounded once to FP32; `TypeError` naming ``name``
     for anything else (bools, complex, strings, None)."""
@@ -151,7 +154,7 @@ def _check_labels(labels, n, classes=None, what="one per row of the logits"):
     return labels
 
 
-def _logits_and_labels(logits, labels, fmt):
+def _logits_and_labels(logits: Any, labels: Any, fmt: Any) -> tuple[Tensor, NDArray[Any]]:
     """The logits as a 2-D Tensor in ``fmt`` and the checked labels (`_check_labels`)."""
     z = _as_tensor(logits, fmt)
     if z.ndim != 2:
@@ -159,7 +162,8 @@ def _logits_and_labels(logits, labels, fmt):
     return z, _check_labels(labels, *z.shape)
 
 
-def softmax_cross_entropy(logits, labels, *, fmt=None):
+def softmax_cross_entropy(logits: Tensor, labels: ArrayLike, *,
+                          fmt: FormatLike | None = None) -> Tensor:
     """Mean cross-entropy of softmax(logits) against integer ``labels``.
 
     ``log(sum(exp(z - max z))) - (z - max z)[label]`` per row, then the mean
@@ -196,12 +200,13 @@ def softmax_cross_entropy(logits, labels, *, fmt=None):
     Tensor(1.1269280910491943, fmt=FP32)
     """
     z, labels = _logits_and_labels(logits, labels, fmt)
-    s, e, total = _log_softmax_parts(z, labels)
+    s, _, total = _log_softmax_parts(z, labels)
     picked = np.take_along_axis(s, labels[:, None], axis=1)
     return (np.log(total) - picked).mean(acc=_acc(z.fmt), order=_ORDER)
 
 
-def softmax_cross_entropy_backward(logits, labels, dloss=1.0, *, fmt=None):
+def softmax_cross_entropy_backward(logits: Tensor, labels: ArrayLike, dloss: float | Tensor = 1.0,
+                                   *, fmt: FormatLike | None = None) -> Tensor:
     """The gradient of `softmax_cross_entropy` with respect to the logits, times
     ``dloss``: ``(softmax(z) - onehot(labels)) * (dloss / N)``, computed in ``fmt``
     (as the forward) and returned in the logits' format.
@@ -251,25 +256,25 @@ class Parameter:
 
     __slots__ = ("_value", "_grad", "_grad_fmt")
 
-    def __init__(self, value, grad_fmt=None):
-        self._grad = None
+    def __init__(self, value: Tensor | ArrayLike, grad_fmt: FormatLike | None = None) -> None:
+        self._grad: Tensor | None = None
         self.value = value
         self.grad_fmt = grad_fmt
 
     @property
-    def value(self):
+    def value(self) -> Tensor:
         return self._value
 
     @value.setter
-    def value(self, value):
+    def value(self, value: Tensor | ArrayLike) -> None:
         self._value = _real_tensor(value, "value")
 
     @property
-    def grad(self):
+    def grad(self) -> Tensor | None:
         return self._grad
 
     @grad.setter
-    def grad(self, grad):
+    def grad(self, grad: Tensor | ArrayLike | None) -> None:
         if grad is not None:
             grad = _real_tensor(grad, "grad")
             if grad.shape != self._value.shape:
@@ -278,18 +283,18 @@ class Parameter:
         self._grad = grad
 
     @property
-    def grad_fmt(self):
+    def grad_fmt(self) -> Format | None:
         return self._grad_fmt
 
     @grad_fmt.setter
-    def grad_fmt(self, fmt):
+    def grad_fmt(self, fmt: FormatLike | None) -> None:
         self._grad_fmt = None if fmt is None else _format(fmt)
 
     def _as_grad(self, g):
         fmt = self.grad_fmt or self.value.fmt
         return g if g.fmt == fmt else g.astype(fmt)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         grad = None if self.grad is None else self.grad.fmt.name
         return f"Parameter(shape={self.value.shape}, fmt={self.value.fmt.name}, grad={grad})"
 
@@ -322,19 +327,20 @@ class Linear:
     ((4, 3), (3, 2), array([4., 4.]))
     """
 
-    def __init__(self, n_in, n_out, *, rng=None):
+    def __init__(self, n_in: int, n_out: int, *,
+                 rng: np.random.Generator | int | None = None) -> None:
         n_in, n_out = check_int("n_in", n_in, minimum=1), check_int("n_out", n_out, minimum=1)
         check_rng(rng)
         rng = np.random.default_rng(rng)
         limit = np.sqrt(6.0 / (n_in + n_out))
         self.weight = Parameter(tensor(rng.uniform(-limit, limit, (n_in, n_out)), FP32, "rne"))
         self.bias = Parameter(tensor(np.zeros(n_out), FP32, "rne"))
-        self._x = None
+        self._x: Tensor | None = None
 
-    def parameters(self):
+    def parameters(self) -> list[Parameter]:
         return [self.weight, self.bias]
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         fmt = self.weight.value.fmt
         x = _as_tensor(x, fmt)
         n_in = self.weight.value.shape[0]
@@ -343,7 +349,7 @@ class Linear:
         self._x = x
         return matmul(x, self.weight.value, c=self.bias.value).astype(fmt, "rne")
 
-    def backward(self, dy):
+    def backward(self, dy: Tensor) -> Tensor:
         """Set the parameters' gradients from ``dy``, the gradient of the output of
         the last `forward`; returns the gradient of its input. `RuntimeError`
         before any forward (as PyTorch's backward without a graph), `ValueError`
@@ -362,7 +368,7 @@ class Linear:
 
     __call__ = forward
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         n_in, n_out = self.weight.value.shape
         return f"Linear({n_in}, {n_out})"
 
@@ -379,46 +385,46 @@ def _check_backward(name, x, dy):
 class ReLU:
     """`relu` as a layer (keeps its input for the backward pass)."""
 
-    def __init__(self):
-        self._x = None
+    def __init__(self) -> None:
+        self._x: Tensor | None = None
 
-    def parameters(self):
+    def parameters(self) -> list[Parameter]:
         return []
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         self._x = x
         return relu(x)
 
-    def backward(self, dy):
+    def backward(self, dy: Tensor) -> Tensor:
         _check_backward("ReLU", self._x, dy)
-        return relu_backward(self._x, dy)
+        return relu_backward(self._x, dy)  # type: ignore[arg-type]  # not None: checked above
 
     __call__ = forward
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "ReLU()"
 
 
 class GELU:
     """`gelu` (tanh form) as a layer (keeps its input for the backward pass)."""
 
-    def __init__(self):
-        self._x = None
+    def __init__(self) -> None:
+        self._x: Tensor | None = None
 
-    def parameters(self):
+    def parameters(self) -> list[Parameter]:
         return []
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         self._x = x
         return gelu(x)
 
-    def backward(self, dy):
+    def backward(self, dy: Tensor) -> Tensor:
         _check_backward("GELU", self._x, dy)
-        return gelu_backward(self._x, dy)
+        return gelu_backward(self._x, dy)  # type: ignore[arg-type]  # not None: checked above
 
     __call__ = forward
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "GELU()"
 
 
@@ -439,7 +445,7 @@ class Sequential:
     [(2, 4), (4,), (4, 3), (3,)]
     """
 
-    def __init__(self, *layers):
+    def __init__(self, *layers: Layer) -> None:
         for i, layer in enumerate(layers):
             if not all(callable(getattr(layer, m, None))
                        for m in ("forward", "backward", "parameters")):
@@ -447,26 +453,31 @@ class Sequential:
                                 f"parameters), got {type(layer).__name__}")
         self.layers = list(layers)
 
-    def parameters(self):
+    def parameters(self) -> list[Parameter]:
         return [p for layer in self.layers for p in layer.parameters()]
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         for layer in self.layers:
             x = layer.forward(x)
         return x
 
-    def backward(self, dy):
+    def backward(self, dy: Tensor) -> Tensor:
         for layer in reversed(self.layers):
             dy = layer.backward(dy)
         return dy
 
     __call__ = forward
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Sequential({', '.join(map(repr, self.layers))})"
 
 
-def mlp(sizes, *, activation="relu", rng=0):
+#: A layer of a `Sequential`: what `mlp` builds.
+Layer = Union["Linear", "ReLU", "GELU", "Sequential"]
+
+
+def mlp(sizes: list[int] | tuple[int, ...], *, activation: str = "relu",
+        rng: np.random.Generator | int | None = 0) -> Sequential:
     """A `Sequential` multilayer perceptron: `Linear` layers of the given sizes
     with ``activation`` (``"relu"`` or ``"gelu"``) between them.
 
@@ -476,7 +487,7 @@ def mlp(sizes, *, activation="relu", rng=0):
     >>> lp.nn.mlp([8, 16, 4], activation="gelu")
     Sequential(Linear(8, 16), GELU(), Linear(16, 4))
     """
-    acts = {"relu": ReLU, "gelu": GELU}
+    acts: dict[str, type[ReLU] | type[GELU]] = {"relu": ReLU, "gelu": GELU}
     if not isinstance(activation, str) or activation not in acts:
         raise ValueError(f"unknown activation {activation!r}; valid: relu, gelu")
     if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__"):
@@ -486,7 +497,7 @@ def mlp(sizes, *, activation="relu", rng=0):
     sizes = [check_int(f"sizes[{i}]", n, minimum=1) for i, n in enumerate(sizes)]
     check_rng(rng)
     rng = np.random.default_rng(rng)
-    layers = []
+    layers: list[Layer] = []
     for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
         if i:
             layers.append(acts[activation]())

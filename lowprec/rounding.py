@@ -28,10 +28,12 @@ import threading
 import warnings
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from ._cache import Latest
 from ._checks import MODES, check_bool, check_int, check_mode, check_rng
 from .flags import FLAG_NAMES, recording
+from .formats import FormatLike
 from .formats import format as _format
 
 __all__ = ["round", "round_exact", "threads", "MODES", "as_real_array", "read_input",
@@ -402,7 +404,8 @@ def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None):
                 out[small] = t * 2.0 ** -1022
     elif plan.encoding and lo_e is None:
         top = _round_on_encoding(plan, x, out, ubuf)
-    elif plan.magic and lo_e is None and (top := _round_nearest_even(plan, x, out, ubuf)) is not None:
+    elif (plan.magic and lo_e is None
+          and (top := _round_nearest_even(plan, x, out, ubuf)) is not None):
         pass
     else:
         e = ubuf
@@ -677,7 +680,8 @@ class _Reader:
         self._read = _Reader._read_pair
 
     #: The ml_dtypes types with IEEE NaNs (the fn/fnuz ones have no signalling NaN).
-    _ML_NAN_BITS = {"bfloat16": (np.uint16, 0x7F80, 1 << 6), "float8_e5m2": (np.uint8, 0x7C, 1 << 1)}
+    _ML_NAN_BITS = {"bfloat16": (np.uint16, 0x7F80, 1 << 6),
+                    "float8_e5m2": (np.uint8, 0x7C, 1 << 1)}
 
     @classmethod
     def _nan_bits(cls, dt):
@@ -796,7 +800,7 @@ except ValueError as exc:
     _THREADS = 1
 
 
-def threads(n=None):
+def threads(n: int | None = None) -> int:
     """Get, or set, how many threads `round` (and the elementwise arithmetic of
     `lowprec.arith`) may use on large inputs.
 
@@ -885,11 +889,22 @@ def _fp64_exact(plan, hi, lo, out, counts):
     then sees the result alone)."""
     np.copyto(out, hi)
     nz = (lo != 0) & np.isfinite(out)
+    past = None
     if nz.any() and plan.mode != "rne":   # hi is already RN(hi + lo)
         _fp64_move(plan, out, lo, nz)      # the neighbour of max is inf: that is right
+        # A finite value stepped to inf overflowed (unbounded exponent: beyond max);
+        # the kernel would take the inf for an input, so it is counted and saturated here.
+        past = nz & np.isinf(out)
+        if past.any() and plan.saturate:
+            out[past] = np.copysign(plan.max, out[past])
     if counts is not None:
         counts["inexact"] += int(np.count_nonzero(nz))
         counts["underflow"] += int(np.count_nonzero(np.abs(out[nz]) < 2.0 ** -1022))
+        if past is not None:
+            n_past = int(np.count_nonzero(past))
+            counts["overflow"] += n_past
+            if plan.saturate:
+                counts["saturated"] += n_past
     return out
 
 
@@ -920,8 +935,10 @@ def _steps_toward_lo(mode, h, lo):
     return None
 
 
-def round(x, fmt, mode="rne", *, rng=None, sr_bits=None, subnormals=None,  # noqa: A001
-          saturate=False):
+def round(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *,  # noqa: A001
+          rng: np.random.Generator | int | None = None, sr_bits: int | None = None,
+          subnormals: bool | None = None,
+          saturate: bool = False) -> NDArray[np.float64] | np.float64:
     """Round real values to a format: one rounding of each exact input value.
 
     Parameters
@@ -1022,8 +1039,10 @@ def read_input(x, name):
         raise TypeError(f"{name}: {exc}") from None
 
 
-def round_exact(hi, lo, fmt, mode="rne", *, rng=None, sr_bits=None, subnormals=None,
-                saturate=False):
+def round_exact(hi: ArrayLike, lo: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
+                rng: np.random.Generator | int | None = None, sr_bits: int | None = None,
+                subnormals: bool | None = None,
+                saturate: bool = False) -> NDArray[np.float64] | np.float64:
     """Round the exact sum ``hi + lo`` of two float64 arrays, where ``hi == fl(hi + lo)``.
 
     This is the entry point for error-free transformations (TwoSum, Dekker's
@@ -1052,7 +1071,7 @@ def round_exact(hi, lo, fmt, mode="rne", *, rng=None, sr_bits=None, subnormals=N
     return _finish(plan, hi, lo)
 
 
-def _float64_operand(v, name):
+def _float64_operand(v: ArrayLike, name: str) -> NDArray[np.float64]:
     """``v`` as float64 by the input rules of `round` (`as_real_array`): `TypeError`
     naming ``name`` for non-real input, `ValueError` for values float64 cannot hold."""
     try:

@@ -15,17 +15,20 @@ import contextlib
 import inspect
 import operator
 from contextvars import ContextVar
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, replace
+from typing import Any, NoReturn, cast, overload
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 from . import arith, bits
 from .formats import (BF16, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E4M3FNUZ,
-                      FP8_E5M2, FP8_E5M2FNUZ, FP16, FP32, FP64, TF32)
+                      FP8_E5M2, FP8_E5M2FNUZ, FP16, FP32, FP64, TF32, Format, FormatLike)
 from .formats import format as _format
 from ._checks import check_bool, check_mode, check_rng
 from .matmul import MODELS as _MODELS
-from .matmul import TensorCoreModel
+from .matmul import Model, TensorCoreModel
 from .matmul import matmul as _matmul_kernel
 from .rounding import round as _round
 
@@ -39,7 +42,7 @@ __all__ = ["Tensor", "tensor", "context", "get_context", "result_format", "matmu
 class _Context:
     mode: str = "rne"
     rng: np.random.Generator | None = None
-    matmul: object = "fp32"
+    matmul: str | Model = "fp32"
     subnormals: bool | None = None
     saturate: bool = False
 
@@ -66,13 +69,15 @@ def _check_model(model, name="matmul"):
                     f"lp.TensorCoreModel, got {type(model).__name__} {model!r}")
 
 
-def get_context():
+def get_context() -> _Context:
     """The active defaults (mode, rng, matmul, subnormals, saturate)."""
     return _CONTEXT.get()
 
 
 @contextlib.contextmanager
-def context(*, mode=None, rng=None, matmul=None, subnormals=None, saturate=None):
+def context(*, mode: str | None = None, rng: np.random.Generator | int | None = None,
+            matmul: str | Model | None = None, subnormals: bool | None = None,
+            saturate: bool | None = None) -> Iterator[_Context]:
     """Set Tensor defaults for a block: ``with lp.context(mode="sr", rng=0):``.
 
     Unset fields keep the enclosing values; on exit the enclosing context is
@@ -109,7 +114,7 @@ def context(*, mode=None, rng=None, matmul=None, subnormals=None, saturate=None)
     TypeError: saturate must be a bool, got str 'no'
     """
     current = _CONTEXT.get()
-    changes = {}
+    changes: dict[str, Any] = {}
     # Every option is type-checked: "no" is truthy and 0 is falsy, so a loose check
     # would silently turn a wrong-typed option into a different setting.
     if mode is not None:
@@ -146,7 +151,7 @@ def _holds(big, small):
             and (big.has_negative_zero or not small.has_negative_zero))
 
 
-def result_format(a, b):
+def result_format(a: FormatLike, b: FormatLike) -> Format:
     """The format of a result from operands of formats ``a`` and ``b``.
 
     Same format: that format. Otherwise the smallest storage format (see the
@@ -232,61 +237,63 @@ class Tensor:
     >>> np.fft.fft(x)
     Traceback (most recent call last):
     ...
-    TypeError: lowprec.Tensor does not support numpy.fft.fft: it cannot be emulated in BF16 (convert with np.asarray(t) to leave the emulation)
+    TypeError: lowprec.Tensor does not support numpy.fft.fft: it cannot be emulated in BF16
+    (convert with np.asarray(t) to leave the emulation)
     """
 
     __slots__ = ("_v", "_fmt")
     __array_priority__ = 100
 
-    def __init__(self, values, fmt):
+    def __init__(self, values: NDArray[np.float64], fmt: Format) -> None:
         # Internal: ``values`` must already be values of ``fmt`` (use lp.tensor).
         self._v = values
         self._fmt = fmt
 
     # -- attributes ---------------------------------------------------------------
     @property
-    def fmt(self):
+    def fmt(self) -> Format:
         return self._fmt
 
     @property
-    def dtype(self):
+    def dtype(self) -> Format:
         """The format (the Tensor's dtype, as ``torch.Tensor.dtype`` is)."""
         return self._fmt
 
     @property
-    def shape(self):
+    def shape(self) -> tuple[int, ...]:
         return self._v.shape
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
         return self._v.ndim
 
     @property
-    def size(self):
+    def size(self) -> int:
         return self._v.size
 
     @property
-    def T(self):
+    def T(self) -> Tensor:
         return Tensor(self._v.T, self._fmt)
 
     @property
-    def values(self):
+    def values(self) -> NDArray[np.float64]:
         """The values as a read-only float64 ndarray (a view)."""
         v = self._v.view()
         v.flags.writeable = False
         return v
 
     @property
-    def bits(self):
+    def bits(self) -> NDArray[np.unsignedinteger[Any]] | np.unsignedinteger[Any]:
         """The bit patterns (see `lowprec.encode`)."""
         return bits.encode(self._v, self._fmt)
 
-    def astype(self, fmt, mode=None, *, rng=None):
+    def astype(self, fmt: FormatLike, mode: str | None = None, *,
+               rng: np.random.Generator | int | None = None) -> Tensor:
         """Convert to another format: one rounding (context mode and rng by default)."""
         fmt = _format(fmt)
         return Tensor(np.asarray(_round_ctx(self._v, fmt, mode, rng)), fmt)
 
-    def to_numpy(self, dtype=np.float64):
+    def to_numpy(self, dtype: np.dtype[Any] | type[Any] | str = np.float64) -> NDArray[Any]:
         """A NumPy array of ``dtype`` (float16/32/64, or an ml_dtypes type):
         exact when ``dtype`` holds the format, else one rounding (context mode)."""
         target = _format(dtype)
@@ -294,69 +301,69 @@ class Tensor:
         with np.errstate(over="ignore", invalid="ignore"):
             return np.asarray(v).astype(dtype)
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> NDArray[Any]:
         if copy is False:
             raise ValueError("a Tensor cannot be viewed as a plain array without a copy")
         v = self._v.copy()
         return v if dtype is None else v.astype(dtype)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         body = np.array2string(self._v, separator=", ", threshold=20, prefix="Tensor(",
                                formatter={"float_kind": lambda v: repr(float(v))})
         return f"Tensor({body}, fmt={_fmt_name(self._fmt)})"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{np.array2string(self._v, threshold=20)} ({_fmt_name(self._fmt)})"
 
     # -- container protocol -------------------------------------------------------
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._v)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Tensor]:
         for v in self._v:
-            yield Tensor(v, self._fmt) if isinstance(v, np.ndarray) else Tensor(np.asarray(v), self._fmt)
+            yield Tensor(v if isinstance(v, np.ndarray) else np.asarray(v), self._fmt)
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> Tensor:
         key = _values_of(key) if isinstance(key, Tensor) else key
         v = self._v[key]
         return Tensor(v if isinstance(v, np.ndarray) else np.asarray(v), self._fmt)
 
-    def __setitem__(self, key, value):
+    def __setitem__(self, key: Any, value: ArrayLike | Tensor) -> None:
         value = value.astype(self._fmt)._v if isinstance(value, Tensor) else \
             _round_ctx(value, self._fmt, None)
         self._v[key] = value
 
-    def __float__(self):
+    def __float__(self) -> float:
         return float(self._v)
 
-    def __int__(self):
+    def __int__(self) -> int:
         return int(self._v)
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return bool(self._v)
 
-    def __index__(self):
+    def __index__(self) -> NoReturn:
         raise TypeError("a Tensor of floats cannot be used as an index")
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # unhashable, as a NumPy array
 
     # -- methods that mirror NumPy's -----------------------------------------------
-    def reshape(self, *shape, **kwargs):
+    def reshape(self, *shape: Any, **kwargs: Any) -> Tensor:
         return Tensor(self._v.reshape(*shape, **kwargs), self._fmt)
 
-    def transpose(self, *axes):
+    def transpose(self, *axes: Any) -> Tensor:
         return Tensor(self._v.transpose(*axes), self._fmt)
 
-    def ravel(self):
+    def ravel(self) -> Tensor:
         return Tensor(self._v.ravel(), self._fmt)
 
-    def flatten(self):
+    def flatten(self) -> Tensor:
         return Tensor(self._v.flatten(), self._fmt)
 
-    def copy(self):
+    def copy(self) -> Tensor:
         return Tensor(self._v.copy(), self._fmt)
 
-    def tolist(self):
+    def tolist(self) -> Any:
         """The values as nested lists of Python floats (a float for a 0-d Tensor),
         as ``ndarray.tolist``.
 
@@ -368,7 +375,7 @@ class Tensor:
         """
         return self._v.tolist()
 
-    def item(self, *args):
+    def item(self, *args: int) -> float:
         """One value as a Python float, as ``ndarray.item``: no argument for a Tensor
         of one element, else a flat index or one index per dimension.
 
@@ -382,7 +389,7 @@ class Tensor:
         """
         return self._v.item(*args)
 
-    def numpy(self):
+    def numpy(self) -> NDArray[np.float64]:
         """The values as a new, writable float64 ndarray (a copy: unlike
         ``torch.Tensor.numpy`` nothing is shared, so writing to it cannot put a value
         outside the format into the Tensor). Same as ``np.asarray(t)``.
@@ -398,26 +405,28 @@ class Tensor:
         """
         return self._v.copy()
 
-    def sum(self, axis=None, *, acc=None, order="pairwise", keepdims=False):
+    def sum(self, axis: int | tuple[int, ...] | None = None, *, acc: FormatLike | None = None,
+            order: str = "pairwise", keepdims: bool = False) -> Tensor:
         return _sum(self, axis=axis, acc=acc, order=order, keepdims=keepdims)
 
-    def mean(self, axis=None, *, acc=None, order="pairwise", keepdims=False):
+    def mean(self, axis: int | tuple[int, ...] | None = None, *, acc: FormatLike | None = None,
+             order: str = "pairwise", keepdims: bool = False) -> Tensor:
         return _mean(self, axis=axis, acc=acc, order=order, keepdims=keepdims)
 
-    def max(self, axis=None, keepdims=False):
+    def max(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
         return Tensor(np.max(self._v, axis=axis, keepdims=keepdims), self._fmt)
 
-    def min(self, axis=None, keepdims=False):
+    def min(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
         return Tensor(np.min(self._v, axis=axis, keepdims=keepdims), self._fmt)
 
-    def argmax(self, axis=None):
+    def argmax(self, axis: int | None = None) -> NDArray[np.intp] | np.intp:
         return np.argmax(self._v, axis=axis)
 
-    def argmin(self, axis=None):
+    def argmin(self, axis: int | None = None) -> NDArray[np.intp] | np.intp:
         return np.argmin(self._v, axis=axis)
 
     # -- NumPy protocols --------------------------------------------------------------
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         name = ufunc.__name__
         if method != "__call__":
             raise TypeError(f"lowprec.Tensor does not support numpy.{name}.{method}: "
@@ -435,7 +444,8 @@ class Tensor:
                             "be emulated (convert with np.asarray(t) to leave the emulation)")
         return handler(*inputs)
 
-    def __array_function__(self, func, types, args, kwargs):
+    def __array_function__(self, func: Callable[..., Any], types: Collection[type],
+                           args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         handler = HANDLED_FUNCTIONS.get(func)
         if handler is None:
             mod = func.__module__.replace("numpy._core", "numpy").replace(".fromnumeric", "")
@@ -445,50 +455,52 @@ class Tensor:
         return handler(*args, **kwargs)
 
     # -- operators ------------------------------------------------------------------
-    def __add__(self, other):
-        return np.add(self, other)
+    # (NumPy hands a Tensor operand to __array_ufunc__, which returns a Tensor; NumPy's
+    # stubs say ndarray, hence the casts.)
+    def __add__(self, other: ArrayLike | Tensor) -> Tensor:
+        return cast(Tensor, np.add(self, other))
 
-    def __radd__(self, other):
-        return np.add(other, self)
+    def __radd__(self, other: ArrayLike | Tensor) -> Tensor:
+        return cast(Tensor, np.add(other, self))
 
-    def __sub__(self, other):
-        return np.subtract(self, other)
+    def __sub__(self, other: ArrayLike | Tensor) -> Tensor:
+        return cast(Tensor, np.subtract(self, other))
 
-    def __rsub__(self, other):
-        return np.subtract(other, self)
+    def __rsub__(self, other: ArrayLike | Tensor) -> Tensor:
+        return cast(Tensor, np.subtract(other, self))
 
-    def __mul__(self, other):
-        return np.multiply(self, other)
+    def __mul__(self, other: ArrayLike | Tensor) -> Tensor:
+        return cast(Tensor, np.multiply(self, other))
 
-    def __rmul__(self, other):
-        return np.multiply(other, self)
+    def __rmul__(self, other: ArrayLike | Tensor) -> Tensor:
+        return cast(Tensor, np.multiply(other, self))
 
-    def __truediv__(self, other):
-        return np.true_divide(self, other)
+    def __truediv__(self, other: ArrayLike | Tensor) -> Tensor:
+        return cast(Tensor, np.true_divide(self, other))
 
-    def __rtruediv__(self, other):
-        return np.true_divide(other, self)
+    def __rtruediv__(self, other: ArrayLike | Tensor) -> Tensor:
+        return cast(Tensor, np.true_divide(other, self))
 
-    def __pow__(self, other):
-        return np.power(self, other)
+    def __pow__(self, other: ArrayLike | Tensor) -> Tensor:
+        return cast(Tensor, np.power(self, other))
 
-    def __matmul__(self, other):
+    def __matmul__(self, other: ArrayLike | Tensor) -> Tensor:
         return matmul(self, other)
 
-    def __rmatmul__(self, other):
+    def __rmatmul__(self, other: ArrayLike | Tensor) -> Tensor:
         return matmul(other, self)
 
-    def __neg__(self):
-        return np.negative(self)
+    def __neg__(self) -> Tensor:
+        return cast(Tensor, np.negative(self))
 
-    def __pos__(self):
-        return np.positive(self)
+    def __pos__(self) -> Tensor:
+        return cast(Tensor, np.positive(self))
 
-    def __rpow__(self, other):
-        return np.power(other, self)
+    def __rpow__(self, other: ArrayLike | Tensor) -> Tensor:
+        return cast(Tensor, np.power(other, self))
 
-    def __abs__(self):
-        return np.absolute(self)
+    def __abs__(self) -> Tensor:
+        return cast(Tensor, np.absolute(self))
 
     __eq__ = _comparison_operator(operator.eq, np.equal)
     __ne__ = _comparison_operator(operator.ne, np.not_equal)
@@ -514,7 +526,8 @@ def _format_of_dtype(x):
     return None
 
 
-def tensor(data, fmt=None, mode=None, *, rng=None):
+def tensor(data: ArrayLike | Tensor, fmt: FormatLike | None = None, mode: str | None = None,
+           *, rng: np.random.Generator | int | None = None) -> Tensor:
     """Make a `Tensor`: round ``data`` into ``fmt`` (once, by ``mode``).
 
     ``fmt`` defaults to the format of a Tensor ``data``, or to the one the dtype of
@@ -695,7 +708,24 @@ HANDLED_UFUNCS["reciprocal"] = lambda x: _kernel(arith.div)(1.0, x)  # one corre
 
 # -- NumPy functions ------------------------------------------------------------------
 
-def matmul(a, b, *, model=None, c=None, in_fmt=None, out_fmt=None):
+@overload
+def matmul(a: Tensor, b: ArrayLike | Tensor, *, model: str | Model | None = None,
+           c: ArrayLike | Tensor | None = None, in_fmt: FormatLike | None = None,
+           out_fmt: FormatLike | None = None) -> Tensor: ...
+@overload
+def matmul(a: ArrayLike, b: Tensor, *, model: str | Model | None = None,
+           c: ArrayLike | Tensor | None = None, in_fmt: FormatLike | None = None,
+           out_fmt: FormatLike | None = None) -> Tensor: ...
+@overload
+def matmul(a: ArrayLike, b: ArrayLike, *, model: str | Model | None = None,
+           c: ArrayLike | None = None, in_fmt: FormatLike | None = None,
+           out_fmt: FormatLike | None = None) -> NDArray[np.float64] | np.float64: ...
+
+
+def matmul(a: ArrayLike | Tensor, b: ArrayLike | Tensor, *, model: str | Model | None = None,
+           c: ArrayLike | Tensor | None = None, in_fmt: FormatLike | None = None,
+           out_fmt: FormatLike | None = None,
+           ) -> Tensor | NDArray[np.float64] | np.float64:
     """`lowprec.matmul.matmul` for Tensors: the model defaults to the context's,
     and the result is a `Tensor` of ``out_fmt`` (FP32 by default) when an operand
     is a Tensor; plain arrays in give a plain float64 array, as the kernel does.
@@ -727,7 +757,7 @@ def matmul(a, b, *, model=None, c=None, in_fmt=None, out_fmt=None):
             in_fmt = fa   # otherwise the kernel's ValueError says what is missing
     if tensors and in_fmt is None:
         fa, fb = (x.fmt if isinstance(x, Tensor) else None for x in (a, b))
-        fmt = result_format(fa, fb) if fa and fb else (fa or fb)
+        fmt = result_format(fa, fb) if fa and fb else cast(Format, fa or fb)  # one is set
         # Promotion is exact; plain operands enter with RNE, as lp.matmul rounds them.
         a = a.astype(fmt) if isinstance(a, Tensor) else _round(a, fmt)
         b = b.astype(fmt) if isinstance(b, Tensor) else _round(b, fmt)
@@ -793,8 +823,8 @@ def _joined(fn):
             _refuse(name, out=out, dtype=dtype)
             vals, fmt = _operands(*list(arrays))
             return Tensor(fn(vals, axis=axis, casting=casting), fmt)
-    else:
-        def handler(tup, *, dtype=None, casting="same_kind"):
+    else:  # NumPy's other signature: (tup, *, dtype, casting)
+        def handler(tup, *, dtype=None, casting="same_kind"):  # type: ignore[misc]
             _refuse(name, dtype=dtype)
             vals, fmt = _operands(*list(tup))
             return Tensor(fn(vals, casting=casting), fmt)

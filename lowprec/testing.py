@@ -12,8 +12,13 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
+from .formats import FormatLike
 from .formats import format as _format
+
+if TYPE_CHECKING:   # for the annotations only: Hypothesis is imported on use
+    from hypothesis.strategies import SearchStrategy
 
 __all__ = ["reference_round", "representable_values", "values", "bit_patterns",
            "midpoints", "near_overflow", "subnormals"]
@@ -27,7 +32,9 @@ def _exponent(q):
     return e if Fraction(2) ** e <= q else e - 1
 
 
-def reference_round(x, fmt, mode="rne", *, subnormals=None, saturate=False, u=None):
+def reference_round(x: float | int | Fraction, fmt: FormatLike, mode: str = "rne", *,
+                    subnormals: bool | None = None, saturate: bool = False,
+                    u: float | None = None) -> float:
     """Round one real number to ``fmt`` exactly; returns a float (or inf/NaN).
 
     ``x`` may be a float, int or `Fraction`. ``mode`` is any of lowprec's modes;
@@ -121,7 +128,7 @@ def _overflow(fmt, mode, negative, saturate):
     return math.inf if fmt.has_inf else math.nan
 
 
-def representable_values(fmt):
+def representable_values(fmt: FormatLike) -> list[float]:
     """All finite non-negative values of a format of 16 bits or fewer, ascending,
     enumerated from the definition (not from `decode`)."""
     fmt = _format(fmt)
@@ -146,7 +153,8 @@ def _st():
     return st
 
 
-def values(fmt, *, allow_nan=True, allow_infinity=True):
+def values(fmt: FormatLike, *, allow_nan: bool = True,
+           allow_infinity: bool = True) -> SearchStrategy[float]:
     """Any float64, with extra weight around the format's range: its binades, its
     ties (`midpoints`, for every format but FP64, whose ties are not float64 values),
     `near_overflow` and `subnormals`. NaN and infinities come only when allowed.
@@ -175,7 +183,7 @@ def values(fmt, *, allow_nan=True, allow_infinity=True):
     return st.one_of(*parts, near_overflow(fmt), subnormals(fmt))
 
 
-def bit_patterns(fmt):
+def bit_patterns(fmt: FormatLike) -> SearchStrategy[int]:
     """Integers in [0, 2**bits): every pattern of the format, NaN and inf codes
     included."""
     fmt = _format(fmt)
@@ -212,7 +220,7 @@ def _lower_neighbour(fmt, st):
                      st.integers(0, 2 ** max(m, 1))).map(build)
 
 
-def midpoints(fmt):
+def midpoints(fmt: FormatLike) -> SearchStrategy[float]:
     """Exact ties of the format, either sign, and ties nudged by one float64 ulp.
 
     A tie is the value halfway between two adjacent values of the format (from the
@@ -229,7 +237,8 @@ def midpoints(fmt):
     >>> midpoints(lp.FP64)
     Traceback (most recent call last):
     ...
-    ValueError: FP64 has no ties that are float64 values: a tie between adjacent values needs 54 significant bits
+    ValueError: FP64 has no ties that are float64 values: a tie between adjacent values needs
+    54 significant bits
     """
     fmt = _format(fmt)
     if not _ties_are_floats(fmt):
@@ -247,7 +256,7 @@ def midpoints(fmt):
                      st.sampled_from([0, 1, -1])).map(tie)
 
 
-def near_overflow(fmt):
+def near_overflow(fmt: FormatLike) -> SearchStrategy[float]:
     """Finite float64 values at and up to three float64 ulps either side of max,
     max + ulp/2, max + ulp and 2**(emax+1), either sign (``ulp`` is the gap in max's
     binade). Those of them past the largest float64 are left out: for FP64, only max
@@ -287,12 +296,12 @@ def near_overflow(fmt):
                      st.sampled_from([1.0, -1.0])).map(near)
 
 
-def subnormals(fmt):
+def subnormals(fmt: FormatLike) -> SearchStrategy[float]:
     """Values of magnitude below the smallest normal, either sign, and values at and
     one float64 ulp either side of the edges there: the smallest normal, the smallest
     subnormal, half the smallest normal, and the ties half the smallest subnormal and
-    half a subnormal below the smallest normal. Without subnormals, the smallest subnormal reads as the smallest
-    normal (``numpy.finfo``'s convention), so the one tie is half of it.
+    half a subnormal below the smallest normal. Without subnormals, the smallest subnormal
+    reads as the smallest normal (``numpy.finfo``'s convention), so the one tie is half of it.
 
     Examples
     --------

@@ -268,7 +268,7 @@ def compare(path):
     for key in sorted(k[:-2] for k in data.files
                       if k.endswith("_a") and not k.startswith("published_")):
         fmt = key.split("_")[0]
-        get = lambda s, key=key: data[f"{key}_{s}"] if f"{key}_{s}" in data.files else None
+        get = lambda s, key=key: data[f"{key}_{s}"] if f"{key}_{s}" in data.files else None  # noqa: E731
         check(key, fmt, _decode(data[key + "_a"]), _decode(data[key + "_b"]), get, OUTS)
     for fmt in FORMATS:
         key = f"published_{fmt}"
@@ -278,7 +278,7 @@ def compare(path):
         with np.load(DATA / f"h100_{'e5m2' if 'e5m2' in fmt else 'e4m3'}.npz") as pub:
             a, b, file32 = _decode(pub["a"]), _decode(pub["b"]), pub["d_fp32"]
         i, j = data[key + "_i"], data[key + "_j"]
-        get = lambda s, key=key: (data[f"{key}_{s}"][:, None, None]
+        get = lambda s, key=key: (data[f"{key}_{s}"][:, None, None]  # noqa: E731
                                   if f"{key}_{s}" in data.files else None)
         check(key, fmt, a[i][:, None, :], b[j][:, :, None], get, PUB_OUTS)
         # the GPU's diagonal against the published wgmma results (c = 0)

@@ -174,7 +174,7 @@ def compare(path):
 
     for key in sorted({k.rsplit("_", 1)[0] for k in data.files if k.count("_") == 3}):
         fmt = key.split("_")[0]
-        get = lambda s: data[f"{key}_{s}"] if f"{key}_{s}" in data.files else None
+        get = lambda s: data[f"{key}_{s}"] if f"{key}_{s}" in data.files else None  # noqa: E731
         check(key, fmt, _decode(data[key + "_a"]), _decode(data[key + "_b"]),
               get("d32"), get("dn"))
     for key in sorted(k[:-6] for k in data.files if k.endswith("_alone")):
@@ -196,7 +196,7 @@ def compare(path):
         with np.load(DATA / f"h100_{fmt}.npz") as pub:
             a, b = _decode(pub["a"]), _decode(pub["b"])
         i, j = data[key + "_i"], data[key + "_j"]
-        get = lambda s: data[f"{key}_{s}"] if f"{key}_{s}" in data.files else None
+        get = lambda s: data[f"{key}_{s}"] if f"{key}_{s}" in data.files else None  # noqa: E731
         check(key, fmt, a[i][:, None, :], b[j][:, :, None],
               None if get("d32") is None else get("d32")[:, None, None],
               None if get("dn") is None else get("dn")[:, None, None])

@@ -2,7 +2,12 @@ import os
 
 from hypothesis import HealthCheck, settings
 
-# Deterministic in CI; no deadline (2 shared cores make timings meaningless).
-settings.register_profile("default", deadline=None, derandomize=True,
-                          suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+# Two profiles, chosen by HYPOTHESIS_PROFILE; "ci" unless it says "dev", so the README's
+# test command gives every user the same examples. Neither has a deadline (2 shared
+# cores make timings meaningless).
+#   ci:  derandomized, the same examples on every run (CI and the README's command)
+#   dev: random examples on every run, failures replayed from .hypothesis/ (exploring)
+_COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("ci", derandomize=True, **_COMMON)
+settings.register_profile("dev", **_COMMON)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -18,12 +18,12 @@ rounding away from underflow; checked below), in FP16 the gradients underflow.
 
 import dataclasses
 
-from peers import ml_dtypes
 import numpy as np
 import pytest
 
 import lowprec as lp
 from lowprec import amp, nn
+from peers import ml_dtypes
 
 F32 = np.float32
 
@@ -473,6 +473,7 @@ def test_a_power_of_two_loss_weight_leaves_fp32_training_unchanged():
     assert run("fp32", weight=WEIGHT, steps=3).loss == run("fp32", steps=3).loss
 
 
+@pytest.mark.slow
 def test_fp16_gradients_underflow_without_loss_scaling(fp32):
     plain = run("fp16-mixed", weight=WEIGHT)
     scaled = run("fp16-mixed", weight=WEIGHT, scaler=amp.GradScaler())
@@ -503,6 +504,7 @@ def test_pure_fp16_with_a_scaler_is_refused():
         run("fp16", steps=1, scaler=amp.GradScaler())
 
 
+@pytest.mark.slow
 def test_bf16_weights_lose_updates_and_master_weights_or_sr_recover(fp32):
     pure = run("bf16")
     mixed = run("bf16-mixed")

@@ -13,7 +13,7 @@ import math
 import warnings
 import zlib
 from fractions import Fraction
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -95,7 +95,7 @@ def _all_values(fmt):
     return np.array(vals)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _exhaustive_case(name, op):
     """Operands of every pair and the exact results (cached: shared by the modes)."""
     v = _all_values(name)
@@ -121,6 +121,7 @@ def _rounded(value, name, mode):
     return _ROUNDED[key]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SMALL)
 @pytest.mark.parametrize("op", OPS)
 def test_exhaustive_small_formats(name, op):
@@ -1188,7 +1189,8 @@ def test_threaded_sums_and_dots_keep_their_own_scratch(monkeypatch, mode):
 
 # -- regressions from review ------------------------------------------------------------
 
-@pytest.mark.parametrize("a, b, c", [(1.0, 2.0**-1000, -2.0**-1000), (2.0**1000, 2.0**23, -2.0**1023),
+@pytest.mark.parametrize("a, b, c", [(1.0, 2.0**-1000, -2.0**-1000),
+                                     (2.0**1000, 2.0**23, -2.0**1023),
                                      (-1.0, -5e-324, -5e-324), (1.0, 2.0**-10, -2.0**-10)])
 @pytest.mark.parametrize("fmt", ["bf16", "fp16", "fp32", "fp64"])
 def test_fma_exact_cancellation_is_minus_zero_only_in_rd(a, b, c, fmt):
@@ -1651,6 +1653,7 @@ def _peak_extra(call):
     return peak - out.nbytes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ("float16", "float32", "float64", "int64", "longdouble"))
 def test_extra_memory_is_bounded_per_thread(dtype):
     # Before: FP64 results went through whole-array hi, lo, copies (3x the input more),
@@ -1675,6 +1678,7 @@ def test_extra_memory_is_bounded_per_thread(dtype):
         lp.threads(before)
 
 
+@pytest.mark.slow
 def test_extra_memory_is_bounded_on_the_exact_path():
     rng = np.random.default_rng(61)
     x = rng.integers(2**60, 2**62, 150_000)           # every element has a tail

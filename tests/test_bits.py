@@ -5,7 +5,6 @@ import math
 import zlib
 from fractions import Fraction
 
-from peers import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -13,6 +12,7 @@ from hypothesis import strategies as st
 
 import lowprec as lp
 from lowprec import testing as lpt
+from peers import ml_dtypes
 
 ORACLES = {lp.FP16: np.float16, lp.BF16: ml_dtypes.bfloat16,
            lp.FP8_E4M3: ml_dtypes.float8_e4m3fn, lp.FP8_E5M2: ml_dtypes.float8_e5m2,

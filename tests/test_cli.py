@@ -8,13 +8,13 @@ import subprocess
 import sys
 from decimal import Decimal
 
-from peers import ml_dtypes
 import numpy as np
 import pytest
 
 import lowprec as lp
 from lowprec.cli import main
 from lowprec.testing import reference_round
+from peers import ml_dtypes
 
 
 def run(*args):
@@ -213,6 +213,7 @@ def test_demo_plot_writes_pngs(tmp_path, capsys):
         assert data[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_demo_without_matplotlib():
     code = ("import sys; sys.modules['matplotlib'] = None\n"
             "from lowprec.cli import main\n"
@@ -236,6 +237,7 @@ def test_demo_without_matplotlib():
         assert any(dep.startswith("matplotlib") for dep in extras["plot"])
 
 
+@pytest.mark.slow
 def test_plain_import_and_demo_do_not_load_matplotlib():
     code = ("import sys\nfrom lowprec.cli import main\nmain(['demo', '--max-k', '16'])\n"
             "assert 'matplotlib' not in sys.modules")

@@ -5,13 +5,13 @@ import math
 from decimal import Decimal
 from fractions import Fraction
 
-from peers import ml_dtypes
 import numpy as np
 import pytest
 
 from lowprec.explain import error_table, error_vs_k, explain, explain_text, layout
 from lowprec.formats import format as lp_format
 from lowprec.testing import reference_round
+from peers import ml_dtypes
 
 # Values that reach every branch: normal, subnormal, zero, ties, overflow, specials.
 VALUES = [0.1, -0.1, 1.0, 1 / 3, 2.0**-15, 1e-7, -3e-8, 1e-9, 0.0, -0.0, 1 + 2**-11,

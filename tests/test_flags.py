@@ -97,9 +97,8 @@ def test_no_context_no_recording_and_reuse_error():
     f = lp.flags()
     lp.round(0.1, "fp16")
     assert not f
-    with f:
-        with pytest.raises(RuntimeError, match="already active"):
-            f.__enter__()
+    with f, pytest.raises(RuntimeError, match="already active"):
+        f.__enter__()
     f.reset()
     assert f.inexact == 0
 
@@ -141,7 +140,8 @@ def test_threads_sharing_one_context_lose_no_counts():
                 for _ in range(n_adds):
                     record(inexact=1, underflow=2, invalid=1)
 
-            workers = [threading.Thread(target=ctx[i].run, args=(work, i)) for i in range(n_threads)]
+            workers = [threading.Thread(target=ctx[i].run, args=(work, i))
+                       for i in range(n_threads)]
             for t in workers:
                 t.start()
             for t in workers:

@@ -3,11 +3,11 @@
 import dataclasses
 from fractions import Fraction
 
-from peers import ml_dtypes, np_dtype
 import numpy as np
 import pytest
 
 import lowprec as lp
+from peers import ml_dtypes, np_dtype
 
 ORACLE_DTYPES = {
     "FP64": np.float64, "FP32": np.float32, "FP16": np.float16,
@@ -289,7 +289,7 @@ def values_below_one(e, m, bias, subnormals, kind):
     top, out = 2**e - 1, []
     for code in range(2 ** (e + m)):              # sign bit clear
         E, M = divmod(code, 2**m)
-        if kind == "ieee" and E == top or kind == "fn" and E == top and M == 2**m - 1:
+        if (kind == "ieee" and E == top) or (kind == "fn" and E == top and M == 2**m - 1):
             continue
         if E == 0 and not subnormals and M:
             v = None                                # not a value without subnormals

@@ -22,14 +22,14 @@ import sys
 import tracemalloc
 from fractions import Fraction
 
-from peers import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import lowprec as lp
-from lowprec.matmul import matmul   # the kernel itself (lp.matmul may wrap it for Tensors)
+from lowprec.matmul import matmul  # the kernel itself (lp.matmul may wrap it for Tensors)
+from peers import ml_dtypes
 
 DATA = pathlib.Path(__file__).parent / "data" / "tensorcore"
 FILES = sorted(DATA.glob("*.npz"))
@@ -611,6 +611,7 @@ def _addend(c, out):
                         else round_fraction(Fraction(v), **grid))(c)
 
 
+@pytest.mark.slow
 @settings(max_examples=150)
 @given(st.sampled_from(sorted(SPEC)).flatmap(lambda key: st.tuples(
     st.just(key), operands(key[1], max_k=70, finite=False, max_mn=2),
@@ -1068,6 +1069,7 @@ MEMORY_CASES = [   # model, in_fmt, dtype, a's shape, b's shape, c's shape, spec
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flags", [False, True], ids=["plain", "flags"])
 @pytest.mark.parametrize("model, fmt, dtype, sa, sb, sc, specials", MEMORY_CASES,
                          ids=lambda v: getattr(v, "__name__", str(v)))

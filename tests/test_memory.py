@@ -9,12 +9,12 @@ it) on one thread with small chunks, so that a full-size copy is 64 chunk buffer
 
 import tracemalloc
 
-from peers import ml_dtypes
 import numpy as np
 import pytest
 
 import lowprec as lp
 import lowprec.rounding as kernel
+from peers import ml_dtypes
 
 DTYPES = ["float16", "float32", "float64", "int32", "int64", "uint64", "bool", "longdouble",
           "bfloat16"]

@@ -7,12 +7,12 @@ float32 -> float16 casts are correctly rounded), and ml_dtypes casts to say whet
 a value belongs to a format.
 """
 
-from peers import ml_dtypes
 import numpy as np
 import pytest
 
 import lowprec as lp
 from lowprec import nn
+from peers import ml_dtypes
 
 GELU_C, GELU_A = np.sqrt(2 / np.pi), 0.044715
 

@@ -13,8 +13,6 @@ import threading
 import zlib
 from fractions import Fraction
 
-from peers import gmpy2
-from peers import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -22,6 +20,7 @@ from hypothesis import strategies as st
 
 import lowprec as lp
 from lowprec import testing as lpt
+from peers import gmpy2, ml_dtypes
 
 DET_MODES = ("rne", "rna", "rz", "ru", "rd", "ro")
 CUSTOM = [lp.Format.custom(precision=5, emax=7, name="custom_p5_e7"),
@@ -95,7 +94,8 @@ def test_reference_round_matches_mpfr(fmt, mode, data):
 def test_reference_round_matches_mpfr_on_targeted_values(fmt, mode):
     for x in targeted(fmt):
         if np.isfinite(x):
-            assert same(lpt.reference_round(float(x), fmt, mode), mpfr_round(float(x), fmt, mode)), x
+            assert same(lpt.reference_round(float(x), fmt, mode),
+                        mpfr_round(float(x), fmt, mode)), x
 
 
 # -- the kernel against the reference ------------------------------------------------
@@ -118,7 +118,8 @@ def test_wide_formats_on_targeted_values(fmt, mode):
     grid = np.ldexp(2.0 ** fmt.mantissa_bits + k, e - fmt.mantissa_bits)
     sub = np.ldexp(k.astype(float), fmt.emin - fmt.mantissa_bits)
     gaps = np.ldexp(1.0, np.maximum(e, fmt.emin) - fmt.mantissa_bits)
-    pts = np.concatenate([grid, sub, grid + gaps / 2, sub + math.ldexp(0.5, fmt.emin - fmt.mantissa_bits),
+    pts = np.concatenate([grid, sub, grid + gaps / 2,
+                          sub + math.ldexp(0.5, fmt.emin - fmt.mantissa_bits),
                           rng.choice(targeted(lp.Format(fmt.exponent_bits, 2, fmt.bias)), 1000)])
     pts = np.concatenate([pts, np.nextafter(pts, np.inf), np.nextafter(pts, -np.inf)])
     pts = np.concatenate([pts, -pts])
@@ -476,7 +477,8 @@ def test_input_types_round_the_exact_value():
     expected = [lpt.reference_round(int(v), "fp32", "ru") for v in big]
     assert_same(lp.round(big, "fp32", "ru"), expected, big)
     u = np.array([2**64 - 1, 2**63 + 2**39 + 1], dtype=np.uint64)
-    assert_same(lp.round(u, "bf16", "rz"), [lpt.reference_round(int(v), "bf16", "rz") for v in u], u)
+    assert_same(lp.round(u, "bf16", "rz"),
+                [lpt.reference_round(int(v), "bf16", "rz") for v in u], u)
     assert lp.round(np.float16(0.1), "bf16") == lpt.reference_round(float(np.float16(0.1)), "bf16")
     assert lp.round(np.array([1, 2, 3], np.int8), "fp4").tolist() == [1.0, 2.0, 3.0]
     assert lp.round([True, False], "fp8").tolist() == [1.0, 0.0]
@@ -518,7 +520,8 @@ def sample_of(dtype, n, seed):
 @pytest.mark.parametrize("dtype", INPUT_DTYPES)
 @pytest.mark.parametrize("fmt, mode", [(lp.BF16, "ru"), (lp.FP8_E4M3, "rne"), (lp.FP16, "ro"),
                                        (lp.FP64, "rz")], ids=lambda v: getattr(v, "name", v))
-def test_every_input_dtype_is_converted_chunk_by_chunk_and_rounded_once(monkeypatch, dtype, fmt, mode):
+def test_every_input_dtype_is_converted_chunk_by_chunk_and_rounded_once(monkeypatch, dtype, fmt,
+                                                                        mode):
     # Issue 12: the conversion to float64 (and the (hi, lo) split of 64-bit integers
     # and long doubles) now happens per chunk; tiny chunks and spans on 3 threads put
     # many chunk and span boundaries in a short input. The Fraction reference decides.
@@ -654,7 +657,8 @@ def test_bad_input_raises(bad, exc, match):
 
 
 def test_bad_options_raise():
-    with pytest.raises(ValueError, match="unknown rounding mode 'nearest'; valid modes: rne, rna, rz, ru, rd, ro, sr"):
+    with pytest.raises(ValueError, match="unknown rounding mode 'nearest'; "
+                                         "valid modes: rne, rna, rz, ru, rd, ro, sr"):
         lp.round(1.0, "fp16", "nearest")
     with pytest.raises(ValueError, match="sr_bits applies only"):
         lp.round(1.0, "fp16", "rne", sr_bits=3)
@@ -712,7 +716,8 @@ def test_valid_options_of_numpy_types_keep_working():
 
 
 @pytest.mark.parametrize("hi, lo, name, match", [
-    ("1", 0.0, "hi", "non-numeric"), (None, 0.0, "hi", "object"), ([1.0, None], 0.0, "hi", "object"),
+    ("1", 0.0, "hi", "non-numeric"), (None, 0.0, "hi", "object"),
+    ([1.0, None], 0.0, "hi", "object"),
     (1.0, None, "lo", "object"), (1.0, "0", "lo", "non-numeric"), ([1 + 2j], 0.0, "hi", "complex"),
 ])
 def test_round_exact_takes_real_numbers_only(hi, lo, name, match):
@@ -817,3 +822,29 @@ def test_non_real_input_names_x(bad):
         lp.round(bad, "bf16")
     with pytest.raises(TypeError, match="^x: "):
         lp.encode(bad, "bf16")
+
+
+_WIDE_PAST_MAX = [2**1024 - 2**971 + 1, 2**1024 - 2**971 + 2**969]   # above FP64's max
+
+
+@pytest.mark.parametrize("saturate", [False, True])
+@pytest.mark.parametrize("sign", [1, -1])
+@pytest.mark.parametrize("mode", ["ru", "rd", "rz", "ro", "rne", "rna"])
+def test_wide_inputs_past_fp64_max_overflow_and_saturate_as_the_reference(mode, sign, saturate):
+    # Python ints and long doubles above FP64's max (below its overflow threshold): a
+    # directed step to inf is an overflow, and saturate=True makes it ±max.
+    xs = [sign * v for v in _WIDE_PAST_MAX]
+    want = [lpt.reference_round(v, "fp64", mode, saturate=saturate) for v in xs]
+    # Overflow: the rounding with an unbounded exponent (no saturation) goes beyond max.
+    overflows = sum(math.isinf(lpt.reference_round(v, "fp64", mode)) for v in xs)
+    with lp.flags() as f:
+        got = lp.round(xs, "fp64", mode, saturate=saturate)
+    assert got.tolist() == want
+    assert f.overflow == overflows and f.inexact == len(xs)
+    assert f.saturated == (overflows if saturate else 0)
+    enc = lp.encode(xs, "fp64", mode, saturate=saturate)
+    assert enc.view(np.float64).tolist() == want
+    lo = lp.round_exact(np.float64(sign * lp.FP64.max), sign * 2.0**969, "fp64", mode,
+                        saturate=saturate)
+    assert lo == lpt.reference_round(Fraction(sign * lp.FP64.max) + sign * Fraction(2)**969,
+                                     "fp64", mode, saturate=saturate)

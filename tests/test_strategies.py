@@ -11,7 +11,6 @@ import functools
 import math
 from fractions import Fraction
 
-from peers import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
@@ -19,6 +18,7 @@ from hypothesis import strategies as st
 
 import lowprec as lp
 from lowprec import testing as lpt
+from peers import ml_dtypes
 
 # Formats whose midpoints were not all ties: an fn format's NaN slot, and formats
 # without subnormals. (IEEE, fnuz and finite formats with subnormals were right.)
@@ -38,7 +38,7 @@ MANY = settings(SETTINGS, max_examples=20, phases=[Phase.explicit, Phase.generat
                 suppress_health_check=list(HealthCheck))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def decode_by_definition(fmt):
     """Finite non-negative values of ``fmt``, as Fractions, from its bit patterns."""
     m, top = fmt.mantissa_bits, 2 ** fmt.exponent_bits - 1
@@ -68,7 +68,7 @@ def decode_with_dtype(dtype, fmt):
                    and (fmt.subnormals or v == 0 or v >= smallest_normal)}))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def ties(fmt):
     """The exact ties of ``fmt`` (non-negative): halfway between adjacent values, and
     the overflow threshold, max plus half the gap below max."""

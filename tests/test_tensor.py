@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from peers import ml_dtypes
 
 import lowprec as lp
 from lowprec import testing as lpt
+from peers import ml_dtypes
 
 FORMATS = [lp.FP16, lp.BF16, lp.FP8_E4M3, lp.FP8_E5M2, lp.FP32, lp.FP6_E3M2]
 DET_MODES = ("rne", "rna", "rz", "ru", "rd", "ro")
@@ -286,12 +286,10 @@ def test_nested_contexts_restore_the_outer_one():
             assert (lp.get_context().mode, lp.get_context().matmul) == ("ru", "h100")
         assert lp.get_context().mode == "rz"
     assert (lp.get_context().mode, lp.get_context().matmul) == ("rne", "fp32")
-    with pytest.raises(ValueError, match="valid modes"):
-        with lp.context(mode="up"):
-            pass
-    with pytest.raises(ValueError, match="unknown matmul model"):
-        with lp.context(matmul="tpu"):
-            pass
+    with pytest.raises(ValueError, match="valid modes"), lp.context(mode="up"):
+        pass
+    with pytest.raises(ValueError, match="unknown matmul model"), lp.context(matmul="tpu"):
+        pass
 
 
 def test_contexts_do_not_leak_between_threads():
@@ -411,9 +409,8 @@ def test_tensor_from_tensor_honours_rng():
     (dict(rng=-1), ValueError, "rng"),
 ])
 def test_context_refuses_wrong_typed_options(kwargs, exc, name):
-    with pytest.raises(exc, match=name):
-        with lp.context(**kwargs):
-            pass
+    with pytest.raises(exc, match=name), lp.context(**kwargs):
+        pass
     assert lp.get_context() == type(lp.get_context())()   # nothing leaked
 
 

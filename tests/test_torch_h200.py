@@ -148,7 +148,7 @@ def test_h100_fp8_model_equals_the_h200_on_the_published_rows(fp8, fmt):
     key = f"published_{fmt}"
     i, j = fp8[key + "_i"], fp8[key + "_j"]
     assert i.size > 20_000
-    got = lambda s: (None if f"{key}_{s}" not in fp8
+    got = lambda s: (None if f"{key}_{s}" not in fp8  # noqa: E731
                      else fp8[f"{key}_{s}"][:, None, None])
     _fp8_check(fmt, a[i][:, None, :], b[j][:, :, None], got)
 
