@@ -33,8 +33,8 @@ from .flags import recording
 from .formats import FormatLike
 from .formats import format as _format
 from .rounding import (CHUNK, _draw, _fp64_move, _odd, _Plan, _round_into,
-                       _steps_toward_lo, _two_sum, as_real_array, in_spans,
-                       signalling_nans)
+                       _steps_toward_lo, _two_sum, as_array, as_real_array,
+                       in_spans, signalling_nans)
 
 __all__ = ["add", "sub", "mul", "div", "sqrt", "fma", "sum", "dot", "ORDERS"]
 
@@ -778,7 +778,7 @@ def _raw(x):
     """``x`` as an ndarray in its own dtype, checked as `as_real_array` checks it but
     not converted (each chunk is converted on its own: `_parts`). Python numbers that
     NumPy keeps as objects (ints beyond 64 bits) stay an object array."""
-    a = np.asarray(x)
+    a = as_array(x)
     if a.dtype.kind == "O":
         as_real_array(x)      # Python ints and floats only; an object ndarray raises
     else:

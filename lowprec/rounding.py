@@ -36,7 +36,7 @@ from .flags import FLAG_NAMES, recording
 from .formats import FormatLike
 from .formats import format as _format
 
-__all__ = ["round", "round_exact", "threads", "MODES", "as_real_array", "read_input",
+__all__ = ["round", "round_exact", "threads", "MODES", "as_array", "as_real_array", "read_input",
            "signalling_nans"]
 
 _ENCODING_MODES = ("rz", "rna", "ro", "sr")  # cheaper on the float64 encoding
@@ -67,6 +67,24 @@ def _rng(rng):
     return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
 
 
+def as_array(x):
+    """``np.asarray(x)``, except for a list or tuple that NumPy would make float64 while
+    it holds integers float64 cannot hold exactly (``[2**53 + 1, 0.5]``,
+    ``[2**63 + 1, -1]``): that becomes an object array of Python ints and floats, so
+    that the integers too are rounded once (see `_python_numbers`)."""
+    a = np.asarray(x)
+    if (isinstance(x, (list, tuple)) and a.dtype == np.float64 and a.size
+            and np.max(np.abs(a), initial=0.0) >= 2.0**53):   # below 2**53 ints are exact
+        values = np.asarray(x, dtype=object).reshape(-1)
+        if any(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+               and float(v) != int(v) for v in values):      # Python's exact comparison
+            exact = np.empty(a.size, dtype=object)
+            exact[:] = [int(v) if isinstance(v, numbers.Integral) else float(v)
+                        for v in values]
+            return exact.reshape(a.shape)
+    return a
+
+
 def as_real_array(x):
     """``x`` as a float64 array ``hi`` plus a correction ``lo`` (or None).
 
@@ -76,7 +94,7 @@ def as_real_array(x):
     ints (enough for one correct rounding, see `_python_numbers`).
     Complex, object, string and other non-real input raises `TypeError`.
     """
-    a = np.asarray(x)
+    a = as_array(x)
     kind = a.dtype.kind
     if kind == "f":
         if a.dtype.itemsize <= 8:
@@ -645,7 +663,7 @@ class _Reader:
         if lo is not None:                       # a float64 (hi, lo) pair, as round_exact's
             self._setup_pair(np.asarray(x, np.float64), np.asarray(lo, np.float64))
             return
-        a = np.asarray(x)
+        a = as_array(x)
         self.shape, self.size = a.shape, a.size
         kind, dt = a.dtype.kind, a.dtype
         ml = kind == "V" and getattr(dt.type, "__module__", "").startswith("ml_dtypes")

@@ -1721,3 +1721,15 @@ def test_signalling_nan_operands_signal_invalid_once_per_element(dtype, fmt):
         with lp.flags() as f:
             assert np.isnan(lp.sum(x[:4], fmt, order=order))
         assert f.invalid == 2, order     # each sNaN term signals; NaN + NaN later does not
+
+
+@pytest.mark.parametrize("mode", ["rne", "ru", "rd"])
+def test_lists_mixing_wide_ints_and_floats_are_operands_rounded_once(mode):
+    # [2**60 + 1, 2.0] is float64 to NumPy (2**60 + 1 rounded): the exact ints are used.
+    a, b = [2**60 + 1, 2.0, -(2**62 + 3)], [0.0, 0.5, 1.0]
+    exact = [Fraction(x) + Fraction(y) for x, y in zip(a, b)]
+    want = [reference_round(v, "fp64", mode) for v in exact]
+    assert lp.add(a, b, "fp64", mode).tolist() == want
+    seq = reference_round(Fraction(a[0]) + Fraction(a[1]), "fp64", mode)
+    seq = reference_round(Fraction(seq) + Fraction(a[2]), "fp64", mode)
+    assert lp.sum(a, "fp64", mode, order="sequential") == seq

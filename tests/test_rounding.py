@@ -848,3 +848,18 @@ def test_wide_inputs_past_fp64_max_overflow_and_saturate_as_the_reference(mode, 
                         saturate=saturate)
     assert lo == lpt.reference_round(Fraction(sign * lp.FP64.max) + sign * Fraction(2)**969,
                                      "fp64", mode, saturate=saturate)
+
+
+@pytest.mark.parametrize("mode", ["rne", "ru", "rd", "rz"])
+@pytest.mark.parametrize("values", [[2**53 + 1, 0.5], [2**63 + 1, -1], [2**63 + 1, 1.5],
+                                    [[2**60 + 1, 2.0], [1.0, -(2**55 + 3)]],
+                                    (2**70 + 1, 0.25, 3), [np.int64(2**62 + 1), 0.5]])
+@pytest.mark.parametrize("fmt", ["fp64", "bf16", "fp32"])
+def test_lists_mixing_wide_ints_and_floats_round_once(values, fmt, mode):
+    # NumPy makes such a list float64, rounding the ints first; each must round once.
+    flat = list(np.asarray(values, dtype=object).reshape(-1))
+    want = [lpt.reference_round(Fraction(int(v) if isinstance(v, (int, np.integer)) else v),
+                                fmt, mode) for v in flat]
+    got = lp.round(values, fmt, mode)
+    assert got.reshape(-1).tolist() == want
+    assert lp.decode(lp.encode(values, fmt, mode), fmt).reshape(-1).tolist() == want
