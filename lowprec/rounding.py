@@ -36,8 +36,8 @@ from .flags import FLAG_NAMES, recording
 from .formats import FormatLike
 from .formats import format as _format
 
-__all__ = ["round", "round_exact", "threads", "MODES", "as_array", "as_real_array", "read_input",
-           "signalling_nans"]
+__all__ = ["round", "round_exact", "threads", "MODES", "as_array", "as_real_array",
+           "read_input", "signalling_nans"]
 
 _ENCODING_MODES = ("rz", "rna", "ro", "sr")  # cheaper on the float64 encoding
 
