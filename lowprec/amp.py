@@ -27,7 +27,7 @@ from numpy.typing import ArrayLike, NDArray
 from . import nn
 from ._checks import check_bool, check_int, check_rng
 from .flags import flags
-from .formats import BF16, FP16, FP32, Format, FormatLike
+from .formats import BF16, FP16, FP32, Format
 from .formats import format as _format
 from .matmul import MODELS as _MODELS
 from .matmul import Model, TensorCoreModel

@@ -15,11 +15,11 @@ matplotlib only when asked for a figure.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable
 import math
 import numbers
 import reprlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction

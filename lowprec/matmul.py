@@ -18,8 +18,7 @@ import contextvars
 import itertools
 import math
 from dataclasses import dataclass, field, replace
-
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
