@@ -34,25 +34,33 @@ def _installed(name):
     return importlib.util.find_spec(name) is not None
 
 
-def _missing(value, depth=0):
-    """The first `Missing` stand-in in ``value`` or its items (tables two levels deep)."""
-    if type(value).__name__ == "Missing" and hasattr(value, "reason"):
-        return value
-    if depth < 3 and isinstance(value, (dict, list, tuple, set, frozenset)):
+def _walk(value, test, depth=0):
+    """The first answer of ``test`` (not None) on ``value`` or its items: containers and
+    pytest parameter sets, tables two levels deep."""
+    found = test(value)
+    if found is not None or depth >= 3:
+        return found
+    if isinstance(value, (dict, list, tuple, set, frozenset)):
         items = value.items() if isinstance(value, dict) else value
-        for item in items:
-            found = _missing(item, depth + 1)
-            if found is not None:
-                return found
-    if depth < 3 and type(value).__name__ == "ParameterSet":
-        return _missing(tuple(value.values), depth + 1)
+    elif type(value).__name__ == "ParameterSet":
+        items = tuple(value.values)
+    else:
+        return None
+    for item in items:
+        found = _walk(item, test, depth + 1)
+        if found is not None:
+            return found
     return None
 
 
-def _oracle(value, depth=0):
-    """The name of the oracle peer ``value`` (or an item, tables two levels deep) belongs
-    to: the module itself, a stand-in for it, or a type, function or dtype of it."""
-    if type(value).__name__ == "Missing" and hasattr(value, "reason"):
+def _stand_in(value):
+    return value if type(value).__name__ == "Missing" and hasattr(value, "reason") else None
+
+
+def _oracle_of(value):
+    """The oracle peer ``value`` belongs to: the module itself, a stand-in for it, or a
+    type, function or dtype of it."""
+    if _stand_in(value) is not None:
         return value._peer if value._peer in ORACLES else None
     if isinstance(value, types.ModuleType):
         owner = value.__name__
@@ -65,17 +73,17 @@ def _oracle(value, depth=0):
     else:
         owner = None
     root = owner.partition(".")[0] if isinstance(owner, str) else None
-    if root in ORACLES:
-        return root
-    if depth < 3 and isinstance(value, (dict, list, tuple, set, frozenset)):
-        items = value.items() if isinstance(value, dict) else value
-        for item in items:
-            found = _oracle(item, depth + 1)
-            if found is not None:
-                return found
-    if depth < 3 and type(value).__name__ == "ParameterSet":
-        return _oracle(tuple(value.values), depth + 1)
-    return None
+    return root if root in ORACLES else None
+
+
+def _missing(value):
+    """The first `Missing` stand-in in ``value`` or its items."""
+    return _walk(value, _stand_in)
+
+
+def _oracle(value):
+    """The name of the oracle peer ``value`` or one of its items belongs to."""
+    return _walk(value, _oracle_of)
 
 
 def _code_objects(code):
