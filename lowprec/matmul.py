@@ -3,7 +3,7 @@
 `matmul` computes ``D = A @ B (+ C)`` under a *model* of how the products are summed:
 ``"exact"`` (one rounding of the exact dot product), ``"fp32"`` and ``"fp16"``
 (left-to-right accumulation, every addition rounded) and the NVIDIA Tensor Core
-block-FMA models of ``TENSORCORE.md`` (`TensorCoreModel`: unnormalised exact
+block-FMA models of ``docs/design/TENSORCORE.md`` (`TensorCoreModel`: unnormalised exact
 products, terms truncated to ``F`` fraction bits below the block's largest exponent,
 one rounding per block). Every model is vectorised over the outputs (Python loops
 run only over K-blocks and over chunks of outputs) and works on float64, float32 and
