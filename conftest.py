@@ -161,28 +161,27 @@ def pytest_collection_modifyitems(config, items):
 _STAND_IN = re.compile(r"<missing peer (\w+): ([\w.]+)>")
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    if report.failed and call.excinfo is not None:
+def _skip_if_a_peer_was_missing(report, path, line, used):
+    """Turn a failed report whose error names a stand-in of an absent peer into a skip."""
+    if report.failed:
         match = _STAND_IN.search(str(report.longrepr))
         if match is not None and not _installed(match.group(1)):
             report.outcome = "skipped"
-            report.longrepr = (str(item.path), item.location[1] or 0,
-                               f"Skipped: {match.group(1)} is not installed "
-                               f"({match.group(2)} used); comparison skipped")
+            report.longrepr = (str(path), line, f"Skipped: {match.group(1)} is not "
+                               f"installed ({match.group(2)} {used})")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    if call.excinfo is not None:
+        _skip_if_a_peer_was_missing(outcome.get_result(), item.path, item.location[1] or 0,
+                                    "used; comparison skipped")
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_make_collect_report(collector):
     # Last resort: a module that cannot even be imported without a peer is skipped whole.
     outcome = yield
-    report = outcome.get_result()
-    if report.failed:
-        match = _STAND_IN.search(str(report.longrepr))
-        if match is not None and not _installed(match.group(1)):
-            report.outcome = "skipped"
-            report.longrepr = (str(collector.path), 0,
-                               f"Skipped: {match.group(1)} is not installed "
-                               f"({match.group(2)} used at import); module skipped")
+    _skip_if_a_peer_was_missing(outcome.get_result(), collector.path, 0,
+                                "used at import; module skipped")
