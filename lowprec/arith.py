@@ -28,13 +28,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._checks import check_bool, check_int, check_mode, check_rng
+from ._checks import check_bool, check_int, check_mode
 from .flags import recording
 from .formats import FormatLike
-from .formats import format as _format
-from .rounding import (CHUNK, _draw, _fp64_move, _odd, _Plan, _round_into,
-                       _steps_toward_lo, _two_sum, as_array, as_real_array,
-                       in_spans, signalling_nans)
+from .rounding import (CHUNK, _draw, _fp64_exact, _odd, _round_into, _steps_toward_lo,
+                       _two_sum, as_array, as_real_array, in_spans, signalling_nans)
+from .rounding import _plan as _rounding_plan
 
 __all__ = ["add", "sub", "mul", "div", "sqrt", "fma", "sum", "dot", "ORDERS"]
 
@@ -814,16 +813,9 @@ def _parts(xc):
 
 
 def _plan(fmt, mode, rng, subnormals, saturate):
-    fmt = _format(fmt)
-    # Wrong-typed options raise (subnormals="no" is truthy, rng="abc" unused outside sr).
-    check_mode(mode)
-    check_rng(rng)
-    subnormals = check_bool("subnormals", subnormals, optional=True)
-    saturate = check_bool("saturate", saturate)
-    if 51 < fmt.p < 53:
-        raise ValueError(f"arithmetic needs a precision of at most 51 bits, or 53 "
-                         f"(FP64); got {fmt.p}")
-    return _Plan(fmt, mode, subnormals, saturate, None, rng)
+    # rounding's checks: wrong-typed options raise (subnormals="no" is truthy, rng="abc"
+    # unused outside sr); Format itself refuses 51 < p < 53.
+    return _rounding_plan(fmt, mode, subnormals, saturate, None, rng)
 
 
 class _Buffers:
@@ -843,7 +835,7 @@ def _apply(plan, kernel, operands, n, buffers=None):
     (`_with_exact`), so the memory beyond the output is a few chunks per thread."""
     out = np.empty(n, np.float64)
     listener = recording()
-    wide = plan.fmt.p > 51
+    wide = plan.identity      # FP64: no spare bits for round-to-odd
 
     def span_task(plan, span, counts):
         start, stop = span
@@ -860,21 +852,22 @@ def _apply(plan, kernel, operands, n, buffers=None):
                 k = b - a
                 w = bufs.work if k == bufs.size else bufs.work.take(k)
                 raw = [x[a:b] for x in operands]
-                if listening is not None:   # sNaN operands, on their own bits: invalid
-                    counts["invalid"] += signalling_nans(*raw)
+                overflow_in_chunk = counts["overflow"]
                 parts = [_parts(xc) for xc in raw]
                 if any(lo is not None for _, lo in parts):
                     hi, lo = _with_exact(plan, kernel, raw, parts, w, counts)
                 else:
                     hi, lo = kernel(plan, *(h for h, _ in parts), w, counts)
                 if wide:
-                    if lo is not None:
-                        _fp64_pair(plan, hi, lo, counts)
-                    x = hi
+                    x = hi if lo is None else _fp64_exact(plan, hi, lo, hi, counts)
                 else:
                     x = hi if lo is None else _odd(hi, lo, bufs.x[:k])
-                _round_into(plan, x, out[a:b], bufs.u[:k], bufs.f[:k], listening)
-                if wide and plan.saturate:
+                top = _round_into(plan, x, out[a:b], bufs.u[:k], bufs.f[:k], listening)
+                # A signalling NaN operand makes a NaN result: only chunks holding inf or
+                # NaN are read again for them, on the operands' own bits (invalid).
+                if listening is not None and not top < np.inf:
+                    counts["invalid"] += signalling_nans(*raw)
+                if wide and plan.saturate and counts["overflow"] != overflow_in_chunk:
                     _fp64_clamp(plan, kernel, out[a:b], [h for h, _ in parts])
         if wide and plan.saturate:
             # Every FP64 overflow the kernels counted is saturated, as `round` counts
@@ -885,19 +878,6 @@ def _apply(plan, kernel, operands, n, buffers=None):
     if listener is not None:
         listener.add(counts)
     return out
-
-
-def _fp64_pair(plan, hi, lo, counts):
-    """Round ``hi + lo`` to FP64 in place (``hi == RN(hi + lo)``, ``lo`` of the exact
-    sign, and exactly half the gap only at a midpoint), counting inexact and underflow,
-    which the rounding kernel, seeing ``hi`` alone, cannot."""
-    nz = (lo != 0) & np.isfinite(hi)
-    if not nz.any():
-        return
-    if plan.mode != "rne":                  # hi is already RN(hi + lo)
-        _fp64_move(plan, hi, lo, nz)
-    counts["inexact"] += int(np.count_nonzero(nz))
-    counts["underflow"] += int(np.count_nonzero(np.abs(hi[nz]) < _TINY64))
 
 
 def _fp64_clamp(plan, kernel, out, operands):

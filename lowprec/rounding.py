@@ -57,11 +57,6 @@ _QUIET = np.uint64(1 << 51)
 _ONE_BITS = 1023 << 52
 
 
-def _check_mode(mode):
-    """`TypeError` for a non-string ``mode``, `ValueError` for an unknown one."""
-    check_mode(mode)
-
-
 def _rng(rng):
     check_rng(rng)
     return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
@@ -74,7 +69,7 @@ def as_array(x):
     that the integers too are rounded once (see `_python_numbers`)."""
     a = np.asarray(x)
     if (isinstance(x, (list, tuple)) and a.dtype == np.float64 and a.size
-            and np.max(np.abs(a), initial=0.0) >= 2.0**53):   # below 2**53 ints are exact
+            and np.any(np.abs(a) >= 2.0**53)):   # below 2**53 ints are exact; NaN hides none
         values = np.asarray(x, dtype=object).reshape(-1)
         if any(isinstance(v, numbers.Integral) and not isinstance(v, bool)
                and float(v) != int(v) for v in values):      # Python's exact comparison
@@ -631,10 +626,7 @@ def _run_span(plan, reader, out, sink, span, counts):
             os = out[a:b] if sink is None else rbuf[:k]
             if lo is not None and plan.identity:
                 xs, lo = _fp64_exact(plan, xs, lo, bufs.moved[:k], counts), None
-            elif lo is not None:
-                if plan.fmt.p > 51:
-                    raise ValueError(f"exact two-term rounding needs precision <= 51 bits "
-                                     f"or FP64, got {plan.fmt.p}")
+            elif lo is not None:    # Format refuses p > 51 but for FP64 itself
                 xs = _odd(xs, lo, bufs.odd[:k])
             top = _round_into(plan, xs, os, ubuf[:k], fbuf[:k], counts)
             if counts is not None and top is not None and not top < np.inf:
@@ -904,8 +896,9 @@ def _odd(hi, lo, out):
 def _fp64_exact(plan, hi, lo, out, counts):
     """Round the chunk ``hi + lo`` to FP64 itself into ``out`` (returned), where
     round-to-odd has no spare bits, and count what ``lo`` made inexact (the kernel
-    then sees the result alone)."""
-    np.copyto(out, hi)
+    then sees the result alone); ``out`` may be ``hi`` itself."""
+    if out is not hi:
+        np.copyto(out, hi)
     nz = (lo != 0) & np.isfinite(out)
     past = None
     if nz.any() and plan.mode != "rne":   # hi is already RN(hi + lo)

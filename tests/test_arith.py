@@ -1727,6 +1727,10 @@ def test_signalling_nan_operands_signal_invalid_once_per_element(dtype, fmt):
 def test_lists_mixing_wide_ints_and_floats_are_operands_rounded_once(mode):
     # [2**60 + 1, 2.0] is float64 to NumPy (2**60 + 1 rounded): the exact ints are used.
     a, b = [2**60 + 1, 2.0, -(2**62 + 3)], [0.0, 0.5, 1.0]
+    # A NaN in the list hides no wide int (a NaN maximum once did).
+    got = lp.add([math.nan, 2**60 + 2**52 + 1], [0.0, 0.0], "bf16", mode)
+    assert math.isnan(got[0])
+    assert got[1] == reference_round(Fraction(2**60 + 2**52 + 1), "bf16", mode)
     exact = [Fraction(x) + Fraction(y) for x, y in zip(a, b)]
     want = [reference_round(v, "fp64", mode) for v in exact]
     assert lp.add(a, b, "fp64", mode).tolist() == want

@@ -863,3 +863,13 @@ def test_lists_mixing_wide_ints_and_floats_round_once(values, fmt, mode):
     got = lp.round(values, fmt, mode)
     assert got.reshape(-1).tolist() == want
     assert lp.decode(lp.encode(values, fmt, mode), fmt).reshape(-1).tolist() == want
+
+
+@pytest.mark.parametrize("mode", ["rne", "ru", "rd"])
+def test_a_nan_in_a_list_hides_no_wide_int(mode):
+    # The list's float64 maximum is NaN then: the wide int must still round once.
+    v = 2**60 + 2**52 + 1
+    got = lp.round([math.nan, v], "bf16", mode)
+    assert math.isnan(got[0])
+    assert got[1] == lpt.reference_round(Fraction(v), "bf16", mode)
+    assert lp.decode(lp.encode([math.nan, v], "bf16", mode), "bf16")[1] == got[1]
