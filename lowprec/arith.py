@@ -781,7 +781,7 @@ def _raw(x):
     if a.dtype.kind == "O":
         as_real_array(x)      # Python ints and floats only; an object ndarray raises
     else:
-        as_real_array(a.reshape(-1)[:0])      # TypeError for complex, strings, ...
+        as_real_array(np.empty(0, a.dtype))   # TypeError for complex, strings (no copy of a)
     return a
 
 

@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike, NDArray
 from ._cache import Latest
 from .formats import FormatLike, _is_int
 from .formats import format as _format
-from .rounding import _plan, _run, read_input
+from .rounding import _ABS, _EXP, _plan, _run, read_input
 
 __all__ = ["encode", "decode", "fields", "uint_dtype"]
 
@@ -71,10 +71,6 @@ def encode(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
     _run(plan, reader, lambda a, b, values: _encode_chunk(fmt, values, out[a:b]))
     out = out.reshape(reader.shape)
     return out[()] if out.ndim == 0 else out
-
-
-_ABS = np.uint64(0x7FFF_FFFF_FFFF_FFFF)
-_EXP = np.uint64(0x7FF0_0000_0000_0000)
 
 
 def _encode_chunk(fmt, r, out):
