@@ -3,7 +3,8 @@
 A wrong-typed option must never change a result silently (``subnormals="no"`` is
 truthy, ``mode=""`` is falsy): each check here raises `TypeError` naming the
 argument for a value of the wrong type and `ValueError` for a value of the right
-type that is not allowed. This module imports nothing from lowprec and holds no state.
+type that is not allowed. `broadcast_shape` checks that operand shapes broadcast, for
+any number of dimensions. This module imports nothing from lowprec and holds no state.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Literal, overload
 
 import numpy as np
 
-__all__ = ["MODES", "check_bool", "check_mode", "check_rng", "check_int"]
+__all__ = ["MODES", "check_bool", "check_mode", "check_rng", "check_int", "broadcast_shape"]
 
 #: The rounding modes, in the order the docs list them.
 MODES = ("rne", "rna", "rz", "ru", "rd", "ro", "sr")
@@ -109,3 +110,26 @@ def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be at least {minimum}, got {value!r}")
     return value
+
+
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape NumPy broadcasts ``shapes`` to, for any number of dimensions.
+
+    `numpy.broadcast_shapes` (through `numpy.nditer`) stops at 32 dimensions, where
+    arrays and ufuncs go to 64. `ValueError` naming the shapes when they do not broadcast.
+
+    Examples
+    --------
+    >>> broadcast_shape((3, 1), (1, 4), ())
+    (3, 4)
+    """
+    ndim = max(len(s) for s in shapes)
+    out = [1] * ndim
+    for s in shapes:
+        for i, d in enumerate(s, ndim - len(s)):
+            if d != 1:
+                if out[i] not in (1, d):
+                    raise ValueError("operands could not be broadcast together with shapes "
+                                     + " ".join(str(tuple(t)) for t in shapes))
+                out[i] = d
+    return tuple(out)

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._checks import check_bool, check_int, check_mode
+from ._checks import broadcast_shape, check_bool, check_int, check_mode
 from .flags import recording
 from .formats import FormatLike
 from .rounding import (CHUNK, _draw, _fp64_exact, _odd, _round_into, _steps_toward_lo,
@@ -756,23 +756,6 @@ def _fma_normalised(a, b, c, nearest=False):
 
 # -- the chunk loop ---------------------------------------------------------------
 
-def _broadcast_shape(*shapes):
-    """The shape NumPy broadcasts ``shapes`` to, for any number of dimensions.
-
-    `numpy.broadcast_shapes` (through `numpy.nditer`) stops at 32 dimensions, where
-    arrays and ufuncs go to 64."""
-    ndim = max(len(s) for s in shapes)
-    out = [1] * ndim
-    for s in shapes:
-        for i, d in enumerate(s, ndim - len(s)):
-            if d != 1:
-                if out[i] not in (1, d):
-                    raise ValueError("operands could not be broadcast together with shapes "
-                                     + " ".join(str(tuple(t)) for t in shapes))
-                out[i] = d
-    return tuple(out)
-
-
 def _raw(x):
     """``x`` as an ndarray in its own dtype, checked as `as_real_array` checks it but
     not converted (each chunk is converted on its own: `_parts`). Python numbers that
@@ -788,7 +771,7 @@ def _raw(x):
 def _operands(*xs):
     """Real operands in their own dtypes, broadcast; returns (flat list, shape, scalar)."""
     arrays = [_raw(x) for x in xs]
-    shape = _broadcast_shape(*(x.shape for x in arrays))
+    shape = broadcast_shape(*(x.shape for x in arrays))
     scalar = all(x.ndim == 0 for x in arrays)
     flat = []
     n = int(np.prod(shape, dtype=np.int64))
@@ -1458,7 +1441,7 @@ def dot(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
     xa, xb = _raw(a), _raw(b)
     if xa.ndim == 0 or xb.ndim == 0:
         raise ValueError("dot needs arrays with at least one axis")
-    shape = _broadcast_shape(xa.shape, xb.shape)
+    shape = broadcast_shape(xa.shape, xb.shape)
     xa, xb = np.broadcast_to(xa, shape), np.broadcast_to(xb, shape)
     shape = xa.shape[:-1]
     n = xa.shape[-1]

@@ -23,7 +23,7 @@ from typing import TypeAlias
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._checks import check_bool, check_int
+from ._checks import broadcast_shape, check_bool, check_int
 from .flags import record, recording
 from .formats import BF16, FP8_E4M3, FP8_E5M2, FP16, FP32, TF32, Format, FormatLike
 from .formats import format as _format
@@ -534,13 +534,11 @@ def _numpy_shape_error(a_shape, b_shape):
 
 
 def _broadcast_batch(x, y):
-    """NumPy's broadcast of two shapes, for any number of dimensions (np.broadcast_shapes
-    stops at 32; np.matmul takes up to 64). None when they do not broadcast."""
-    n = max(len(x), len(y))
-    x, y = (1,) * (n - len(x)) + tuple(x), (1,) * (n - len(y)) + tuple(y)
-    if any(i != j and 1 not in (i, j) for i, j in zip(x, y)):
+    """`broadcast_shape` of two shapes, or None when they do not broadcast."""
+    try:
+        return broadcast_shape(tuple(x), tuple(y))
+    except ValueError:
         return None
-    return tuple(j if i == 1 else i for i, j in zip(x, y))
 
 
 def _result_shape(a_shape, b_shape):
