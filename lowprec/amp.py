@@ -25,13 +25,11 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import nn
-from ._checks import check_bool, check_int, check_rng
+from ._checks import check_bool, check_int, check_mode, check_rng
 from .flags import flags
 from .formats import BF16, FP16, FP32, Format
 from .formats import format as _format
-from .matmul import MODELS as _MODELS
-from .matmul import Model, TensorCoreModel
-from .rounding import MODES
+from .matmul import Model, _model
 from .rounding import round as _round
 from .tensor import Tensor, context, tensor
 
@@ -114,16 +112,11 @@ class Policy:
         for name in ("weights", "grads", "loss"):
             value = getattr(self, name)
             object.__setattr__(self, name, compute if value is None else _format(value))
-        if not isinstance(self.update, str):
-            raise TypeError(f"update must be a str, one of {', '.join(MODES)}; got "
-                            f"{type(self.update).__name__} {self.update!r}")
-        if self.update not in MODES:
-            raise ValueError(f"unknown update rounding mode {self.update!r}; valid modes: "
-                             f"{', '.join(MODES)}")
-        if not isinstance(self.matmul, TensorCoreModel) and (
-                not isinstance(self.matmul, str) or self.matmul.lower() not in _MODELS):
-            raise ValueError(f"unknown matmul model {self.matmul!r}; valid models: "
-                             f"{', '.join(_MODELS)} or a lp.TensorCoreModel")
+        check_mode(self.update, "update")
+        try:        # matmul's own check: a name, a MODELS value (or copy), a TensorCoreModel
+            _model(self.matmul)
+        except TypeError as exc:
+            raise TypeError(str(exc).replace("model must", "matmul must", 1)) from None
 
     @classmethod
     def named(cls, name: Policy | str) -> Policy:

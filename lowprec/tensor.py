@@ -28,7 +28,7 @@ from .formats import (BF16, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E4M3FNUZ
 from .formats import format as _format
 from ._checks import check_bool, check_mode, check_rng
 from .matmul import MODELS as _MODELS
-from .matmul import Model, TensorCoreModel
+from .matmul import Model, _model
 from .matmul import matmul as _matmul_kernel
 from .rounding import round as _round
 
@@ -54,19 +54,13 @@ _CONTEXT: ContextVar[_Context] = ContextVar("lowprec_context", default=_Context(
 
 
 def _check_model(model, name="matmul"):
-    """``model`` if it names a matmul model (a `MODELS` key, any case), is a `MODELS`
-    value or a `TensorCoreModel`; `TypeError` for other types, `ValueError` for an
-    unknown name."""
-    if isinstance(model, str):
-        if model.lower() not in _MODELS:
-            raise ValueError(f"unknown matmul model {model!r}; valid models: "
-                             f"{', '.join(_MODELS)} or a lp.TensorCoreModel")
-        return model
-    # By type, not identity: a copied or unpickled MODELS entry is a model too.
-    if isinstance(model, (TensorCoreModel, *{type(m) for m in _MODELS.values()})):
-        return model
-    raise TypeError(f"{name} must be a model name ({', '.join(_MODELS)}) or a "
-                    f"lp.TensorCoreModel, got {type(model).__name__} {model!r}")
+    """``model`` itself, once matmul's own check accepts it (a `MODELS` name in any case,
+    a `MODELS` value or copy of one, a `TensorCoreModel`); the error names ``name``."""
+    try:
+        _model(model)
+    except TypeError as exc:
+        raise TypeError(str(exc).replace("model must", f"{name} must", 1)) from None
+    return model
 
 
 def get_context() -> _Context:
@@ -572,11 +566,11 @@ def _round_ctx(x, fmt, mode, rng=None):
     """``round(x, fmt)`` with the context's mode and rng where ``mode``/``rng`` are None."""
     ctx = _CONTEXT.get()
     kw = ctx.kwargs()
-    check_rng(rng)
     if rng is not None:
         kw["rng"] = rng
-    # ``mode is None``, not ``not mode``: mode="" or 0 is an error, not the default.
-    return _round(x, fmt, ctx.mode if mode is None else check_mode(mode), **kw)
+    # ``mode is None``, not ``not mode``: mode="" or 0 is an error (rounding's own
+    # checks of mode and rng raise it), not the default.
+    return _round(x, fmt, ctx.mode if mode is None else mode, **kw)
 
 
 # -- operands -----------------------------------------------------------------------

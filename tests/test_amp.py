@@ -16,6 +16,7 @@ loss; in FP32 the run is the same bit for bit (a power of two commutes with FP32
 rounding away from underflow; checked below), in FP16 the gradients underflow.
 """
 
+import copy
 import dataclasses
 
 import numpy as np
@@ -687,3 +688,16 @@ def test_unscale_takes_any_iterable_of_gradients():
     for g, x in zip(got, grads):     # unscaled in FP32: x * (1/4) is exact in float32
         assert g.fmt == lp.FP32
         assert np.array_equal(g.values, (x.astype(np.float32) * np.float32(0.25)).astype(float))
+
+
+@pytest.mark.parametrize("clone", [lambda m: m, copy.deepcopy], ids=["itself", "copy"])
+def test_policy_takes_every_matmul_model_the_context_takes(clone):
+    # A MODELS value (or a copy) is a model, as lp.context(matmul=...) accepts it.
+    for name in ("fp16", "exact", "h100"):
+        model = clone(lp.MODELS[name])
+        policy = amp.Policy("fp16", matmul=model)
+        assert policy.matmul == lp.MODELS[name]
+        with lp.context(matmul=model):
+            pass
+    with pytest.raises(TypeError, match="matmul must be"):
+        amp.Policy("fp16", matmul=5)
