@@ -556,6 +556,10 @@ def test_summary_counts_steps_and_skips():
                   scaler=amp.GradScaler(init_scale=2.0**40))
     s = h.summary()
     assert s["steps"] == 3 and s["skipped"] == sum(h.skipped) and s["final_scale"] == h.scale[-1]
+    # PyTorch's rule, not the history's word: at a scale of 2**40 every FP16 gradient
+    # overflows (FP16's max is 65504), so each step is skipped and backs the scale off by 0.5.
+    assert h.skipped == [True, True, True]
+    assert h.scale == [2.0**40, 2.0**39, 2.0**38]
 
 
 X, Y = SMALL

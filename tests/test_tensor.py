@@ -560,6 +560,20 @@ def test_like_functions_store_values_of_the_format_named_by_dtype(call):
     assert np.all(r.values == fill) or np.all(np.isnan(r.values))
 
 
+@pytest.mark.parametrize("call, fmt, fill, shape", [
+    (lambda t: np.full_like(t, 0.1), lp.BF16, 0.1, (3,)),
+    (lambda t: np.full_like(t, 0.1, dtype=np.float16), lp.FP16, 0.1, (3,)),
+    (lambda t: np.full_like(t, 1e6, "e4m3"), lp.FP8_E4M3, 1e6, (3,)),
+    (lambda t: np.zeros_like(t, dtype="fp4"), lp.FP4_E2M1, 0.0, (3,)),
+    (lambda t: np.ones_like(t, np.float32, shape=(2, 2)), lp.FP32, 1.0, (2, 2)),
+])
+def test_like_functions_take_format_fill_and_shape_as_told(call, fmt, fill, shape):
+    # The format dtype= names, the fill rounded once into it (Fraction reference), the shape.
+    r = call(lp.tensor(T16, "bf16"))
+    assert r.fmt == fmt and r.shape == shape
+    assert same(r.values, np.full(shape, lpt.reference_round(fill, fmt)))
+
+
 def test_like_dtype_names_the_result_format_with_one_rounding():
     t = lp.tensor(T16, "fp16")
     # 0.1 -> FP16 -> BF16 would be a double rounding; dtype= rounds the fill once.
