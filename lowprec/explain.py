@@ -371,15 +371,6 @@ def _shown(value):
     return repr(value) if isinstance(value, float) else _exact_decimal(value)
 
 
-def _is_real_scalar(value):
-    if isinstance(value, (bool, np.bool_)):
-        return False
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        return True
-    # ml_dtypes scalars (bfloat16(0.1), float8_e4m3fn(2)) are NumPy generics of their own.
-    return isinstance(value, np.generic) and type(value).__module__.startswith("ml_dtypes")
-
-
 def _one_real(value):
     """``value`` checked to be one real number, and its exact value (see `Explanation`)."""
     if isinstance(value, np.ndarray):
@@ -390,11 +381,16 @@ def _one_real(value):
     if isinstance(value, (list, tuple)):
         raise ValueError(f"explain takes one value, got a {type(value).__name__} of "
                          f"{len(value)} (lp.round takes sequences)")
-    if not _is_real_scalar(value):
+    # lp.round's input rules (as_real_array), bools aside: ints beyond float64's range
+    # raise ValueError, other ints round once; non-reals raise TypeError.
+    try:
+        if isinstance(value, (bool, np.bool_)):
+            raise TypeError
+        hi, lo = as_real_array(value)
+    except TypeError:
         raise TypeError("explain takes one real number (a float, an int, a NumPy or "
-                        f"ml_dtypes scalar), got {type(value).__name__} {reprlib.repr(value)}")
-    # As lp.round: ints beyond float64's range raise ValueError, other ints round once.
-    hi, lo = as_real_array(value)
+                        f"ml_dtypes scalar), got {type(value).__name__} {reprlib.repr(value)}"
+                        ) from None
     if lo is None:
         return value, float(hi)
     if isinstance(value, numbers.Integral):

@@ -316,7 +316,8 @@ class Format:
     def _known_dtype_name(self) -> str | None:
         # The NumPy or ml_dtypes dtype of this format, if one exists (TF32 has none).
         name = self.dtype_name
-        return name if name in _DTYPE_NAMES and _BY_NAME.get(name) == self else None
+        # Every real dtype name is a lookup name of its format, and no made-up one is.
+        return name if _BY_NAME.get(name) == self else None
 
     def table(self) -> str:
         """The format's parameters and derived constants, one per line, as a str.
@@ -435,12 +436,6 @@ _ML_DTYPES_ONLY = {
     "float8_e4m3b11fnuz": Format(4, 3, bias=11, kind="fnuz"),
 }
 _BY_NAME = dict(_ML_DTYPES_ONLY)
-# The dtype names NumPy and ml_dtypes actually have (tests/test_formats.py checks each
-# against them); other formats have only an ml_dtypes-style spelling (dtype_name).
-_DTYPE_NAMES = frozenset(("float64", "float32", "float16", "bfloat16", "float8_e4m3fn",
-                          "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
-                          "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn",
-                          *_ML_DTYPES_ONLY))
 for _fmt, _names in _ALIASES.items():
     for _n in (_fmt.name, *_names):
         _BY_NAME[_n.lower()] = _fmt   # type: ignore[union-attr]  # named, as above
