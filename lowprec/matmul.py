@@ -1101,7 +1101,7 @@ class _Sequential:
 
     def __call__(self, a, b, c):
         K = a.shape[-1]
-        spans = _k_spans(K, 1, a.shape[0] * (a.shape[1] + b.shape[2]), 8)
+        spans = _k_spans(K, 1, a.shape[0] * (a.shape[1] + b.shape[2]), self.entry_bytes)
         if self.float32:
             # Products are exact float32s and float32 addition is correctly rounded.
             acc = c.astype(np.float32)
@@ -1150,7 +1150,8 @@ def _exact_round(blocks, m, out):
     added from the bottom with round-to-odd at 53 bits, and rounded once to ``out``
     (round-to-odd with 2 spare bits makes the second rounding innocuous). The
     blocks are made twice (for the tops, then for the levels), so that only one
-    block of terms is held at a time.
+    block of terms is held at a time; a lone block may be handed out twice, as the
+    first pass only reads it.
     """
     F = 52 - math.ceil(math.log2(m + 1))   # m integers below 2**F sum exactly in float64
     mag = None
@@ -1380,9 +1381,17 @@ def _gathered(fn, where, a, b, c):
     for i in range(0, ib.size, step):
         x, y, z = ib[i:i + step], im[i:i + step], jn[i:i + step]
 
-        def products(x=x, y=y, z=z):
-            for j in range(0, K, span):
-                # Products of two significands of at most 26 bits are exact in float64.
-                yield a[x, y, j:j + span] * b[x, j:j + span, z]
+        if K <= span:
+            # One block (nearly every K): made once. `_exact_round`'s first pass only
+            # reads it and its second, the last, may consume it in place.
+            one = a[x, y, :] * b[x, :, z]    # exact: significands of at most 26 bits
+
+            def products(one=one):
+                yield one
+        else:
+            def products(x=x, y=y, z=z):
+                for j in range(0, K, span):
+                    # Products of two significands of at most 26 bits are exact in float64.
+                    yield a[x, y, j:j + span] * b[x, j:j + span, z]
         out[i:i + step] = fn(products, c[x, y, z], K)
     return out
