@@ -63,8 +63,10 @@ class Format:
         NumPy integers are stored as Python ints; bools and floats raise TypeError.
         Every value of a format must be a float64 value: ``exponent_bits`` in [1, 11],
         ``mantissa_bits`` in [0, 52] (at most 50 unless the format is FP64 itself),
-        ``emin = 1 - bias`` in [-1022, 0] and ``emax <= 1023``; other parameters
-        raise ValueError naming the one at fault.
+        ``emin = 1 - bias`` in [-1022, 0] and ``emax <= 1023``; and, for the rounding
+        kernel's scalings (FP64 itself excepted), ``emin - mantissa_bits >= -1020`` and
+        ``emax + 1 - mantissa_bits <= 1022``. Other parameters raise ValueError naming
+        the one at fault.
     bias : int, optional
         Exponent bias; ``2**(exponent_bits - 1) - 1`` when omitted.
     subnormals : bool
@@ -156,7 +158,9 @@ class Format:
         if not self._is_fp64 and (self.emin - self.mantissa_bits < -1020
                                   or self.emax + 1 - self.mantissa_bits > 1022):
             raise ValueError(f"exponent range [{self.emin}, {self.emax}] with "
-                             f"{self.mantissa_bits} mantissa bits does not fit in float64")
+                             f"{self.mantissa_bits} mantissa bits does not fit in float64 with "
+                             "the rounding kernel's headroom (emin - m >= -1020 and "
+                             "emax + 1 - m <= 1022)")
 
     @classmethod
     def custom(cls, precision: int, emax: int, *, subnormals: bool = True,
