@@ -1381,17 +1381,16 @@ def _gathered(fn, where, a, b, c):
     for i in range(0, ib.size, step):
         x, y, z = ib[i:i + step], im[i:i + step], jn[i:i + step]
 
-        if K <= span:
-            # One block (nearly every K): made once. `_exact_round`'s first pass only
-            # reads it and its second, the last, may consume it in place.
-            one = a[x, y, :] * b[x, :, z]    # exact: significands of at most 26 bits
+        # One block (nearly every K) is made once: `_exact_round`'s first pass only
+        # reads it and its second, the last, may consume it in place.
+        one = a[x, y, :] * b[x, :, z] if K <= span else None   # exact, as below
 
-            def products(one=one):
+        def products(x=x, y=y, z=z, one=one):
+            if one is not None:
                 yield one
-        else:
-            def products(x=x, y=y, z=z):
-                for j in range(0, K, span):
-                    # Products of two significands of at most 26 bits are exact in float64.
-                    yield a[x, y, j:j + span] * b[x, j:j + span, z]
+                return
+            for j in range(0, K, span):
+                # Products of two significands of at most 26 bits are exact in float64.
+                yield a[x, y, j:j + span] * b[x, j:j + span, z]
         out[i:i + step] = fn(products, c[x, y, z], K)
     return out
