@@ -64,7 +64,7 @@ def _call(op, dtype, n):
 
     import lowprec as lp
     mm = importlib.import_module("lowprec.matmul")     # lp.matmul is the function
-    rounding = importlib.import_module("lowprec.rounding")
+    rounding = importlib.import_module("lowprec.engine.parallel")
     per_call = rounding.WORK_BYTES * lp.threads()
     if op == "matmul":
         side = n

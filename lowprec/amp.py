@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import nn
-from ._checks import check_bool, check_int, check_mode, check_rng
+from .engine.checks import check_bool, check_int, check_mode, check_rng
 from .flags import flags
 from .formats import BF16, FP16, FP32, Format
 from .formats import format as _format

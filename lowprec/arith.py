@@ -28,12 +28,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._checks import broadcast_shape, check_bool, check_int, check_mode
+from .engine import parallel
+from .engine.checks import broadcast_shape, check_bool, check_int, check_mode
+from .engine.eft import odd, two_sum
+from .engine.inputs import as_array, as_real_array, signalling_nans
+from .engine.kernel import draw, round_fp64, round_into, steps_toward_lo
+from .engine.parallel import in_spans
+from .engine.plan import plan as _rounding_plan
 from .flags import recording
 from .formats import FormatLike
-from .rounding import (CHUNK, _draw, _fp64_exact, _odd, _round_into, _steps_toward_lo,
-                       _two_sum, as_array, as_real_array, in_spans, signalling_nans)
-from .rounding import _plan as _rounding_plan
 
 __all__ = ["add", "sub", "mul", "div", "sqrt", "fma", "sum", "dot", "ORDERS"]
 
@@ -49,7 +52,6 @@ _HI_BITS = _U((1023 + 1021) << 52)
 _SPLIT_ADD = _U(1 << 26)
 _SPLIT_MASK = _U(0xFFFF_FFFF_F800_0000)      # clears the low 27 of 52 fraction bits
 _MAX64 = np.finfo(np.float64).max
-_CHUNK = CHUNK       # elements per chunk, as the rounding kernel uses
 #: Bound on the extra memory of one operation, in float64 chunks of ``CHUNK`` elements
 #: per thread (48 MiB at 2**17), whatever the input's size and dtype.
 MEMORY_CHUNKS = 48
@@ -131,7 +133,7 @@ def _scale_back(x1, E):
         # ldexp(xs, -Es) is exact (back near x1): d has the sign of x1*2**E - xs.
         d = x1[small] - np.ldexp(xs, -Es)
         # Round-to-odd at 2**-1074 leaves 52 bits below any format's quantum (>= 2**-1022).
-        x[small] = _odd(xs, d, np.empty_like(xs))
+        x[small] = odd(xs, d, np.empty_like(xs))
     return x
 
 
@@ -172,14 +174,14 @@ def _fp64_slow(plan, h, l_, E, ref, counts):
     n = np.nextafter(rf, np.copysign(np.inf, d))
     # Past max the next point of an unbounded exponent range is 2**1024 (scaled: exact).
     n2 = np.where(np.isinf(n), np.copysign(np.ldexp(1.0, 1024 - Ef), rf), np.ldexp(n, -Ef))
-    take = _steps_toward_lo(mode, rf, d)
+    take = steps_toward_lo(mode, rf, d)
     if mode == "rne":
         take = np.zeros(d.shape, bool)
     elif mode == "rna":
         take = _midpoint(hf, lf, back, n2) & (np.abs(n) > np.abs(rf))
     elif mode == "sr":
         frac = np.abs(d) / np.abs(n2 - back)
-        take = _draw(plan, np.empty(d.shape)) < frac      # never when d == 0
+        take = draw(plan, np.empty(d.shape)) < frac      # never when d == 0
     res = np.where(take, n, rf)
     final = res if plan.subnormals else _fp64_flush(plan, rf, d, Ef, res, counts)
     out[fin] = final
@@ -220,7 +222,7 @@ def _fp64_beyond(plan, h, l_, E, counts):
         up = np.ones(h.shape, bool)
         frac = ((np.abs(h[below]) - np.ldexp(_MAX64, -E[below])) - np.abs(l_[below])) \
             / np.ldexp(1.0, 971 - E[below])
-        up[below] = _draw(plan, np.empty(frac.shape)) < frac
+        up[below] = draw(plan, np.empty(frac.shape)) < frac
     counts["overflow"] += int(np.count_nonzero(up | ~below))
     counts["inexact"] += h.size
     return np.copysign(np.where(up, np.inf, _MAX64), h)
@@ -235,7 +237,7 @@ def _fp64_tiny(plan, h, l_, E, final):
     # h == RN(v) at 53 bits (scaled by 2**-E, exact), l with the sign of v - h: the
     # directed and odd roundings step once toward l. rna differs from rne only on ties
     # whose lower neighbour is even, and 2**-1022 - 2**-1075 (53 ones) is odd.
-    step = _steps_toward_lo(mode, h, l_)
+    step = steps_toward_lo(mode, h, l_)
     if step is None:
         step = np.zeros(h.shape, bool)
     r = np.where(step, np.nextafter(h, np.copysign(np.inf, l_)), h)
@@ -286,7 +288,7 @@ def _fp64_flush(plan, rf, d, E, res, counts):
         # |v| * 2**1022: the correction is below 2**-53, and a lost (underflowed) one
         # is below the draw's resolution.
         frac = np.abs(np.ldexp(r, 1022) + np.ldexp(dr, E[small] + 1022))
-        up = _draw(plan, np.empty(r.shape)) < frac
+        up = draw(plan, np.empty(r.shape)) < frac
     out = res.copy()
     out[small] = np.copysign(np.where(up, _TINY64, 0.0), r)
     return out
@@ -295,7 +297,7 @@ def _fp64_flush(plan, rf, d, E, res, counts):
 def _rescale(plan, h, l_, E, ref, counts):
     """(hi, lo) for normalised elements, as the chunk loop wants them."""
     if plan.fmt.p <= 51:
-        return _scale_back(_odd(h, l_, np.empty_like(h)), E), np.zeros_like(h)
+        return _scale_back(odd(h, l_, np.empty_like(h)), E), np.zeros_like(h)
     return _fp64_slow(plan, h, l_, E, ref, counts), np.zeros_like(h)
 
 
@@ -410,7 +412,7 @@ def _fp64_past_max(plan, s, t, counts):
     an unbounded exponent range, 2**1024 (ru, rd, sr; nearest stays below the tie)."""
     if plan.mode == "sr":
         # Up with probability |t| / 2**971 (the gap from max to 2**1024); exact scaling.
-        up = _draw(plan, np.empty(s.shape)) < np.abs(t) * 2.0 ** -971
+        up = draw(plan, np.empty(s.shape)) < np.abs(t) * 2.0 ** -971
     else:
         # Nearest: below the tie max + ulp/2.
         up = _past_max_to_inf(plan.mode, np.signbit(s), nearest_up=False)
@@ -429,7 +431,7 @@ def _add_special(plan, a, b, s, t, counts):
     # |a|, |b| > 2**969, so halving is exact and TwoSum of the halves does not overflow.
     mid = fin & np.isfinite(si)
     if mid.any():
-        hs, ht = _two_sum(ai[mid] * 0.5, bi[mid] * 0.5)
+        hs, ht = two_sum(ai[mid] * 0.5, bi[mid] * 0.5)
         si[mid], ti[mid] = 2 * hs, 2 * ht
     # Finite terms whose float64 sum overflowed: |a + b| >= 2**1024 - 2**970.
     ov = fin & np.isinf(si)
@@ -448,7 +450,7 @@ def _fp64_sum_overflow(plan, a, b, counts):
     the rounding kernel counts other formats' overflows), always inexact."""
     # Neither term reaches max + ulp/2 alone, so |a|, |b| >= 2**970: halving is exact,
     # and so is TwoSum of the halves: hs + ht == (a + b) / 2.
-    hs, ht = _two_sum(0.5 * a, 0.5 * b)
+    hs, ht = two_sum(0.5 * a, 0.5 * b)
     neg = np.signbit(hs)
     # (|a + b| - max) / 2 == x + y: x is exact (Sterbenz) and a multiple of 2**970, and
     # |y| <= 2**969 where x == 0: |a + b| >= 2**1024 (x + y >= 2**970) exactly when
@@ -460,7 +462,7 @@ def _fp64_sum_overflow(plan, a, b, counts):
         up = _past_max_to_inf(plan.mode, neg, nearest_up=True)
     else:
         # Up (to 2**1024, so inf) with probability (|a + b| - max) / 2**971, or 1 beyond.
-        up = _draw(plan, np.empty(hs.shape)) < (x + y) * 2.0 ** -970
+        up = draw(plan, np.empty(hs.shape)) < (x + y) * 2.0 ** -970
     counts["overflow"] += int(np.count_nonzero(up | beyond))
     counts["inexact"] += hs.size
     return np.copysign(np.where(up, np.inf, _MAX64), hs)
@@ -646,9 +648,9 @@ def _three_sum(p, e, c):
 
 def _three_sum_parts(p, e, c):
     """(s, t, u): p + e + c == s + t + u exactly, s faithful, |t + u| < ulp(s)."""
-    s1, t1 = _two_sum(p, c)                # p + c == s1 + t1
-    s2, t2 = _two_sum(t1, e)               # t1 + e == s2 + t2
-    s3, t3 = _two_sum(s1, s2)              # exact value == s3 + t3 + t2
+    s1, t1 = two_sum(p, c)                # p + c == s1 + t1
+    s2, t2 = two_sum(t1, e)               # t1 + e == s2 + t2
+    s3, t3 = two_sum(s1, s2)              # exact value == s3 + t3 + t2
     # Either p + c is exact (t1 = t2 = 0: s3 = RN of the exact value), or
     # |s1| >= max(|p|, |c|)/2, so |s2| <= 2 ulp(s1) and |t2| <= 2**-49 ulp(s3):
     # s3 is faithful.
@@ -660,10 +662,10 @@ def _nearest(s, r1, r2):
     ``h == RN(v)`` (ties to even), ``l`` is ``v - h`` to within a rounding with its exact
     sign, and ``2|l|`` is the gap from ``h`` toward ``l`` exactly when ``v`` is a midpoint.
 
-    This is what `_fp64_exact` (via the chunk loop) and `_fp64_slow` assume of a pair;
+    This is what `round_fp64` (via the chunk loop) and `_fp64_slow` assume of a pair;
     ``s`` faithful alone may be the wrong neighbour, and ``fl(r1 + r2)`` may look like
     a tie when it is not one."""
-    t, u = _two_sum(r1, r2)                # TwoSum: t + u == r1 + r2 exactly
+    t, u = two_sum(r1, r2)                # TwoSum: t + u == r1 + r2 exactly
     n = np.nextafter(s, np.copysign(np.inf, t))
     g = np.abs(n - s)                      # exact: the gap between two neighbours
     tt = 2 * np.abs(t)                     # exact (|t| < g, far from overflow)
@@ -798,7 +800,7 @@ def _parts(xc):
 def _plan(fmt, mode, rng, subnormals, saturate):
     # rounding's checks: wrong-typed options raise (subnormals="no" is truthy, rng="abc"
     # unused outside sr); Format itself refuses 51 < p < 53.
-    return _rounding_plan(fmt, mode, subnormals, saturate, None, rng)
+    return _rounding_plan(fmt, mode, rng=rng, subnormals=subnormals, saturate=saturate)
 
 
 class _Buffers:
@@ -822,7 +824,7 @@ def _apply(plan, kernel, operands, n, buffers=None):
 
     def span_task(plan, span, counts):
         start, stop = span
-        size = min(_CHUNK, stop - start)
+        size = min(parallel.CHUNK, stop - start)
         bufs = buffers if span[0] == 0 and buffers is not None and buffers.size >= size \
             else _Buffers(size)
         if plan.spare is None or plan.spare.size < size:
@@ -830,8 +832,8 @@ def _apply(plan, kernel, operands, n, buffers=None):
         listening = None if listener is None else counts
         overflow_before = counts["overflow"]
         with np.errstate(all="ignore"):
-            for a in range(start, stop, _CHUNK):
-                b = min(a + _CHUNK, stop)
+            for a in range(start, stop, parallel.CHUNK):
+                b = min(a + parallel.CHUNK, stop)
                 k = b - a
                 w = bufs.work if k == bufs.size else bufs.work.take(k)
                 raw = [x[a:b] for x in operands]
@@ -842,10 +844,10 @@ def _apply(plan, kernel, operands, n, buffers=None):
                 else:
                     hi, lo = kernel(plan, *(h for h, _ in parts), w, counts)
                 if wide:
-                    x = hi if lo is None else _fp64_exact(plan, hi, lo, hi, counts)
+                    x = hi if lo is None else round_fp64(plan, hi, lo, hi, counts)
                 else:
-                    x = hi if lo is None else _odd(hi, lo, bufs.x[:k])
-                top = _round_into(plan, x, out[a:b], bufs.u[:k], bufs.f[:k], listening)
+                    x = hi if lo is None else odd(hi, lo, bufs.x[:k])
+                top = round_into(plan, x, out[a:b], bufs.u[:k], bufs.f[:k], listening)
                 # A signalling NaN operand makes a NaN result: only chunks holding inf or
                 # NaN are read again for them, on the operands' own bits (invalid).
                 if listening is not None and not top < np.inf:
@@ -1200,7 +1202,7 @@ def _reduce(plan, x, order):
     n, m = x.shape
     if n == 0:
         return np.zeros(m)
-    buffers = _Buffers(max(1, min(_CHUNK, m)))
+    buffers = _Buffers(max(1, min(parallel.CHUNK, m)))
 
     def step(kernel, *operands):
         return _apply(plan, kernel, [np.ascontiguousarray(v).reshape(-1) for v in operands],

@@ -14,10 +14,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._cache import Latest
+from .engine.cache import Latest
+from .engine.float64 import ABS, EXP
+from .engine.inputs import read_input
+from .engine.kernel import run
+from .engine.plan import plan as _plan
 from .formats import FormatLike, _is_int
 from .formats import format as _format
-from .rounding import _ABS, _EXP, _plan, _run, read_input
 
 __all__ = ["encode", "decode", "fields", "uint_dtype"]
 
@@ -65,10 +68,10 @@ def encode(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
     array([126, 127], dtype=uint8)
     """
     fmt = _format(fmt)
-    plan = _plan(fmt, mode, subnormals, saturate, sr_bits, rng)
+    plan = _plan(fmt, mode, rng=rng, subnormals=subnormals, saturate=saturate, sr_bits=sr_bits)
     reader = read_input(x, "x")
     out = np.empty(reader.size, uint_dtype(fmt))
-    _run(plan, reader, lambda a, b, values: _encode_chunk(fmt, values, out[a:b]))
+    run(plan, reader, lambda a, b, values: _encode_chunk(fmt, values, out[a:b]))
     out = out.reshape(reader.shape)
     return out[()] if out.ndim == 0 else out
 
@@ -77,7 +80,7 @@ def _encode_chunk(fmt, r, out):
     """Write the patterns of ``r`` (float64 values of ``fmt``, or ±inf/NaN) into ``out``."""
     m = fmt.mantissa_bits
     rb = r.view(np.uint64)
-    code = np.bitwise_and(rb, _ABS)            # bits of |r|
+    code = np.bitwise_and(rb, ABS)            # bits of |r|
     top = code.max(initial=0)
     if not (fmt.exponent_bits == 11 and m == 52):   # FP64's patterns are |r|'s bits
         small = code < np.uint64((fmt.emin + 1023) << 52)
@@ -91,13 +94,13 @@ def _encode_chunk(fmt, r, out):
             # |r| * 2**(m - emin) is an integer below 2**m (m - emin <= 1020: finite).
             where = np.flatnonzero(small)
             code[where] = (np.abs(r[where]) * 2.0 ** (m - fmt.emin)).astype(np.uint64)
-        if fmt.has_inf and top >= _EXP:          # ±inf: exponent all ones, mantissa 0
+        if fmt.has_inf and top >= EXP:          # ±inf: exponent all ones, mantissa 0
             infs = np.flatnonzero(np.isinf(r))
             code[infs] = np.uint64(((1 << fmt.exponent_bits) - 1) << m)
     sign = np.right_shift(rb, np.uint64(63))
     np.left_shift(sign, np.uint64(fmt.bits - 1), out=sign)
     code |= sign
-    if top > _EXP:                              # NaN: the canonical quiet NaN of its sign
+    if top > EXP:                              # NaN: the canonical quiet NaN of its sign
         nan = np.flatnonzero(np.isnan(r))
         if nan.size and not fmt.has_nan:
             raise ValueError(f"{fmt.name or fmt.dtype_name} has no NaN to encode")

@@ -22,10 +22,10 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from .engine.checks import MODES
 from .explain import error_table, error_vs_k, explain, explain_text, plot_error_vs_k
 from .formats import NAMED_FORMATS, FormatLike
 from .formats import format as _format
-from .rounding import MODES
 from .rounding import round as _round
 
 __all__ = ["main", "format_table"]

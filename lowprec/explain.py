@@ -14,7 +14,6 @@ matplotlib only when asked for a figure.
 
 from __future__ import annotations
 
-import contextvars
 import math
 import numbers
 import reprlib
@@ -29,11 +28,11 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .bits import decode, encode, fields
-from .flags import flags
+from .engine.inputs import as_real_array
+from .flags import flags, quiet
 from .formats import Format, FormatLike
 from .formats import format as _format
 from .matmul import MODELS, matmul
-from .rounding import as_real_array
 from .rounding import round as _round
 
 __all__ = ["Explanation", "explain", "explain_text", "layout", "MODE_NAMES",
@@ -73,11 +72,6 @@ def layout(fmt: FormatLike) -> str:
     return (f"{_name(fmt)}: {drawing} = 1 sign | {fmt.exponent_bits} exponent "
             f"(bias {fmt.bias}) | {fmt.mantissa_bits} mantissa bits, p = {fmt.p}")
 
-
-def _quiet(fn, *args, **kwargs):
-    # Helper roundings (neighbours, candidates) are not the user's operation: no
-    # enclosing lp.flags() context may count them.
-    return contextvars.Context().run(fn, *args, **kwargs)
 
 
 def _exact_decimal(x):
@@ -450,8 +444,8 @@ def explain(value: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
     x, exact = _one_real(value)
     with flags() as f:
         r = float(_round(x, fmt, mode, rng=rng))
-    down = float(_quiet(_round, x, fmt, "rd"))
-    up = float(_quiet(_round, x, fmt, "ru"))
+    down = float(quiet(_round, x, fmt, "rd"))
+    up = float(quiet(_round, x, fmt, "ru"))
     if math.isnan(r) and not fmt.has_nan:
         bits = sign = exponent = mantissa = None
     else:
@@ -551,7 +545,7 @@ def error_vs_k(ks: tuple[int, ...] | list[int] = (16, 64, 256, 1024, 4096),
             if progress is not None:
                 progress(label, None)
             start = time.perf_counter()
-            xf, yf, af, bf = (_quiet(_round, v, fmt) for v in (x, y, a, b))
+            xf, yf, af, bf = (quiet(_round, v, fmt) for v in (x, y, a, b))
             dot_ref, mat_ref = _reference(xf, yf), _reference(af, bf)
             for model in models:
                 key = (_name(fmt), model)
@@ -561,10 +555,10 @@ def error_vs_k(ks: tuple[int, ...] | list[int] = (16, 64, 256, 1024, 4096),
                     result["dot"].setdefault(key, []).append(math.nan)
                     result["matmul"].setdefault(key, []).append(math.nan)
                     continue
-                d = _quiet(matmul, xf, yf, model=model, in_fmt=fmt)
+                d = quiet(matmul, xf, yf, model=model, in_fmt=fmt)
                 err = np.abs(d - dot_ref) / np.abs(dot_ref)
                 result["dot"].setdefault(key, []).append(float(np.mean(err)))
-                dm = _quiet(matmul, af, bf, model=model, in_fmt=fmt)
+                dm = quiet(matmul, af, bf, model=model, in_fmt=fmt)
                 result["matmul"].setdefault(key, []).append(
                     float(np.linalg.norm(dm - mat_ref) / np.linalg.norm(mat_ref)))
             if progress is not None:

@@ -3,21 +3,24 @@
 ``with lp.flags() as f:`` makes ``f`` the innermost active flag record (a
 ``contextvars.ContextVar``, so threads and asyncio tasks never see each other's);
 kernels call :func:`recording` to learn whether anyone listens (outside a context
-nothing is computed) and :func:`record` to add counts. On exit an inner record's
-counts are added to the enclosing one, so an outer context sees everything that
-happened inside it. A context copied into other threads (``asyncio.to_thread``,
-``contextvars.copy_context().run``) hands them the same record: every update takes
-the record's lock, so counts stay exact. This module never inspects arrays itself.
+nothing is computed), count into a dict of `FLAG_NAMES` and add it once, with
+:func:`record` (or the listener's ``add``); :func:`quiet` runs an internal rounding
+with nobody listening (it is not the user's operation). This is the one channel.
+On exit an inner record's counts are added to the enclosing one, so an outer
+context sees everything that happened inside it. A context copied into other
+threads (``asyncio.to_thread``, ``contextvars.copy_context().run``) hands them the
+same record: every update takes the record's lock, so counts stay exact. This module
+never inspects arrays itself.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar, Token
-from typing import Literal, SupportsInt
+from typing import Any, Literal, SupportsInt, TypeVar
 
-__all__ = ["Flags", "flags", "recording", "record", "FLAG_NAMES"]
+__all__ = ["Flags", "flags", "recording", "record", "quiet", "FLAG_NAMES"]
 
 #: The counted conditions: IEEE 754's five exceptions plus two of lowprec's own.
 FLAG_NAMES = ("inexact", "underflow", "overflow", "invalid", "divide_by_zero",
@@ -121,3 +124,17 @@ def record(**counts: SupportsInt) -> None:
     target = _active.get()
     if target is not None:
         target.add(counts)
+
+
+_R = TypeVar("_R")
+
+
+def quiet(fn: Callable[..., _R], *args: Any, **kwargs: Any) -> _R:
+    """``fn(*args, **kwargs)`` with no `lp.flags()` listening: for the roundings a
+    function makes internally, which are not the user's operations (every other
+    context variable, such as the tensor defaults, stays as it is)."""
+    token = _active.set(None)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _active.reset(token)

@@ -14,7 +14,6 @@ read a context default or keep state between calls.
 
 from __future__ import annotations
 
-import contextvars
 import itertools
 import math
 from dataclasses import dataclass, field, replace
@@ -23,11 +22,11 @@ from typing import TypeAlias
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._checks import broadcast_shape, check_bool, check_int
-from .flags import record, recording
+from .engine.checks import broadcast_shape, check_bool, check_int
+from .engine.eft import two_sum
+from .flags import quiet, record, recording
 from .formats import BF16, FP8_E4M3, FP8_E5M2, FP16, FP32, TF32, Format, FormatLike
 from .formats import format as _format
-from .rounding import _two_sum
 from .rounding import round as _round
 from .rounding import round_exact as _round_exact
 
@@ -42,11 +41,6 @@ MEMORY_BOUND = 256 * 2**20
 _ZERO_EXP = -16000          # exponent of a zero operand: no sum of two reaches any real one
 _FLOOR_EXP = -600           # below every exponent a product or an addend can have
 
-
-def _quiet(fn, *args, **kwargs):
-    """Call a rounding helper with no `lp.flags()` listening (internal roundings
-    are not the user's operations)."""
-    return contextvars.Context().run(fn, *args, **kwargs)
 
 
 # -- models ----------------------------------------------------------------------
@@ -866,7 +860,7 @@ def _to_output(d, fmt, mode, bits, extremes):
     elif fmt == FP16:
         out = _round_fp16(d)
     else:   # FP32 keeping fewer bits, to nearest: past the top is 2**128, so inf
-        out = _quiet(_round, d, Format(8, bits), mode)
+        out = quiet(_round, d, Format(8, bits), mode)
     small = (out != 0) & (np.abs(out) < 2.0**-126)
     return out, bool(small.any())
 
@@ -1097,7 +1091,7 @@ class _Sequential:
         return _round_fp16(s)
 
     def _finish(self, d):
-        return d if self.out == self.acc else _quiet(_round, d, self.out)
+        return d if self.out == self.acc else quiet(_round, d, self.out)
 
     def __call__(self, a, b, c):
         K = a.shape[-1]
@@ -1120,11 +1114,11 @@ class _Sequential:
             if self.innocuous:
                 acc = self._cast(acc + p)
                 continue
-            s, t = _two_sum(acc, p)
+            s, t = two_sum(acc, p)
             acc = self._cast(s)
             fix = (t != 0) & np.isfinite(s)
             if fix.any():
-                acc[fix] = _quiet(_round_exact, s[fix], t[fix], self.acc)
+                acc[fix] = quiet(_round_exact, s[fix], t[fix], self.acc)
         return self._finish(acc)
 
 
@@ -1132,7 +1126,7 @@ class _Sequential:
 
 def _ro_add(x, y):
     """Round-to-odd at 53 bits of the exact sum x + y."""
-    s, t = _two_sum(x, y)
+    s, t = two_sum(x, y)
     move = (t != 0) & ((s.view(np.uint64) & np.uint64(1)) == 0)
     if move.any():
         s[move] = np.nextafter(s[move], np.copysign(np.inf, t[move]))
@@ -1196,7 +1190,7 @@ def _exact_round(blocks, m, out):
     # x is |X| rounded to odd, zero only when X is. A zero X is +0 (x + (-x) to
     # nearest; rows of zeros only are summed exactly and never come here); a nonzero
     # X that rounds to zero keeps its sign.
-    d = np.copysign(_quiet(_round, x, out), sign)
+    d = np.copysign(quiet(_round, x, out), sign)
     d[x == 0] = 0.0
     return d
 
@@ -1236,7 +1230,7 @@ class _Exact:
         return 96
 
     def empty(self, c):
-        return _quiet(_round, np.array(c, dtype=np.float64), self.out)   # no products: c
+        return quiet(_round, np.array(c, dtype=np.float64), self.out)   # no products: c
 
     def __call__(self, a, b, c):
         K = a.shape[-1]
@@ -1277,8 +1271,8 @@ class _Exact:
         bound *= (K + 3) * 2.0**-51
         bound += np.abs(y) * 2.0**-50
         bound[exact] = 0.0
-        lo = _quiet(_round, np.subtract(y, bound, out=tmp), self.out)
-        d = _quiet(_round, np.add(y, bound, out=tmp), self.out)
+        lo = quiet(_round, np.subtract(y, bound, out=tmp), self.out)
+        d = quiet(_round, np.add(y, bound, out=tmp), self.out)
         del bound
         # -0 and +0 compare equal: bounds on both sides of zero that both round to
         # zero leave the sign unsure. Exactly computed outputs are sure.

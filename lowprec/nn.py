@@ -19,7 +19,7 @@ from typing import Any, Union, cast
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._checks import check_int, check_rng
+from .engine.checks import check_int, check_rng
 from .formats import FP32, Format, FormatLike
 from .formats import format as _format
 from .tensor import Tensor, matmul, result_format, tensor

@@ -26,7 +26,7 @@ from . import arith, bits
 from .formats import (BF16, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E4M3FNUZ,
                       FP8_E5M2, FP8_E5M2FNUZ, FP16, FP32, FP64, TF32, Format, FormatLike)
 from .formats import format as _format
-from ._checks import check_bool, check_mode, check_rng
+from .engine.checks import check_bool, check_mode, check_rng
 from .matmul import MODELS as _MODELS
 from .matmul import Model, _model
 from .matmul import matmul as _matmul_kernel

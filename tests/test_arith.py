@@ -21,6 +21,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import lowprec as lp
+import lowprec.engine.parallel
 from lowprec.testing import reference_round, values
 
 DET_MODES = ("rne", "rna", "rz", "ru", "rd", "ro")
@@ -383,10 +384,8 @@ def test_large_samples_against_exact(name, op):
 @pytest.mark.parametrize("op", OPS)
 def test_threads_split_the_operands_without_changing_the_result(monkeypatch, name, op):
     # Small chunks and spans, so that a short input is cut across several threads.
-    import lowprec.arith as arith
-    import lowprec.rounding as kernel
+    import lowprec.engine.parallel as kernel
     monkeypatch.setattr(kernel, "CHUNK", 256)
-    monkeypatch.setattr(arith, "_CHUNK", 256)
     monkeypatch.setattr(kernel, "PARALLEL_MIN", 512)
     a, b = _sample(name, op, 4000, seed=zlib.crc32(f"threads {name} {op}".encode()))
     want = oracle(op, a, b, name)
@@ -1155,10 +1154,8 @@ def test_threaded_sums_and_dots_keep_their_own_scratch(monkeypatch, mode):
     # Every step of a sum, and a dot's products then its sum, runs on one plan: each
     # thread's copy needs its own scratch, which rna and ro use on the scaling path
     # (here: subnormals=False). Small chunks and spans, so the steps run on 3 threads.
-    import lowprec.arith as arith
-    import lowprec.rounding as kernel
+    import lowprec.engine.parallel as kernel
     monkeypatch.setattr(kernel, "CHUNK", 2048)
-    monkeypatch.setattr(arith, "_CHUNK", 2048)
     monkeypatch.setattr(kernel, "PARALLEL_MIN", 4096)
     rng = np.random.default_rng(12)
     x = rng.standard_normal((3, 12_000))
@@ -1662,7 +1659,7 @@ def test_extra_memory_is_bounded_per_thread(dtype):
     rng = np.random.default_rng(60)
     x = (rng.standard_normal(n) * 1000).astype(dtype)
     y = x[::-1].copy()
-    bound = lp.arith.MEMORY_CHUNKS * lp.arith._CHUNK * 8
+    bound = lp.arith.MEMORY_CHUNKS * lowprec.engine.parallel.CHUNK * 8
     calls = {"add": lambda: lp.add(x, y, "fp64"), "mul": lambda: lp.mul(x, y, "fp64", "ru"),
              "div": lambda: lp.div(x, y, "fp64"), "fma": lambda: lp.fma(x, y, x, "fp64"),
              "sqrt": lambda: lp.sqrt(y, "fp64", "rz"), "bf16": lambda: lp.add(x, y, "bf16")}
@@ -1687,7 +1684,7 @@ def test_extra_memory_is_bounded_on_the_exact_path():
         extra = _peak_extra(lambda: lp.add(x, 1.5, "fp64", "rd"))
     finally:
         lp.threads(before)
-    assert extra < lp.arith.MEMORY_CHUNKS * lp.arith._CHUNK * 8, extra / 2**20
+    assert extra < lp.arith.MEMORY_CHUNKS * lowprec.engine.parallel.CHUNK * 8, extra / 2**20
 
 
 # -- signalling NaN operands (IEEE 754 §7.2: invalid, a quiet NaN result) ----------------

@@ -264,7 +264,7 @@ def test_encode_every_input_dtype_chunk_by_chunk(monkeypatch, dtype, fmt):
     # Issue 12: encode now rounds and encodes chunk by chunk into the result (no float64
     # copy, no full-size temporaries). Tiny chunks and spans on 3 threads; the oracle is
     # the Fraction reference's value, cast exactly by NumPy/ml_dtypes and viewed as bits.
-    import lowprec.rounding as kernel
+    import lowprec.engine.parallel as kernel
     monkeypatch.setattr(kernel, "CHUNK", 64)
     monkeypatch.setattr(kernel, "PARALLEL_MIN", 128)
     rng = np.random.default_rng(zlib.crc32(f"{dtype} {fmt.name}".encode()))
@@ -314,7 +314,7 @@ def test_encode_of_a_signalling_nan_is_the_canonical_quiet_nan(dtype, udt, patte
 
 def test_encode_and_decode_of_forty_dimensional_arrays(monkeypatch):
     # NumPy allows 64 dimensions, but np.broadcast_shapes and friends stop at 32.
-    import lowprec.rounding as kernel
+    import lowprec.engine.parallel as kernel
     monkeypatch.setattr(kernel, "CHUNK", 64)
     monkeypatch.setattr(kernel, "PARALLEL_MIN", 128)
     shape = (1,) * 30 + (2,) * 10

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import lowprec as lp
-import lowprec.rounding as kernel
+import lowprec.engine.parallel as kernel
 from peers import ml_dtypes
 
 DTYPES = ["float16", "float32", "float64", "int32", "int64", "uint64", "bool", "longdouble",

@@ -161,7 +161,7 @@ def test_chunk_boundaries_do_not_matter():
 @pytest.mark.parametrize("mode", ["rne", "rna", "rz", "ru", "rd", "ro"])
 def test_threads_split_the_input_without_changing_the_result(monkeypatch, fmt, mode):
     # Small spans and chunks, so that a short input is cut across several threads.
-    import lowprec.rounding as kernel
+    import lowprec.engine.parallel as kernel
     monkeypatch.setattr(kernel, "CHUNK", 256)
     monkeypatch.setattr(kernel, "PARALLEL_MIN", 512)
     before = lp.threads(3)
@@ -185,7 +185,7 @@ def test_concurrent_calls_that_need_different_pool_sizes_never_fail(monkeypatch)
     # submitting to ("cannot schedule new futures after shutdown"). Tiny chunks and
     # spans, a fresh pool each round, a switch interval of a microsecond and eight
     # threads whose inputs need 1 to 8 workers make the race happen in most rounds.
-    import lowprec.rounding as kernel
+    import lowprec.engine.parallel as kernel
     monkeypatch.setattr(kernel, "CHUNK", 64)
     monkeypatch.setattr(kernel, "PARALLEL_MIN", 64)
     rng = np.random.default_rng(7)
@@ -226,7 +226,7 @@ def test_concurrent_calls_that_need_different_pool_sizes_never_fail(monkeypatch)
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_threads_work_in_a_forked_child(monkeypatch):
     # The child inherits the pool object but not its threads; it must not hang.
-    import lowprec.rounding as kernel
+    import lowprec.engine.parallel as kernel
     monkeypatch.setattr(kernel, "PARALLEL_MIN", 1 << 12)
     before = lp.threads(2)
     try:
@@ -261,7 +261,7 @@ def test_formats_of_three_mantissa_bits_or_fewer_across_the_16_bit_grid(fmt, mod
 def test_a_sweep_over_small_custom_formats_keeps_few_tables():
     # Each (format, mode, options) gets a 1 MiB table; a sweep must not keep them all,
     # and a format whose table was dropped still rounds right when it comes back.
-    import lowprec.rounding as kernel
+    import lowprec.engine.kernel as kernel
     x = np.random.default_rng(5).standard_normal(300) * 8
     sweep = [(lp.Format.custom(precision=p, emax=2**k - 1), mode)
              for p in (2, 3, 4) for k in range(1, 8) for mode in ("rne", "rd")]
@@ -272,7 +272,7 @@ def test_a_sweep_over_small_custom_formats_keeps_few_tables():
 
 
 def test_threads_setting_and_its_errors(monkeypatch):
-    import lowprec.rounding as kernel
+    import lowprec.engine.parallel as kernel
     before = lp.threads()
     assert lp.threads(2) == before and lp.threads() == 2
     lp.threads(before)
@@ -525,7 +525,7 @@ def test_every_input_dtype_is_converted_chunk_by_chunk_and_rounded_once(monkeypa
     # Issue 12: the conversion to float64 (and the (hi, lo) split of 64-bit integers
     # and long doubles) now happens per chunk; tiny chunks and spans on 3 threads put
     # many chunk and span boundaries in a short input. The Fraction reference decides.
-    import lowprec.rounding as kernel
+    import lowprec.engine.parallel as kernel
     monkeypatch.setattr(kernel, "CHUNK", 64)
     monkeypatch.setattr(kernel, "PARALLEL_MIN", 128)
     x, exact = sample_of(dtype, 1000, zlib.crc32(f"{dtype} {fmt.name} {mode}".encode()))
@@ -592,7 +592,7 @@ def test_signalling_nans_come_back_quiet_and_signal_invalid(dtype, fmt, mode):
 
 
 def test_signalling_nans_inside_a_large_input_are_counted_once_each(monkeypatch):
-    import lowprec.rounding as kernel
+    import lowprec.engine.parallel as kernel
     monkeypatch.setattr(kernel, "CHUNK", 64)
     monkeypatch.setattr(kernel, "PARALLEL_MIN", 128)
     x = np.random.default_rng(9).standard_normal(5000)
@@ -611,7 +611,7 @@ def test_signalling_nans_inside_a_large_input_are_counted_once_each(monkeypatch)
 @pytest.mark.parametrize("entry", ["round", "round_exact"])
 def test_forty_dimensional_arrays(monkeypatch, entry):
     # NumPy allows 64 dimensions, but np.broadcast_shapes and friends stop at 32.
-    import lowprec.rounding as kernel
+    import lowprec.engine.parallel as kernel
     monkeypatch.setattr(kernel, "CHUNK", 64)
     monkeypatch.setattr(kernel, "PARALLEL_MIN", 128)
     shape = (1,) * 30 + (2,) * 10

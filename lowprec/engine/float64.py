@@ -1,0 +1,18 @@
+"""Constants of the float64 bit pattern the kernels work on (IEEE 754 binary64)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["EXP", "ABS", "SIGN", "QUIET", "ONE_BITS"]
+
+
+EXP = np.uint64(0x7FF0_0000_0000_0000)
+
+ABS = np.uint64(0x7FFF_FFFF_FFFF_FFFF)
+
+SIGN = np.uint64(0x8000_0000_0000_0000)
+
+QUIET = np.uint64(1 << 51)
+
+ONE_BITS = 1023 << 52

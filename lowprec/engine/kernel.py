@@ -1,0 +1,460 @@
+"""The one rounding kernel: exact real values -> values of a `Format`, any mode.
+
+Every rounding in lowprec goes through `round_into` (one chunk of float64 values),
+driven by `run` (a whole input, chunk by chunk, on the span machinery of
+`parallel`) or `finish` (an exact ``hi + lo`` pair). Two exact methods, chosen per
+mode: the scaling path multiplies each element by a power of two so that the
+format's quantum becomes 1, rounds to an integer with a NumPy ufunc (``rint``,
+``trunc``, ``floor``, ``ceil``) and scales back; the encoding path (rz, rna, ro, sr,
+for elements in the normal range) works on the float64 bit pattern with integer adds
+and masks (rne adds and subtracts a magic constant instead). Formats of at most 3
+mantissa bits (FP8, FP6, FP4) then round, in every deterministic mode, by looking up
+the top 16 bits of each encoding in a table those methods computed. Each element is
+rounded once; the kernel never reads a global default that could change a result and
+never modifies its input.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from ..flags import FLAG_NAMES, recording
+from . import parallel
+from .cache import Latest
+from .eft import odd
+from .float64 import ABS, EXP, QUIET
+from .inputs import Reader
+from .parallel import in_spans
+from .plan import Plan
+
+__all__ = ["round_into", "run", "finish", "round_fp64", "draw", "steps_toward_lo"]
+
+
+def _to_integer(t, mode, buf, rand):
+    """Round the scaled values ``t`` to integers in place, by ``mode``.
+
+    Every formula keeps the sign of a zero (rna and ro subtract from ``buf``; sr
+    adds a copysign)."""
+    if mode == "rne":
+        np.rint(t, out=t)
+    elif mode == "rz":
+        np.trunc(t, out=t)
+    elif mode == "ru":
+        np.ceil(t, out=t)
+    elif mode == "rd":
+        np.floor(t, out=t)
+    elif mode == "rna":
+        np.trunc(t, out=buf)
+        np.subtract(buf, t, out=t)       # -f, exact
+        np.add(t, t, out=t)
+        np.trunc(t, out=t)               # -(±1) exactly when |f| >= 1/2, else ±0
+        np.subtract(buf, t, out=t)
+    elif mode == "ro":
+        np.multiply(t, 0.5, out=buf)
+        np.trunc(buf, out=buf)
+        np.add(buf, buf, out=buf)        # e = the even integer 2*trunc(t/2)
+        np.subtract(buf, t, out=t)       # e - t in (-2, 2), exact
+        np.sign(t, out=t)                # the odd neighbour of t is e ± 1, or t itself
+        np.subtract(buf, t, out=t)
+    else:  # "sr": away from zero with probability |t - trunc(t)|, as on the encoding
+        np.trunc(t, out=buf)
+        frac = np.subtract(t, buf)
+        np.abs(frac, out=frac)           # distance from the neighbour nearer zero, exact
+        np.less(rand, frac, out=frac)    # rand = prev(w): P = P(w <= f) = floor(f*2**r)/2**r
+        np.copysign(frac, t, out=frac)
+        np.add(buf, frac, out=t)
+
+def draw(plan, buf):
+    """Fill ``buf`` with prev(w), w uniform on {1, 2, ..., 2**r} / 2**r (r = sr_bits,
+    default 53), so that ``buf < f`` exactly when ``w <= f``: probability
+    floor(f * 2**r) / 2**r, the rule of the encoding path."""
+    plan.rng.random(buf.size, out=buf)     # multiples of 2**-53 in [0, 1)
+    r = 53 if plan.sr_bits is None else plan.sr_bits
+    if r < 53:
+        buf *= 2.0 ** r
+        np.floor(buf, out=buf)
+        buf *= 2.0 ** -r
+    buf += 2.0 ** -r                       # w, exact
+    np.nextafter(buf, -1.0, out=buf)
+    return buf
+
+_RAW64 = (np.random.PCG64, np.random.PCG64DXSM, np.random.SFC64, np.random.Philox)
+
+def _random_bits(rng, n):
+    """n uniform 64-bit words (MT19937's raw output has only 32 bits)."""
+    if isinstance(rng.bit_generator, _RAW64):
+        return rng.bit_generator.random_raw(n)
+    return rng.integers(0, 2**64 - 1, size=n, dtype=np.uint64, endpoint=True)
+
+def _round_nearest_even(plan, x, out, ubuf):
+    """RNE by the classic magic constant: fl(x + C) - C with C = 1.5 * 2**(e + 52 - m),
+    e = max(floor(log2|x|), emin). Returns None (use the scaling path) for chunks
+    with inf, NaN or values so large that C would overflow."""
+    e = ubuf
+    np.bitwise_and(x.view(np.uint64), EXP, out=e)
+    ef = e.view(np.float64)                       # 2**floor(log2|x|), never NaN
+    top = ef.max()
+    if not top < plan.magic_top:
+        return None
+    bottom = ef.min()
+    small = None
+    if bottom < plan.lo_f:
+        # Below 2**emin the quantum stays 2**(emin - m): clamp e. A few such
+        # elements (the usual case) are cheaper by index than by a full mask.
+        small = np.flatnonzero(ef < plan.lo_f)
+        if small.size > x.size >> 4:
+            small = ef < plan.lo_f
+            np.copyto(ef, plan.lo_f, where=small)
+        else:
+            ef[small] = plan.lo_f
+    np.add(e, plan.magic_bits, out=e)             # C = 1.5 * 2**(e + 52 - m)
+    # |x| < 2**(e+1) <= C/2**(51-m) / 1.5, so x + C stays in C's binade (m <= 50),
+    # where the float64 ulp is 2**(e - m), the format's quantum: fl(x + C) is C plus x
+    # rounded to nearest even (C has no bits down there); subtracting C is exact.
+    np.add(x, ef, out=out)
+    np.subtract(out, ef, out=out)
+    if bottom < plan.zero_risk:
+        # Only tiny or zero inputs can give a zero, which must keep x's sign (on the
+        # other small elements the copy changes nothing: rounding keeps the sign).
+        if small.dtype == bool:
+            np.copysign(out, x, out=out, where=small)
+        else:
+            out[small] = np.copysign(out[small], x[small])
+    return top
+
+def _round_on_encoding(plan, x, out, ubuf):
+    """Modes rz, rna, ro and sr on the float64 encoding itself.
+
+    For |x| >= 2**emin the format's last bit is float64's mantissa bit 52 - m, and
+    the encoding is sign-magnitude, so rounding the magnitude is integer work on
+    the low 52 - m bits: clear them (rz); add half of them first (rna: a carry
+    moves into the exponent exactly as the value's next binade); OR in a sticky
+    bit (ro); add that many random bits (sr: the carry happens with probability
+    equal to the dropped fraction). Smaller |x| go through the scaling path."""
+    xb, e, ob = x.view(np.uint64), ubuf, out.view(np.uint64)
+    np.bitwise_and(xb, EXP, out=e)
+    ef = e.view(np.float64)                     # 2**floor(log2|x|), or inf
+    top = ef.max()
+    small = None
+    if ef.min() < plan.lo_f:
+        small = np.flatnonzero(ef < plan.lo_f)
+    mode, keep = plan.mode, ~plan.low_mask
+    if mode == "rz":
+        np.bitwise_and(xb, keep, out=ob)
+    elif mode == "rna":
+        np.add(xb, plan.half_low, out=ob)
+        np.bitwise_and(ob, keep, out=ob)
+    elif mode == "ro":
+        np.bitwise_and(xb, plan.low_mask, out=e)
+        np.add(e, plan.low_mask, out=e)    # reaches bit 52 - m exactly when sticky
+        np.bitwise_or(xb, e, out=ob)
+        np.bitwise_and(ob, keep, out=ob)
+    else:
+        bits = _random_bits(plan.rng, x.size)
+        r = int(plan.shift) if plan.sr_bits is None else min(plan.sr_bits, int(plan.shift))
+        np.right_shift(bits, np.uint64(64 - r), out=bits)
+        if r < plan.shift:
+            np.left_shift(bits, plan.shift - np.uint64(r), out=bits)
+        np.add(xb, bits, out=ob)
+        np.bitwise_and(ob, keep, out=ob)
+    if small is not None:
+        out[small] = _round_subnormal_range(plan, x[small])
+    return top
+
+def _round_subnormal_range(plan, xs):
+    """Round values with |x| < 2**emin (a fresh array ``xs``) in place, where the
+    quantum is 2**(emin - m): scale it to 1, round to an integer, scale back."""
+    q = plan.fmt.emin - plan.fmt.mantissa_bits
+    xs *= 2.0 ** -q                 # exact: |xs| < 2**m after, and q >= -1020
+    rand = draw(plan, np.empty_like(xs)) if plan.mode == "sr" else None
+    _to_integer(xs, plan.mode, np.empty_like(xs), rand)
+    xs *= 2.0 ** q                  # exact: an integer of at most m bits times 2**q
+    return xs
+
+# (fmt, mode, subnormals, saturate) -> tables; 1 MiB each: a sweep over custom
+# formats keeps only the latest.
+_TABLES = Latest(32)
+
+_TOP16 = slice(3, None, 4) if sys.byteorder == "little" else slice(0, None, 4)
+
+_LOW48 = np.uint64((1 << 48) - 1)
+
+def _table_for(plan):
+    """(results for nonzero low bits, results for zero low bits) of ``plan``."""
+    key = (plan.fmt, plan.mode, plan.subnormals, plan.saturate)
+    table = _TABLES.get(key)
+    if table is None:
+        keys = np.arange(1 << 16, dtype=np.uint64) << np.uint64(48)
+        x = np.concatenate([keys | np.uint64(1), keys]).view(np.float64)
+        table = np.empty_like(x)
+        counts = dict.fromkeys(FLAG_NAMES, 0)   # counting: the arithmetic path, not this
+        with np.errstate(all="ignore"):
+            round_into(plan, x, table, np.empty(x.size, np.uint64), np.empty_like(x), counts)
+        table = _TABLES.put(key, (table[: 1 << 16], table[1 << 16:]))
+    return table
+
+def _round_by_table(plan, x, out, ubuf):
+    """Round the chunk ``x`` by table lookup on the top 16 bits of each encoding."""
+    nonzero_low, zero_low = _table_for(plan)
+    top16 = x.view(np.uint16)[_TOP16]
+    np.take(nonzero_low, top16, out=out, mode="clip")   # indices < 2**16 always
+    low = np.bitwise_and(x.view(np.uint64), _LOW48, out=ubuf)
+    if low.min() == 0:                                  # values on the 16-bit grid
+        on_grid = np.flatnonzero(low == 0)
+        out[on_grid] = zero_low[top16[on_grid]]
+
+def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None):
+    """Round the float64 chunk ``x`` into ``out`` with an unbounded top exponent.
+
+    Returns the largest 2**floor(log2|x|) seen (inf for inf/NaN) so the caller can
+    skip the overflow rules when no element comes near ``max``."""
+    if plan.identity and lo_e is None:
+        out[...] = x
+        top = (x.view(np.uint64) & EXP).view(np.float64).max(initial=0.0)
+        if not plan.subnormals:
+            # FP64 without subnormals: only float64's own subnormals move.
+            small = np.less(x.view(np.uint64) & ABS, plan.tiny_bits) & (x != 0)
+            if small.any():
+                t = x[small] * 2.0 ** 1022
+                r = draw(plan, np.empty_like(t)) if plan.mode == "sr" else None
+                _to_integer(t, plan.mode, np.empty_like(t), r)
+                out[small] = t * 2.0 ** -1022
+    elif plan.encoding and lo_e is None:
+        top = _round_on_encoding(plan, x, out, ubuf)
+    elif (plan.magic and lo_e is None
+          and (top := _round_nearest_even(plan, x, out, ubuf)) is not None):
+        pass
+    else:
+        e = ubuf
+        np.bitwise_and(x.view(np.uint64), EXP, out=e)   # bits of 2**floor(log2|x|)
+        ef = e.view(np.float64)                          # never NaN: fmax is safe
+        top = ef.max()
+        lo = plan.lo_f if lo_e is None else lo_e
+        if ef.min() < lo:
+            np.copyto(ef, lo, where=ef < lo)
+        if plan.clamp_top:
+            np.minimum(ef, plan.hi_f, out=ef)
+        if not plan.subnormals and lo_e is None:
+            # Without subnormals the quantum below 2**emin is 2**emin itself.
+            small = np.less(x.view(np.uint64) & ABS, plan.tiny_bits)
+            e += small.astype(np.uint64) * plan.m_bits
+        np.subtract(e, plan.m_bits, out=e)             # bits of 2**q, q = e - m
+        inv = fbuf.view(np.uint64)
+        np.subtract(plan.two_one, e, out=inv)          # bits of 2**-q
+        np.multiply(x, fbuf, out=out)                  # exact: scaling by a power of two
+        rand = draw(plan, fbuf) if plan.mode == "sr" else None
+        spare = plan.spare
+        if spare is None or spare.size < out.size:
+            spare = plan.spare = np.empty(out.size, np.float64)
+        _to_integer(out, plan.mode, spare[:out.size], rand)
+        np.multiply(out, ef, out=out)   # exact, or beyond max (the overflow rules follow)
+    if not plan.fmt.has_negative_zero:
+        out += 0.0                                    # -0 + +0 is +0 under RNE
+    return top
+
+def _overflow(plan, x, out):
+    """Apply the format's overflow rules; returns the masks the flags need.
+
+    Returns None, cheaply, when no element of the chunk is beyond ±max."""
+    fin = np.isfinite(x)
+    big = np.abs(out) > plan.max
+    big &= fin
+    infs = ~fin & ~np.isnan(x)
+    result = {"overflow": big, "inf_in": infs}
+    if plan.fmt.has_inf and infs.any():
+        out[infs] = x[infs]  # the integer step of some modes turns inf into NaN
+    nans = np.isnan(x)
+    if nans.any():
+        # A carry into a NaN payload may have made it finite. The result is a quiet
+        # NaN (IEEE 754 6.2): x's sign and payload with the quiet bit set, so that a
+        # signalling NaN comes back quiet (a float16 one stays signalling in float64).
+        out[nans] = (x[nans].view(np.uint64) | QUIET).view(np.float64)
+    if not big.any() and not (infs.any() and not plan.fmt.has_inf):
+        return result
+    fmt, neg = plan.fmt, np.signbit(out)
+    if plan.inf_for == "both":
+        to_inf = big
+    elif plan.inf_for == "pos":
+        to_inf = big & ~neg
+    elif plan.inf_for == "neg":
+        to_inf = big & neg
+    else:
+        to_inf = np.zeros_like(big)
+    saturating = plan.saturate or fmt.kind == "finite"
+    if saturating:
+        to_inf = np.zeros_like(big)
+    to_max = big & ~to_inf
+    # fn/fnuz: NaN where IEEE gives inf, with the sign inf would have (fnuz drops it).
+    special = np.inf if fmt.has_inf else np.nan
+    out[to_inf] = np.where(neg[to_inf], -special, special)
+    out[to_max] = np.where(neg[to_max], -plan.max, plan.max)
+    result["to_max"] = to_max
+    if not fmt.has_inf and infs.any():
+        if saturating:
+            out[infs] = np.where(np.signbit(x[infs]), -plan.max, plan.max)
+        else:
+            out[infs] = np.copysign(np.nan, x[infs])
+    return result
+
+def _classify(plan, x, out, masks, counts):
+    """Count each element's exceptions (only when a flags() context listens)."""
+    fmt = plan.fmt
+    fin = np.isfinite(x)
+    inexact = fin & (out != x)
+    inexact |= fin & np.isnan(out)
+    ax = np.abs(x)
+    tiny_in = fin & (ax < fmt.smallest_normal) & inexact
+    underflow = 0
+    if plan.identity:
+        underflow = int(np.count_nonzero(tiny_in))
+    elif plan.mode == "sr":
+        # No unbounded-exponent rounding without new random draws: use the result.
+        underflow = int(np.count_nonzero(tiny_in & (np.abs(out) < fmt.smallest_normal)))
+    elif tiny_in.any():
+        # Tininess after rounding: round with an unbounded exponent range.
+        xs = np.ascontiguousarray(x[tiny_in])
+        r = np.empty_like(xs)
+        lo = 2.0 ** (fmt.mantissa_bits + 1 - 1022)
+        _round_chunk(plan, xs, r, np.empty(xs.size, np.uint64), np.empty_like(xs), lo_e=lo)
+        underflow = int(np.count_nonzero(np.abs(r) < fmt.smallest_normal))
+    flushed = 0
+    if not plan.subnormals:
+        small = fin & (ax < fmt.smallest_normal) & (x != 0)
+        if small.any():
+            xs = np.ascontiguousarray(x[small])
+            r = np.empty_like(xs)
+            sub_plan = Plan(fmt, plan.mode if plan.mode != "sr" else "rne", True,
+                             plan.saturate, None, None)
+            _round_chunk(sub_plan, xs, r, np.empty(xs.size, np.uint64), np.empty_like(xs))
+            flushed = int(np.count_nonzero((r != 0) & (np.abs(r) < fmt.smallest_normal)))
+    counts["inexact"] += int(np.count_nonzero(inexact))
+    counts["underflow"] += underflow
+    counts["flushed"] += flushed
+    if masks is None:
+        return
+    saturating = plan.saturate or fmt.kind == "finite"
+    n_over = int(np.count_nonzero(masks["overflow"]))
+    counts["overflow"] += n_over
+    if saturating:
+        counts["saturated"] += n_over
+    if not fmt.has_inf:
+        n_inf = int(np.count_nonzero(masks["inf_in"]))
+        counts["saturated" if saturating else "invalid"] += n_inf
+
+def round_into(plan, x, out, ubuf, fbuf, counts=None):
+    """The per-chunk step every caller shares: round ``x`` into ``out``, apply the
+    overflow rules, and add the flag counts to ``counts`` (None: nobody listens).
+
+    Returns the largest 2**floor(log2|x|) of the chunk (inf when it holds inf or
+    NaN), or None from the table lookup, which never needs it."""
+    if counts is None and plan.by_table:
+        _round_by_table(plan, x, out, ubuf)
+        return None
+    top = _round_chunk(plan, x, out, ubuf, fbuf)
+    masks = _overflow(plan, x, out) if top >= plan.safe_top else None
+    if counts is not None:
+        _classify(plan, x, out, masks, counts)
+    return top
+
+def run(plan, reader, sink=None):
+    """Round the input of ``reader`` chunk by chunk: into a new float64 array of its
+    shape (returned), or, with ``sink``, into a work buffer handed to
+    ``sink(start, stop, values)`` chunk by chunk (nothing is returned).
+
+    Large inputs are cut into one contiguous span per thread (`threads`); each
+    span is converted and rounded chunk by chunk with its own buffers, so extra
+    memory is a few chunks per thread and the result does not depend on the number
+    of threads. "sr" stays on one thread: its random numbers are drawn in element
+    order from one generator."""
+    n = reader.size
+    out = np.empty(n, np.float64) if sink is None else None
+    listener = recording()
+    with np.errstate(all="ignore"):  # inf - inf inside the kernel is expected
+        counts = in_spans(plan, n, listener is not None,
+                          lambda p, span, tally: _run_span(p, reader, out, sink, span, tally))
+    if listener is not None:
+        listener.add(counts)
+    return None if sink is not None else out.reshape(reader.shape)
+
+def _run_span(plan, reader, out, sink, span, counts):
+    """Convert and round elements ``start:stop`` of ``reader`` chunk by chunk, into
+    ``out`` (or a buffer handed to ``sink``); add the flag counts to ``counts``."""
+    start, stop = span
+    n = min(parallel.CHUNK, stop - start)
+    ubuf, fbuf = np.empty(n, np.uint64), np.empty(n, np.float64)
+    plan.spare = np.empty(n, np.float64)
+    bufs = reader.buffers(n)
+    rbuf = np.empty(n, np.float64) if sink is not None else None
+    with np.errstate(all="ignore"):   # per thread: inf - inf inside the kernel is expected
+        for a in range(start, stop, parallel.CHUNK):
+            b = min(a + parallel.CHUNK, stop)
+            k = b - a
+            xs, lo = reader.read(a, b, bufs)
+            os = out[a:b] if sink is None else rbuf[:k]
+            if lo is not None and plan.identity:
+                xs, lo = round_fp64(plan, xs, lo, bufs.moved[:k], counts), None
+            elif lo is not None:    # Format refuses p > 51 but for FP64 itself
+                xs = odd(xs, lo, bufs.odd[:k])
+            top = round_into(plan, xs, os, ubuf[:k], fbuf[:k], counts)
+            if counts is not None and top is not None and not top < np.inf:
+                counts["invalid"] += reader.signalling(a, b)   # only chunks with inf/NaN
+            if sink is not None:
+                sink(a, b, os)
+
+def round_fp64(plan, hi, lo, out, counts):
+    """Round the chunk ``hi + lo`` to FP64 itself into ``out`` (returned), where
+    round-to-odd has no spare bits, and count what ``lo`` made inexact (the kernel
+    then sees the result alone); ``out`` may be ``hi`` itself."""
+    if out is not hi:
+        np.copyto(out, hi)
+    nz = (lo != 0) & np.isfinite(out)
+    past = None
+    if nz.any() and plan.mode != "rne":   # hi is already RN(hi + lo)
+        _fp64_move(plan, out, lo, nz)      # the neighbour of max is inf: that is right
+        # A finite value stepped to inf overflowed (unbounded exponent: beyond max);
+        # the kernel would take the inf for an input, so it is counted and saturated here.
+        past = nz & np.isinf(out)
+        if past.any() and plan.saturate:
+            out[past] = np.copysign(plan.max, out[past])
+    if counts is not None:
+        counts["inexact"] += int(np.count_nonzero(nz))
+        counts["underflow"] += int(np.count_nonzero(np.abs(out[nz]) < 2.0 ** -1022))
+        if past is not None:
+            n_past = int(np.count_nonzero(past))
+            counts["overflow"] += n_past
+            if plan.saturate:
+                counts["saturated"] += n_past
+    return out
+
+def _fp64_move(plan, hi, lo, nz):
+    """Directed, odd, away and stochastic rounding of ``hi + lo`` (lo != 0 where nz)."""
+    h, l_ = hi[nz], lo[nz]
+    n = np.nextafter(h, np.copysign(np.inf, l_))
+    take = steps_toward_lo(plan.mode, h, l_)
+    if plan.mode == "rna":
+        take = (2 * np.abs(l_) == np.abs(n - h)) & (np.abs(n) > np.abs(h))
+    elif plan.mode == "sr":
+        take = draw(plan, np.empty(h.size)) < np.abs(l_) / np.abs(n - h)
+    hi[nz] = np.where(take, n, h)
+
+def steps_toward_lo(mode, h, lo):
+    """Where rz, ru, rd or ro round ``v`` to the neighbour of ``h`` on ``lo``'s side rather
+    than to ``h`` (``h`` a float64 nearest to v, ``lo`` of the sign of v - h, 0 iff v == h);
+    None for the other modes."""
+    if mode == "rz":
+        return (lo != 0) & (np.signbit(lo) != np.signbit(h))
+    if mode == "ru":
+        return lo > 0
+    if mode == "rd":
+        return lo < 0
+    if mode == "ro":
+        return (lo != 0) & ((h.view(np.uint64) & np.uint64(1)) == 0)
+    return None
+
+def finish(plan, hi, lo):
+    """Round float64 ``hi`` (+ ``lo``, where ``hi == fl(hi + lo)``) into a new array, a
+    NumPy scalar for 0-d input."""
+    out = run(plan, Reader(hi, lo) if lo is not None else Reader(np.asarray(hi, np.float64)))
+    return out[()] if out.ndim == 0 else out

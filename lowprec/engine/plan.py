@@ -1,0 +1,80 @@
+"""`plan`: the one validation of a rounding's options, and the constants it needs.
+
+Every entry point that rounds (`lp.round`, `lp.round_exact`, `lp.encode`, the
+arithmetic) calls `plan` with (format, mode, rng, subnormals, saturate, sr_bits): a
+wrong-typed option is a `TypeError` naming it, whatever the mode.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..formats import FormatLike
+from ..formats import format as _format
+from .checks import check_bool, check_int, check_mode, check_rng
+from .float64 import ONE_BITS
+
+__all__ = ["Plan", "plan"]
+
+
+_ENCODING_MODES = ("rz", "rna", "ro", "sr")  # cheaper on the float64 encoding
+
+def _rng(rng):
+    check_rng(rng)
+    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+
+class Plan:
+    """Constants of one (format, mode, options) rounding, computed once per call."""
+
+    def __init__(self, fmt, mode, subnormals, saturate, sr_bits, rng):
+        self.fmt, self.mode, self.saturate = fmt, mode, bool(saturate)
+        self.subnormals = fmt.subnormals if subnormals is None else bool(subnormals)
+        m = fmt.mantissa_bits
+        self.identity = fmt.p == 53
+        self.m_bits = np.uint64(m << 52)
+        self.shift = np.uint64(52 - m)
+        self.low_mask = np.uint64((1 << (52 - m)) - 1)
+        self.half_low = np.uint64((1 << (52 - m)) >> 1)
+        # With m = 0 the sticky bit of ro would land in the exponent: scale instead.
+        self.encoding = (mode in _ENCODING_MODES and self.subnormals and not self.identity
+                         and not (mode == "ro" and m == 0))
+        self.magic = mode == "rne" and self.subnormals and not self.identity
+        self.magic_bits = np.uint64(((52 - m) << 52) + (1 << 51))
+        self.magic_top = 2.0 ** min(971 + m, 1023)   # keeps C = 1.5 * 2**(e + 52 - m) finite
+        self.zero_risk = 2.0 ** (fmt.emin - m)       # below it a result can be zero
+        self.lo_f = 2.0 ** fmt.emin
+        # Without a top clamp the scale 2**-q of inf/NaN stays normal when m >= 2;
+        # finite values need none (rounding has an unbounded exponent range).
+        self.clamp_top = m < 2
+        self.hi_f = 2.0 ** min(fmt.emax + 1, 1023)
+        self.two_one = np.uint64(2 * ONE_BITS)
+        # With every |x| below 2**emax no element can round beyond max.
+        self.safe_top = 2.0 ** fmt.emax
+        self.tiny_bits = np.uint64((fmt.emin + 1023) << 52)
+        self.max = fmt.max
+        self.rng = _rng(rng) if mode == "sr" else None
+        if sr_bits is not None:
+            sr_bits = check_int("sr_bits", sr_bits, minimum=1)
+            if sr_bits > 53:
+                raise ValueError(f"sr_bits must be an int in [1, 53], got {sr_bits!r}")
+            if mode != "sr":
+                raise ValueError("sr_bits applies only to mode='sr'")
+        self.sr_bits = sr_bits
+        self.spare = None  # a work buffer, sized by the first chunk
+        # m <= 3: round by table lookup (built on first use) unless flags are counted.
+        self.by_table = (mode != "sr" and not self.identity and m <= 3)
+        # Where the mode sends an overflow under IEEE 754 (unbounded exponent first).
+        self.inf_for = {"rne": "both", "rna": "both", "sr": "both", "rz": "none",
+                        "ro": "none", "ru": "pos", "rd": "neg"}[mode]
+
+def plan(fmt: FormatLike, mode: str, *, rng: object = None, subnormals: object = None,
+         saturate: object = False, sr_bits: object = None) -> Plan:
+    """Check the options of one rounding and plan it: the one check every entry point
+    shares. A wrong-typed option is a `TypeError` naming it, whatever the mode
+    (``subnormals="no"`` is truthy, ``rng=True`` would be seed 1)."""
+    fmt = _format(fmt)
+    check_mode(mode)
+    check_rng(rng)
+    subnormals = check_bool("subnormals", subnormals, optional=True)
+    saturate = check_bool("saturate", saturate)
+    return Plan(fmt, mode, subnormals, saturate, sr_bits, rng)
