@@ -12,7 +12,7 @@ documented bound on it:
 - round, encode: ``lowprec.rounding.WORK_BYTES`` per thread, whatever the input's
   size and dtype;
 - add: ``lowprec.arith.MEMORY_CHUNKS`` float64 chunks of ``CHUNK`` elements per thread;
-- matmul: ``lowprec.matmul.MEMORY_BOUND`` plus what its docstring adds on top (the
+- matmul: ``lowprec.tensorcore.MEMORY_BOUND`` plus what its docstring adds on top (the
   operands rounded into float64, boolean masks of the operands' and output's size).
 
 round and encode see the full range of every integer dtype (64-bit ones need the
@@ -63,7 +63,7 @@ def _call(op, dtype, n):
     import importlib
 
     import lowprec as lp
-    mm = importlib.import_module("lowprec.matmul")     # lp.matmul is the function
+    mm = importlib.import_module("lowprec.tensorcore")     # lp.matmul is the function
     rounding = importlib.import_module("lowprec.engine.parallel")
     per_call = rounding.WORK_BYTES * lp.threads()
     if op == "matmul":

@@ -6,14 +6,14 @@ The public names are re-exported here; the modules are listed in docs/design/DES
 from .formats import (BF16, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E4M3FNUZ,
                       FP8_E5M2, FP8_E5M2FNUZ, FP16, FP32, FP64, NAMED_FORMATS, TF32,
                       Format, finfo, format)
-from .flags import Flags, flags
+from .status import Flags, flags
 from .rounding import MODES, round, round_exact, threads
 from .bits import decode, encode, fields
 from .arith import add, div, dot, fma, mul, sqrt, sub, sum
-from .matmul import MODELS, TensorCoreModel, matmul
-from .tensor import Tensor, context, get_context, matmul, result_format, tensor  # noqa: F811
-from .explain import Explanation, explain
-from . import amp, nn
+from .tensorcore import MODELS, TensorCoreModel
+from .tensors import Tensor, context, get_context, matmul, result_format, tensor
+from .teaching import Explanation, explain
+from . import amp, nn, testing  # noqa: F401  (public modules, imported with the package)
 
 __version__ = "0.1.0"
 

@@ -1,5 +1,5 @@
 """``python -m lowprec``: the same command as the ``lowprec`` entry point."""
 
-from .cli import main
+from .teaching.cli import main
 
 raise SystemExit(main())

@@ -15,11 +15,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .engine.cache import Latest
+from .engine.checks import is_int
 from .engine.float64 import ABS, EXP
 from .engine.inputs import read_input
 from .engine.kernel import run
 from .engine.plan import plan as _plan
-from .formats import FormatLike, _is_int
+from .formats import FormatLike
 from .formats import format as _format
 
 __all__ = ["encode", "decode", "fields", "uint_dtype"]
@@ -118,7 +119,7 @@ def _check_patterns(bits, fmt):
         # float64 one): check them as Python ints, which never wrap.
         b = np.asarray(bits, dtype=object)
         for v in b.flat:
-            if not _is_int(v):
+            if not is_int(v):
                 raise TypeError(f"bit patterns must be integers, got {type(v).__name__} {v!r}")
     elif b.dtype.kind not in "ui":
         raise TypeError(f"bit patterns must be integers, got dtype {b.dtype}")

@@ -12,9 +12,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, TypeAlias, TypeGuard, cast
+from typing import Any, TypeAlias, cast
 
 import numpy as np
+
+from .engine.checks import is_int
 
 __all__ = [
     "Format", "format", "finfo", "KINDS", "NAMED_FORMATS",
@@ -35,10 +37,6 @@ KINDS = {
 FormatLike: TypeAlias = "Format | str | np.dtype[Any] | type[Any]"
 
 
-def _is_int(value: object) -> TypeGuard[int | np.integer[Any]]:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
 def _show(value: int) -> str:
     """An int for a message: itself, or its size when printing it would be slow."""
     if abs(value) < 10**30:
@@ -47,7 +45,7 @@ def _show(value: int) -> str:
 
 
 def _as_int(attr: str, value: object) -> int:
-    if not _is_int(value):
+    if not is_int(value):
         raise TypeError(f"{attr} must be an int, got {value!r}")
     return int(value)
 
@@ -179,11 +177,11 @@ class Format:
         ...
         ValueError: emax must be 2**k - 1 for an IEEE layout, got 10
         """
-        if not _is_int(precision) or precision < 1:
-            shown = _show(int(precision)) if _is_int(precision) else repr(precision)
+        if not is_int(precision) or precision < 1:
+            shown = _show(int(precision)) if is_int(precision) else repr(precision)
             raise ValueError(f"precision must be an int >= 1, got {shown}")
-        if not _is_int(emax) or emax < 1 or (int(emax) + 1) & int(emax):
-            shown = _show(int(emax)) if _is_int(emax) else repr(emax)
+        if not is_int(emax) or emax < 1 or (int(emax) + 1) & int(emax):
+            shown = _show(int(emax)) if is_int(emax) else repr(emax)
             raise ValueError(f"emax must be 2**k - 1 for an IEEE layout, got {shown}")
         return cls((int(emax) + 1).bit_length(), int(precision) - 1, int(emax),
                    subnormals=subnormals, kind="ieee", name=name)

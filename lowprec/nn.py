@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike, NDArray
 from .engine.checks import check_int, check_rng
 from .formats import FP32, Format, FormatLike
 from .formats import format as _format
-from .tensor import Tensor, matmul, result_format, tensor
+from .tensors import Tensor, matmul, result_format, tensor
 
 __all__ = ["Parameter", "Linear", "ReLU", "GELU", "Sequential", "mlp", "relu",
            "relu_backward", "gelu", "gelu_backward", "softmax_cross_entropy",

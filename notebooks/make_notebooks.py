@@ -33,7 +33,7 @@ notebook runs."""),
 `digits` the decimal digits NumPy's `finfo.precision` would report. The same table
 is `lowprec formats` at the shell."""),
     ("code", """\
-from lowprec.cli import format_table
+from lowprec.teaching.cli import format_table
 print(format_table(formats=["fp32", "tf32", "fp16", "bf16", "e4m3", "e5m2", "fp6", "e3m2", "fp4"]))"""),
     ("md", """\
 BF16 keeps FP32's 8 exponent bits (so FP32's range) and gives up mantissa bits: it has
@@ -366,14 +366,14 @@ fig.tight_layout()"""),
     ("md", """\
 ## Error against K
 
-Longer dot products accumulate more error. `lowprec.explain.error_vs_k` measures the
+Longer dot products accumulate more error. `lowprec.teaching.error_vs_k` measures the
 mean relative error of dot products of uniform [0, 1) vectors (inputs rounded to the
 format first, so only the accumulation is measured) against the exact result (also what
 `lowprec demo` prints). With terms of one sign, the Tensor Cores' truncations all
 point the same way and add up; the sequential FP32 loop rounds to nearest and its
 errors partly cancel; FP16 accumulation stagnates."""),
     ("code", """\
-from lowprec.explain import error_vs_k, error_table, plot_error_vs_k
+from lowprec.teaching import error_vs_k, error_table, plot_error_vs_k
 
 result = error_vs_k(ks=(16, 64, 256, 1024), formats=("fp16", "bf16"),
                     models=("exact", "fp32", "fp16", "v100", "a100", "h100"), trials=16, size=8)

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 import lowprec as lp
-from lowprec.cli import main
+from lowprec.teaching.cli import main
 from lowprec.testing import reference_round
 from peers import ml_dtypes
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "lowprec.cli", *args],
+    return subprocess.run([sys.executable, "-m", "lowprec.teaching.cli", *args],
                           capture_output=True, text=True)
 
 
@@ -113,7 +113,7 @@ def dtype_of(name):
 
 def test_every_dtype_name_shown_exists(capsys):
     # TF32's row used to show float19_e8m10, which is no dtype and lp.format refused.
-    from lowprec.cli import format_table
+    from lowprec.teaching.cli import format_table
     fmts = list(lp.NAMED_FORMATS.values()) + [
         lp.format(n) for n in ("float8_e4m3", "float8_e3m4", "float8_e4m3b11fnuz")]
     rows = list(csv.reader(io.StringIO(format_table("csv", fmts))))
@@ -216,7 +216,7 @@ def test_demo_plot_writes_pngs(tmp_path, capsys):
 @pytest.mark.slow
 def test_demo_without_matplotlib():
     code = ("import sys; sys.modules['matplotlib'] = None\n"
-            "from lowprec.cli import main\n"
+            "from lowprec.teaching.cli import main\n"
             "status = main(['demo', '--max-k', '16'])\n"
             "assert status == 0 and 'matplotlib' not in sys.modules or "
             "sys.modules['matplotlib'] is None\n"
@@ -239,7 +239,7 @@ def test_demo_without_matplotlib():
 
 @pytest.mark.slow
 def test_plain_import_and_demo_do_not_load_matplotlib():
-    code = ("import sys\nfrom lowprec.cli import main\nmain(['demo', '--max-k', '16'])\n"
+    code = ("import sys\nfrom lowprec.teaching.cli import main\nmain(['demo', '--max-k', '16'])\n"
             "assert 'matplotlib' not in sys.modules")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
@@ -308,7 +308,7 @@ def test_demo_plot_into_a_file_is_one_line(tmp_path, capsys):
 
 
 def test_a_closed_pipe_is_not_an_error_message():
-    p = subprocess.Popen([sys.executable, "-m", "lowprec.cli", "formats"],
+    p = subprocess.Popen([sys.executable, "-m", "lowprec.teaching.cli", "formats"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     p.stdout.close()                      # the reader leaves before anything is written
     err = p.stderr.read().decode()
@@ -337,7 +337,7 @@ def test_version(capsys):
 
 
 def test_version_through_the_console_script():
-    # The entry point pyproject.toml declares (lowprec = lowprec.cli:main), if installed.
+    # The entry point pyproject.toml declares (lowprec = lowprec.teaching.cli:main), if installed.
     from pathlib import Path
     script = shutil.which("lowprec", path=str(Path(sys.executable).parent))
     if script is None:

@@ -1,4 +1,4 @@
-"""lowprec.explain against oracles it did not produce: NumPy's float16, ml_dtypes'
+"""lowprec.teaching against oracles it did not produce: NumPy's float16, ml_dtypes'
 bit patterns and value tables, and exact Fraction / Decimal arithmetic."""
 
 import math
@@ -8,8 +8,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from lowprec.explain import error_table, error_vs_k, explain, explain_text, layout
 from lowprec.formats import format as lp_format
+from lowprec.teaching import error_table, error_vs_k, explain, explain_text, layout
 from lowprec.testing import reference_round
 from peers import ml_dtypes
 
@@ -166,7 +166,7 @@ def test_error_vs_k_marks_models_without_the_format():
 
 
 def test_reference_is_exact():
-    from lowprec.explain import _reference
+    from lowprec.teaching.experiments import _reference
     rng = np.random.default_rng(5)
     a = np.round(rng.standard_normal((3, 40)) * 2**10) * 2.0**-10
     b = np.round(rng.standard_normal((40, 2)) * 2**10) * 2.0**-10
@@ -181,7 +181,7 @@ def test_plot_has_labels_and_titles():
     pytest.importorskip("matplotlib")
     import matplotlib
     matplotlib.use("Agg")
-    from lowprec.explain import plot_error_vs_k
+    from lowprec.teaching import plot_error_vs_k
     r = error_vs_k(ks=(16, 64), formats=("fp16",), models=("fp32", "a100"), trials=2, size=2)
     fig = plot_error_vs_k(r, "matmul")
     ax = fig.axes[0]

@@ -126,7 +126,7 @@ def test_threads_sharing_one_context_lose_no_counts():
     import contextvars
     import sys
 
-    from lowprec.flags import record
+    from lowprec.status import record
     n_threads, n_adds = 8, 20_000
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import lowprec as lp
-from lowprec.matmul import matmul
+from lowprec.tensorcore import matmul
 
 HERE = pathlib.Path(__file__).parent / "data"
 DATA = HERE / "torch-h200" / "torch_matmul.npz"

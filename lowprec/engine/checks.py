@@ -10,14 +10,20 @@ any number of dimensions. This module imports nothing from lowprec and holds no 
 from __future__ import annotations
 
 import numbers
-from typing import Literal, overload
+from typing import Any, Literal, TypeGuard, overload
 
 import numpy as np
 
-__all__ = ["MODES", "check_bool", "check_mode", "check_rng", "check_int", "broadcast_shape"]
+__all__ = ["MODES", "is_int", "check_bool", "check_mode", "check_rng", "check_int",
+           "broadcast_shape"]
 
 #: The rounding modes, in the order the docs list them.
 MODES = ("rne", "rna", "rz", "ru", "rd", "ro", "sr")
+
+
+def is_int(value: object) -> TypeGuard[int | np.integer[Any]]:
+    """Whether ``value`` is a Python or NumPy integer (bools are not)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 @overload

@@ -20,7 +20,7 @@ import sys
 
 import numpy as np
 
-from ..flags import FLAG_NAMES, recording
+from ..status import FLAG_NAMES, recording
 from . import parallel
 from .cache import Latest
 from .eft import odd

@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 
-from ..flags import FLAG_NAMES
+from ..status import FLAG_NAMES
 
 __all__ = ["CHUNK", "WORK_BUFFERS", "WORK_BYTES", "PARALLEL_MIN", "threads", "in_spans"]
 

@@ -14,23 +14,37 @@ from __future__ import annotations
 import contextlib
 import inspect
 import operator
-from contextvars import ContextVar
 from collections.abc import Callable, Collection, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any, NoReturn, cast, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike, NDArray
 
-from . import arith, bits
-from .formats import (BF16, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E4M3FNUZ,
-                      FP8_E5M2, FP8_E5M2FNUZ, FP16, FP32, FP64, TF32, Format, FormatLike)
-from .formats import format as _format
-from .engine.checks import check_bool, check_mode, check_rng
-from .matmul import MODELS as _MODELS
-from .matmul import Model, _model
-from .matmul import matmul as _matmul_kernel
-from .rounding import round as _round
+from .. import arith, bits
+from ..engine.checks import check_bool, check_mode, check_rng
+from ..formats import (
+    BF16,
+    FP4_E2M1,
+    FP6_E2M3,
+    FP6_E3M2,
+    FP8_E4M3,
+    FP8_E4M3FNUZ,
+    FP8_E5M2,
+    FP8_E5M2FNUZ,
+    FP16,
+    FP32,
+    FP64,
+    TF32,
+    Format,
+    FormatLike,
+)
+from ..formats import format as _format
+from ..rounding import round as _round
+from ..tensorcore import MODELS as _MODELS
+from ..tensorcore import Model, resolve_model
+from ..tensorcore import matmul as _matmul_kernel
 
 __all__ = ["Tensor", "tensor", "context", "get_context", "result_format", "matmul",
            "HANDLED_UFUNCS", "HANDLED_FUNCTIONS"]
@@ -57,7 +71,7 @@ def _check_model(model, name="matmul"):
     """``model`` itself, once matmul's own check accepts it (a `MODELS` name in any case,
     a `MODELS` value or copy of one, a `TensorCoreModel`); the error names ``name``."""
     try:
-        _model(model)
+        resolve_model(model)
     except TypeError as exc:
         raise TypeError(str(exc).replace("model must", f"{name} must", 1)) from None
     return model
@@ -720,7 +734,7 @@ def matmul(a: ArrayLike | Tensor, b: ArrayLike | Tensor, *, model: str | Model |
            c: ArrayLike | Tensor | None = None, in_fmt: FormatLike | None = None,
            out_fmt: FormatLike | None = None,
            ) -> Tensor | NDArray[np.float64] | np.float64:
-    """`lowprec.matmul.matmul` for Tensors: the model defaults to the context's,
+    """`lowprec.tensorcore.matmul` for Tensors: the model defaults to the context's,
     and the result is a `Tensor` of ``out_fmt`` (FP32 by default) when an operand
     is a Tensor; plain arrays in give a plain float64 array, as the kernel does.
 

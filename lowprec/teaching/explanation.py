@@ -1,11 +1,10 @@
-"""Teaching views: bit layouts, what rounding did to one value, error against K.
+"""Teaching views: bit layouts and what rounding did to one value.
 
 `explain` returns an `Explanation`, the data a student writes down when rounding one
 number by hand (the rounded value, its sign | exponent | mantissa fields, its exact
 decimal value, its neighbours and ulp, the rounding error and the exception flags);
 ``str()`` of it is the text the ``lowprec explain`` command prints. `layout` draws
-a format's bit layout. `error_vs_k` measures the error of dot and matrix products
-against K under the `matmul` models, `error_table` and `plot_error_vs_k` show it.
+a format's bit layout (the error-against-K experiment is in `experiments`).
 Every value shown comes from the library's kernels (`round`, `encode`, `decode`,
 `fields`, `flags`, `matmul`) or from exact `Fraction` / `Decimal` arithmetic on
 their results: this module must never round a value on its own, and it imports
@@ -17,26 +16,21 @@ from __future__ import annotations
 import math
 import numbers
 import reprlib
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .bits import decode, encode, fields
-from .engine.inputs import as_real_array
-from .flags import flags, quiet
-from .formats import Format, FormatLike
-from .formats import format as _format
-from .matmul import MODELS, matmul
-from .rounding import round as _round
+from ..bits import decode, encode, fields
+from ..engine.inputs import as_real_array
+from ..formats import Format, FormatLike
+from ..formats import format as _format
+from ..rounding import round as _round
+from ..status import flags, quiet
 
-__all__ = ["Explanation", "explain", "explain_text", "layout", "MODE_NAMES",
-           "error_vs_k", "error_table", "plot_error_vs_k"]
+__all__ = ["Explanation", "explain", "explain_text", "layout", "MODE_NAMES"]
 
 #: What each rounding mode does, in words.
 MODE_NAMES = {
@@ -50,7 +44,8 @@ MODE_NAMES = {
 }
 
 
-def _name(fmt):
+def format_name(fmt: Format) -> str:
+    """A format's name for teaching text."""
     # An unnamed format: its NumPy / ml_dtypes name if it has one (float8_e4m3), else
     # str(fmt), which says every parameter (no made-up dtype name such as float19_e8m10).
     return fmt.name or fmt._known_dtype_name or str(fmt)
@@ -61,7 +56,7 @@ def layout(fmt: FormatLike) -> str:
 
     Examples
     --------
-    >>> from lowprec.explain import layout
+    >>> from lowprec.teaching import layout
     >>> print(layout("bf16"))
     BF16: S EEEEEEEE MMMMMMM = 1 sign | 8 exponent (bias 127) | 7 mantissa bits, p = 8
     >>> print(layout("e4m3"))
@@ -69,7 +64,7 @@ def layout(fmt: FormatLike) -> str:
     """
     fmt = _format(fmt)
     drawing = f"S {'E' * fmt.exponent_bits} {'M' * fmt.mantissa_bits}".rstrip()
-    return (f"{_name(fmt)}: {drawing} = 1 sign | {fmt.exponent_bits} exponent "
+    return (f"{format_name(fmt)}: {drawing} = 1 sign | {fmt.exponent_bits} exponent "
             f"(bias {fmt.bias}) | {fmt.mantissa_bits} mantissa bits, p = {fmt.p}")
 
 
@@ -254,11 +249,11 @@ class Explanation:
     def _lines(self):
         fmt, r = self.fmt, self.rounded
         m = fmt.mantissa_bits
-        lines = [f"{_shown(self.value)} in {_name(fmt)}, {self.mode} "
+        lines = [f"{_shown(self.value)} in {format_name(fmt)}, {self.mode} "
                  f"({MODE_NAMES[self.mode]})",
                  f"  layout      {layout(fmt).split(': ', 1)[1]}"]
         if self.bits is None:
-            lines.append(f"  bits        none: {_name(fmt)} has no NaN (lp.round gives "
+            lines.append(f"  bits        none: {format_name(fmt)} has no NaN (lp.round gives "
                          "nan, lp.encode raises)")
         else:
             width = max(4, fmt.exponent_bits)
@@ -418,7 +413,7 @@ def explain(value: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
 
     Examples
     --------
-    >>> from lowprec.explain import explain
+    >>> from lowprec.teaching import explain
     >>> e = explain(0.1, "bf16")
     >>> e.rounded, e.sign_field, e.exponent_field, e.mantissa_field
     (0.10009765625, '0', '01111011', '1001101')
@@ -465,7 +460,7 @@ def explain_text(value: ArrayLike,
 
     Examples
     --------
-    >>> from lowprec.explain import explain_text
+    >>> from lowprec.teaching import explain_text
     >>> text = explain_text(1e5, ["fp16", "bf16"])
     >>> [line for line in text.splitlines() if "flags" in line]
     ['  flags       inexact, overflow', '  flags       inexact']
@@ -474,164 +469,3 @@ def explain_text(value: ArrayLike,
 
 
 # -- error against K ---------------------------------------------------------------
-
-DEMO_FORMATS = ("fp32", "fp16", "bf16")
-DEMO_MODELS = ("exact", "fp32", "fp16", "v100", "a100", "h100")
-
-
-def _reference(a, b):
-    """Dot products of ``a`` (..., M, K) and ``b`` (..., K, N), each correctly
-    rounded to float64: products of values of at most 26 bits are exact in
-    float64, and math.fsum returns the correctly rounded sum of its inputs."""
-    prods = a[..., :, :, None] * b[..., None, :, :]          # (..., M, K, N)
-    prods = np.moveaxis(prods, -2, -1)                        # (..., M, N, K)
-    flat = prods.reshape(-1, prods.shape[-1])
-    return np.array([math.fsum(row) for row in flat]).reshape(prods.shape[:-1])
-
-
-def error_vs_k(ks: tuple[int, ...] | list[int] = (16, 64, 256, 1024, 4096),
-               formats: tuple[FormatLike, ...] | list[FormatLike] = DEMO_FORMATS,
-               models: tuple[str, ...] | list[str] = DEMO_MODELS, *, trials: int = 32,
-               size: int = 16, seed: int = 0,
-               progress: Callable[[str, float | None], Any] | None = None) -> dict[str, Any]:
-    """Relative error of dot products and matrix products against the exact result.
-
-    For each K, input format and model: ``trials`` dot products of K-long vectors
-    with entries uniform in [0, 1) (all terms positive, so errors accumulate) and
-    one product of ``size`` x K and K x ``size`` matrices with standard normal
-    entries. Inputs are rounded to the format first (RNE), so the error measured
-    is the model's accumulation error alone; the reference is the exact result
-    of those inputs (exact products summed by `math.fsum`). Dot products report
-    the mean relative error; matrix products the normwise error
-    ``||D - D_exact||_F / ||D_exact||_F``.
-
-    Parameters
-    ----------
-    ks, formats, models : sequences
-        Lengths, input formats and `matmul` models. A model that does not take an
-        input format (Tensor Cores take no FP32) gives NaN.
-    trials, size : int
-        Number of dot products, and the matrices' outer dimension.
-    seed : int
-        Seed of the data (same seed, same tables).
-    progress : callable, optional
-        Called as ``progress(label, None)`` before each (K, format) step and as
-        ``progress(label, seconds)`` after it.
-
-    Returns
-    -------
-    dict
-        ``{"ks": [...], "formats": [...], "models": [...], "dot": {(fmt, model):
-        [error per K]}, "matmul": {...}}``.
-
-    Examples
-    --------
-    >>> from lowprec.explain import error_vs_k
-    >>> r = error_vs_k(ks=(64,), formats=("fp16",), models=("exact", "fp16"), trials=4)
-    >>> r["dot"][("FP16", "exact")][0] < 2**-24 < r["dot"][("FP16", "fp16")][0]
-    True
-    """
-    rng = np.random.default_rng(seed)
-    result: dict[str, Any] = {"ks": list(ks), "formats": [_name(_format(f)) for f in formats],
-              "models": list(models), "dot": {}, "matmul": {}}
-    for k in ks:
-        x = rng.random((trials, 1, k))
-        y = rng.random((trials, k, 1))
-        a = rng.standard_normal((size, k))
-        b = rng.standard_normal((k, size))
-        for spec in formats:
-            fmt = _format(spec)
-            label = f"K = {k}, {_name(fmt)} inputs"
-            if progress is not None:
-                progress(label, None)
-            start = time.perf_counter()
-            xf, yf, af, bf = (quiet(_round, v, fmt) for v in (x, y, a, b))
-            dot_ref, mat_ref = _reference(xf, yf), _reference(af, bf)
-            for model in models:
-                key = (_name(fmt), model)
-                try:
-                    MODELS[model].for_format(fmt)
-                except ValueError:
-                    result["dot"].setdefault(key, []).append(math.nan)
-                    result["matmul"].setdefault(key, []).append(math.nan)
-                    continue
-                d = quiet(matmul, xf, yf, model=model, in_fmt=fmt)
-                err = np.abs(d - dot_ref) / np.abs(dot_ref)
-                result["dot"].setdefault(key, []).append(float(np.mean(err)))
-                dm = quiet(matmul, af, bf, model=model, in_fmt=fmt)
-                result["matmul"].setdefault(key, []).append(
-                    float(np.linalg.norm(dm - mat_ref) / np.linalg.norm(mat_ref)))
-            if progress is not None:
-                progress(label, time.perf_counter() - start)
-    return result
-
-
-def error_table(result: dict[str, Any], which: str = "dot") -> str:
-    """`error_vs_k` results as a text table: one row per input format and model.
-
-    Examples
-    --------
-    >>> from lowprec.explain import error_table
-    >>> r = {"ks": [16, 64], "formats": ["FP16"], "models": ["fp16", "v100"],
-    ...      "dot": {("FP16", "fp16"): [1e-4, 3e-4], ("FP16", "v100"): [float("nan")] * 2}}
-    >>> print(error_table(r))
-    inputs | model |     K=16 |     K=64
-    -------+-------+----------+---------
-    FP16   | fp16  | 1.00e-04 | 3.00e-04
-    FP16   | v100  |        - |        -
-    """
-    data = result[which]
-    header = ["inputs", "model", *(f"K={k}" for k in result["ks"])]
-    rows = []
-    for fmt in result["formats"]:
-        for model in result["models"]:
-            errs = data[(fmt, model)]
-            rows.append([fmt, model, *("-" if math.isnan(e) else f"{e:.2e}" for e in errs)])
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-
-    def line(cells):
-        return " | ".join(c.ljust(w) if i < 2 else c.rjust(w)
-                          for i, (c, w) in enumerate(zip(cells, widths)))
-    return "\n".join([line(header), "-+-".join("-" * w for w in widths), *map(line, rows)])
-
-
-def plot_error_vs_k(result: dict[str, Any], which: str = "dot") -> Any:
-    """Plot `error_vs_k` results: one log-log panel per input format, a line per model.
-
-    Imports matplotlib (the ``plot`` extra) when called. Returns the Figure.
-
-    Examples
-    --------
-    >>> from lowprec.explain import error_vs_k, plot_error_vs_k
-    >>> r = error_vs_k(ks=(16, 64), formats=("fp16", "bf16"), models=("fp32", "a100"),
-    ...                trials=2, size=2)
-    >>> fig = plot_error_vs_k(r)
-    >>> [ax.get_title() for ax in fig.axes], fig.axes[0].get_xlabel()
-    (['FP16 inputs', 'BF16 inputs'], 'K (length of each dot product)')
-    >>> import matplotlib.pyplot as plt; plt.close(fig)
-    """
-    import matplotlib.pyplot as plt
-
-    formats = result["formats"]
-    fig, axes = plt.subplots(1, len(formats), figsize=(4 * len(formats), 4),
-                             sharey=True, squeeze=False)
-    colours = dict(zip(result["models"], plt.rcParams["axes.prop_cycle"].by_key()["color"]))
-    markers = dict(zip(result["models"], "os^vDx*P"))
-    for ax, fmt in zip(axes[0], formats):
-        for model in result["models"]:
-            errs = np.array(result[which][(fmt, model)])
-            if np.all(np.isnan(errs)):
-                continue
-            # An exact result has error 0, which a log axis cannot show: floor it.
-            ax.loglog(result["ks"], np.maximum(errs, 1e-17), color=colours[model],
-                      marker=markers[model], label=model)
-        ax.set_title(f"{fmt} inputs")
-        ax.set_xlabel("K (length of each dot product)")
-        ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=8)
-    axes[0][0].set_ylabel("mean relative error" if which == "dot"
-                          else "normwise relative error")
-    fig.suptitle("Dot products of uniform [0, 1) vectors: error against K" if which == "dot"
-                 else "Matrix products of standard normal matrices: error against K")
-    fig.tight_layout()
-    return fig

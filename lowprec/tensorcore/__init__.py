@@ -22,15 +22,15 @@ from typing import TypeAlias
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .engine.checks import broadcast_shape, check_bool, check_int
-from .engine.eft import two_sum
-from .flags import quiet, record, recording
-from .formats import BF16, FP8_E4M3, FP8_E5M2, FP16, FP32, TF32, Format, FormatLike
-from .formats import format as _format
-from .rounding import round as _round
-from .rounding import round_exact as _round_exact
+from ..engine.checks import broadcast_shape, check_bool, check_int
+from ..engine.eft import two_sum
+from ..formats import BF16, FP8_E4M3, FP8_E5M2, FP16, FP32, TF32, Format, FormatLike
+from ..formats import format as _format
+from ..rounding import round as _round
+from ..rounding import round_exact as _round_exact
+from ..status import quiet, record, recording
 
-__all__ = ["matmul", "TensorCoreModel", "MODELS", "MEMORY_BOUND"]
+__all__ = ["matmul", "TensorCoreModel", "MODELS", "MEMORY_BOUND", "Model", "resolve_model"]
 
 #: Bytes of work buffers one `matmul` call allocates at most, whatever the shapes
 #: and dtypes. On top come only 8 bytes per entry of a, b and c (their float64
@@ -433,7 +433,7 @@ def _operand(x, name):
     return arr, None
 
 
-def _model(model):
+def resolve_model(model: str | Model) -> Model:
     """The model object for ``model`` (a name in `MODELS` or a model object)."""
     if isinstance(model, (TensorCoreModel, _Accumulating)):
         return model
@@ -579,7 +579,7 @@ def matmul(a: ArrayLike, b: ArrayLike, *, model: str | Model = "fp32",
         ``float32`` or of an ml_dtypes float type (``bfloat16``, ``float8_e4m3fn``,
         ...). float64 arrays, integers and lists of Python floats say nothing (a
         float64 array is not taken as FP64 input): `ValueError`, as for operands of
-        two formats (``float16 @ bfloat16``; `lowprec.tensor.matmul` on Tensors
+        two formats (``float16 @ bfloat16``; `lowprec.tensors.matmul` on Tensors
         promotes instead).
     out_fmt : Format or str, optional
         Result format. Default FP32 (FP16 for the ``"fp16"`` model). Tensor Core
@@ -632,7 +632,7 @@ def matmul(a: ArrayLike, b: ArrayLike, *, model: str | Model = "fp32",
     ValueError: matmul: Input operand 1 has a mismatch in its core dimension 0, with gufunc
     signature (n?,k),(k,m?)->(n?,m?) (size 1 is different from 2)
     """
-    spec = _model(model)
+    spec = resolve_model(model)
     (av, af), (bv, bf) = _operand(a, "operand 0 (a)"), _operand(b, "operand 1 (b)")
     a2, b2, batch, shape, squeeze = _result_shape(av.shape, bv.shape)
     if in_fmt is not None:
@@ -648,7 +648,7 @@ def matmul(a: ArrayLike, b: ArrayLike, *, model: str | Model = "fp32",
     if allowed is not None and out not in allowed:
         raise ValueError(f"model {spec.name or 'TensorCoreModel'!r} with "
                          f"{fmt.name or fmt!r} inputs gives "
-                         f"{' or '.join(f.name for f in allowed)} output, not "
+                         f"{' or '.join(str(f.name) for f in allowed)} output, not "
                          f"{out.name or out!r}")
     if allowed is None and out.p > 51:
         raise ValueError(f"out_fmt must have at most 51 bits of precision, got {out!r}")

@@ -22,21 +22,20 @@ import math
 import numbers
 import warnings
 from fractions import Fraction
-
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .engine import parallel
-from .engine.checks import broadcast_shape, check_bool, check_int, check_mode
-from .engine.eft import odd, two_sum
-from .engine.inputs import as_array, as_real_array, signalling_nans
-from .engine.kernel import draw, round_fp64, round_into, steps_toward_lo
-from .engine.parallel import in_spans
-from .engine.plan import plan as _rounding_plan
-from .flags import recording
-from .formats import FormatLike
+from ..engine import parallel
+from ..engine.checks import broadcast_shape, check_bool, check_int, check_mode
+from ..engine.eft import odd, two_sum
+from ..engine.inputs import as_array, as_real_array, signalling_nans
+from ..engine.kernel import draw, round_fp64, round_into, steps_toward_lo
+from ..engine.parallel import in_spans
+from ..engine.plan import plan as _rounding_plan
+from ..formats import FormatLike
+from ..status import recording
 
 __all__ = ["add", "sub", "mul", "div", "sqrt", "fma", "sum", "dot", "ORDERS"]
 
@@ -1403,7 +1402,7 @@ def dot(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
 
     The default order is ``"sequential"``, unlike `sum`'s ``"pairwise"``: a dot
     product is the inner loop of a matrix product, which the accumulation models of
-    `lowprec.matmul` (``"fp32"``, ``"fp16"``) and an FMA chain run left to right, so
+    `lp.matmul` (``"fp32"``, ``"fp16"``) and an FMA chain run left to right, so
     the unfused and fused dots and ``matmul`` agree in order by default.
 
     Parameters

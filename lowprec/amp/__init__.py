@@ -24,14 +24,14 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from . import nn
-from .engine.checks import check_bool, check_int, check_mode, check_rng
-from .flags import flags
-from .formats import BF16, FP16, FP32, Format
-from .formats import format as _format
-from .matmul import Model, _model
-from .rounding import round as _round
-from .tensor import Tensor, context, tensor
+from .. import nn
+from ..engine.checks import check_bool, check_int, check_mode, check_rng
+from ..formats import BF16, FP16, FP32, Format
+from ..formats import format as _format
+from ..rounding import round as _round
+from ..status import flags
+from ..tensorcore import Model, resolve_model
+from ..tensors import Tensor, context, tensor
 
 _Loss = TypeVar("_Loss", Tensor, float)
 
@@ -114,7 +114,7 @@ class Policy:
             object.__setattr__(self, name, compute if value is None else _format(value))
         check_mode(self.update, "update")
         try:        # matmul's own check: a name, a MODELS value (or copy), a TensorCoreModel
-            _model(self.matmul)
+            resolve_model(self.matmul)
         except TypeError as exc:
             raise TypeError(str(exc).replace("model must", "matmul must", 1)) from None
 

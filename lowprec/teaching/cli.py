@@ -2,7 +2,7 @@
 
 Subcommands ``formats``, ``explain``, ``round`` and ``demo``, each with ``--help``;
 bad input prints one line to stderr and exits with status 2, never a traceback.
-The command only formats what the library computes (`lowprec.explain` holds the
+The command only formats what the library computes (`lowprec.teaching` holds the
 teaching logic); it must not compute anything the library does not offer, and it
 imports matplotlib only for ``demo --plot``.
 """
@@ -22,11 +22,12 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from .engine.checks import MODES
-from .explain import error_table, error_vs_k, explain, explain_text, plot_error_vs_k
-from .formats import NAMED_FORMATS, FormatLike
-from .formats import format as _format
-from .rounding import round as _round
+from ..engine.checks import MODES
+from ..formats import NAMED_FORMATS, FormatLike
+from ..formats import format as _format
+from ..rounding import round as _round
+from .experiments import error_table, error_vs_k, plot_error_vs_k
+from .explanation import explain, explain_text
 
 __all__ = ["main", "format_table"]
 
@@ -75,7 +76,7 @@ def format_table(style: str = "table", formats: Iterable[FormatLike] | None = No
 
     Examples
     --------
-    >>> from lowprec.cli import format_table
+    >>> from lowprec.teaching.cli import format_table
     >>> print(format_table(formats=["fp16", "bf16", "e4m3"]))
     format    dtype          bits  exp  mant  bias  kind  max        min normal  min subnormal
     --------  -------------  ----  ---  ----  ----  ----  ---------  ----------  -------------
@@ -224,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     Examples
     --------
-    >>> from lowprec.cli import build_parser
+    >>> from lowprec.teaching.cli import build_parser
     >>> args = build_parser().parse_args(["explain", "-1e-8", "--fmt", "fp16", "bf16"])
     >>> args.value, [f.name for f in args.fmt], args.mode
     (-1e-08, ['FP16', 'BF16'], 'rne')
@@ -232,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     >>> args.value, [f.name for f in args.fmt], args.mode
     (-inf, ['BF16'], 'rz')
     """
-    from . import __version__
+    from .. import __version__
     parser = _Parser(prog="lowprec", description="Emulate low-precision floating point: "
                      "format tables, rounding, bit-level explanations and a demo.")
     parser.add_argument("--version", action="version", version=f"lowprec {__version__}")
@@ -384,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Examples
     --------
-    >>> from lowprec.cli import main
+    >>> from lowprec.teaching.cli import main
     >>> main(["round", "0.1", "-1e-8", "--fmt", "bf16"])
     0.1 -> 0.10009765625
     -1e-08 -> -1.0011717677116394e-08
