@@ -23,6 +23,11 @@ import types
 import numpy as np
 import pytest
 
+#: The notebooks' Jupytext sources are not test or doctest modules (importing one would run
+#: the notebook): nbmake runs their paired notebooks/*.ipynb, and tests/test_notebooks.py
+#: checks that each .ipynb is its .py's cells.
+collect_ignore_glob = ["notebooks/*.py"]
+
 #: Libraries the suite or the docs use as oracles or for pictures; none is required.
 PEERS = ("ml_dtypes", "gmpy2", "matplotlib", "torch", "gfloat", "pychop")
 _IMPORT = re.compile(r"^\s*(?:import|from)\s+(" + "|".join(PEERS) + r")\b", re.M)
