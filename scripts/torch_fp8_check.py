@@ -1,9 +1,9 @@
-"""Measure FP8 ``torch._scaled_mm`` on a GPU; compare it, bit for bit, with lowprec's models.
+"""Measure FP8 ``torch._scaled_mm`` on a GPU, for a bit-for-bit comparison with lowprec.
 
 Two steps, so that the GPU time is short and the comparison can be redone anywhere::
 
-    python3 scripts/torch_fp8_check.py measure OUTDIR     # needs torch and a GPU
-    python3 scripts/torch_fp8_check.py compare OUTDIR/torch_fp8.npz   # lowprec
+    python3 scripts/torch_fp8_check.py measure tests/data/torch-h200   # torch and a GPU
+    python -m pytest tests/test_torch_h200.py                         # lowprec, anywhere
 
 ``measure`` multiplies E4M3 and E5M2 matrices with small K (at most 128, so that cuBLAS
 has no reason to split K) through ``torch._scaled_mm`` with unit scales, for FP32, FP16
@@ -17,17 +17,11 @@ random off-diagonal outputs; the E5M2 rows go through the mixed path where B's r
 exactly representable in E4M3. Every call is guarded: a failure is recorded in the
 JSON's ``notes`` and the rest goes on.
 
-``compare`` runs the ``h100`` model (and ``h100-mma``/``exact`` for contrast) on the
-same operands and prints the match counts. FP16 output is checked against the model's
-own FP16 output and against the FP32 result rounded to FP16; BF16 output against the
-FP32 result rounded to BF16 (the models have no BF16 output). Mixed operands go through
-a copy of each model that takes FP16 inputs (FP16 holds every E4M3 and E5M2 value; the
-FP8 block FMA does not depend on which FP8 format an operand came from). Where K > 32
-the column ``h100+p32`` is a contrast for cuBLAS's "promoted" accumulation (fast
-accumulation off): every 32 products a separate ``h100`` block with c = 0, the blocks'
-FP32 results added in FP32, rounded to nearest even.
+The comparison is ``tests/test_torch_h200.py``: the ``h100`` model on the same
+operands, mixed operands through a copy of it that takes FP16 inputs (FP16 holds every
+E4M3 and E5M2 value; the FP8 block FMA does not depend on which FP8 format an operand
+came from), FP16/BF16 output as the FP32 result rounded once (scripts/README.md).
 """
-import dataclasses
 import json
 import pathlib
 import sys
@@ -187,119 +181,9 @@ def measure(outdir):
     print(f"saved {len(saved)} arrays")
 
 
-def _decode(bits):
-    return bits.view(np.float32).astype(np.float64)
-
-
-def _bits(x):
-    return np.asarray(x).astype(np.float32).view(np.uint32)
-
-
-def _same(x, y):
-    """Bitwise equality of FP32 patterns, any NaN equal to any NaN."""
-    nan = np.isnan(x.view(np.float32)) & np.isnan(y.view(np.float32))
-    return (x == y) | nan
-
-
-def compare(path):
-    import lowprec as lp
-
-    data = np.load(path)
-    lines, bad, bad_fa = [], 0, {fa: 0 for fa in FAST}
-
-    def model(name, fmt):
-        """(model, in_fmt) for lp.matmul; mixed FP8 operands go in as FP16, which holds
-        both formats exactly, through the same block FMA parameters."""
-        if "x" not in fmt:
-            return name, fmt
-        if name == "exact":
-            return name, "fp16"
-        m = lp.MODELS[name].for_format(_formats(fmt)[0])
-        return dataclasses.replace(m, inputs=(lp.FP16,), variants=()), "fp16"
-
-    def mm(a, b, name, fmt, out):
-        m, f = model(name, fmt)
-        try:
-            return _bits(lp.matmul(a, b, model=m, in_fmt=f, out_fmt=out))
-        except ValueError:                    # the model has no such output
-            return None
-
-    def check(key, fmt, a, b, get, outs):
-        """Append one line per fast-accumulation setting; get(suffix) -> bits or None."""
-        nonlocal bad
-        with np.errstate(all="ignore"):
-            m32 = {nm: lp.matmul(a, b, model=model(nm, fmt)[0], in_fmt=model(nm, fmt)[1],
-                                 out_fmt="fp32") for nm in ("h100", "h100-mma", "exact")}
-            want = {"32": [(nm, _bits(m32[nm])) for nm in m32],
-                    "16": [("h100", mm(a, b, "h100", fmt, "fp16")),
-                           ("h100->fp16", _bits(lp.round(m32["h100"], "fp16"))),
-                           ("h100-mma", mm(a, b, "h100-mma", fmt, "fp16")),
-                           ("exact", mm(a, b, "exact", fmt, "fp16"))],
-                    "bf16": [(f"{nm}->bf16", _bits(lp.round(m32[nm], "bf16"))) for nm in m32]}
-            k = a.shape[-1]
-            if k > 32:                        # contrast: 32-product blocks added in FP32
-                acc = None
-                for s in range(0, k, 32):
-                    part = lp.matmul(a[..., s:s + 32], b[..., s:s + 32, :],
-                                     model=model("h100", fmt)[0],
-                                     in_fmt=model("h100", fmt)[1], out_fmt="fp32")
-                    part = part.astype(np.float32)
-                    acc = part if acc is None else acc + part
-                want["32"].append(("h100+p32", acc.view(np.uint32)))
-        for fa in FAST:
-            row = [f"{key} fa{fa}"]
-            for od in outs:
-                got = get(f"d{od}_fa{fa}")
-                if got is None:
-                    row.append(f"| d{od} -")
-                    continue
-                row.append(f"| d{od}")
-                for nm, m in want[od]:
-                    if m is None:
-                        row.append(f"{nm}:n/a")
-                        continue
-                    ok = _same(m.reshape(got.shape), got)
-                    row.append(f"{nm}:{ok.sum()}/{ok.size}")
-                    if od == "32" and nm == "h100":
-                        bad += int((~ok).sum())
-                        bad_fa[fa] += int((~ok).sum())
-            lines.append(" ".join(row))
-
-    for key in sorted(k[:-2] for k in data.files
-                      if k.endswith("_a") and not k.startswith("published_")):
-        fmt = key.split("_")[0]
-        get = lambda s, key=key: data[f"{key}_{s}"] if f"{key}_{s}" in data.files else None  # noqa: E731
-        check(key, fmt, _decode(data[key + "_a"]), _decode(data[key + "_b"]), get, OUTS)
-    for fmt in FORMATS:
-        key = f"published_{fmt}"
-        if key + "_i" not in data.files:
-            lines.append(f"{key}: no GPU results")
-            continue
-        with np.load(DATA / f"h100_{'e5m2' if 'e5m2' in fmt else 'e4m3'}.npz") as pub:
-            a, b, file32 = _decode(pub["a"]), _decode(pub["b"]), pub["d_fp32"]
-        i, j = data[key + "_i"], data[key + "_j"]
-        get = lambda s, key=key: (data[f"{key}_{s}"][:, None, None]  # noqa: E731
-                                  if f"{key}_{s}" in data.files else None)
-        check(key, fmt, a[i][:, None, :], b[j][:, :, None], get, PUB_OUTS)
-        # the GPU's diagonal against the published wgmma results (c = 0)
-        diag = i == j
-        for fa in FAST:
-            got = get(f"d32_fa{fa}")
-            if got is not None:
-                ok = _same(got[diag, 0, 0], file32[i[diag]])
-                lines.append(f"{key} fa{fa} d32 vs published h100 d_fp32 (diagonal): "
-                             f"{ok.sum()}/{ok.size}")
-    print("\n".join(lines))
-    print("h100 model mismatches (fp32 out) by use_fast_accum: "
-          + ", ".join(f"fa{fa}: {n}" for fa, n in bad_fa.items()))
-    print(f"h100 model mismatches (fp32 out): {bad}")
-    return bad
-
-
 if __name__ == "__main__":
+    if sys.argv[1:2] != ["measure"] or len(sys.argv) != 3:
+        sys.exit(__doc__)
     t0 = time.time()
-    if sys.argv[1] == "measure":
-        measure(sys.argv[2])
-    else:
-        compare(sys.argv[2])
-    print(f"{sys.argv[1]}: {time.time() - t0:.1f} s")
+    measure(sys.argv[2])
+    print(f"measure: {time.time() - t0:.1f} s")

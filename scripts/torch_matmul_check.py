@@ -1,17 +1,17 @@
-"""Measure ``torch.matmul`` on a GPU and compare it, bit for bit, with lowprec's models.
+"""Measure ``torch.matmul`` on a GPU, for a bit-for-bit comparison with lowprec's models.
 
 Two steps, so that the GPU time is short and the comparison can be redone anywhere::
 
-    python3 scripts/torch_matmul_check.py measure OUTDIR     # needs torch and a GPU
-    python3 scripts/torch_matmul_check.py compare OUTDIR/torch_matmul.npz   # lowprec
+    python3 scripts/torch_matmul_check.py measure tests/data/torch-h200   # torch and a GPU
+    python -m pytest tests/test_torch_h200.py                            # lowprec, anywhere
 
 ``measure`` multiplies FP16, BF16 and TF32 matrices with small K (at most 128, so that
 cuBLAS has no reason to split K) and saves the operands' bit patterns and the GPU's
 results: FP32 output (``torch.mm(..., out_dtype=torch.float32)`` for FP16/BF16, plain
 FP32 ``matmul`` with TF32 allowed) and the operands' own format (FP32 accumulation,
 then one conversion in cuBLAS's epilogue). It also multiplies the published H100 rows
-of ``tests/data/tensorcore`` (c = 0). ``compare`` runs the ``h100`` model (and
-``exact``/``fp32`` for contrast) on the same operands and prints the match counts.
+of ``tests/data/tensorcore`` (c = 0). The comparison is ``tests/test_torch_h200.py``,
+which runs the ``h100`` model on the same operands (scripts/README.md).
 """
 import json
 import pathlib
@@ -137,78 +137,9 @@ def measure(outdir):
     print(json.dumps(info, indent=1))
 
 
-def _decode(bits):
-    return bits.view(np.float32).astype(np.float64)
-
-
-def _same(x, y):
-    """Bitwise equality of FP32 patterns, any NaN equal to any NaN."""
-    nan = np.isnan(x.view(np.float32)) & np.isnan(y.view(np.float32))
-    return (x == y) | nan
-
-
-def compare(path):
-    import lowprec as lp
-
-    data = np.load(path)
-    out_fmt = {"fp16": "fp16", "bf16": "bf16", "tf32": "fp32"}
-    lines, bad = [], 0
-
-    def check(key, fmt, a, b, d32, dn):
-        nonlocal bad
-        row = [key]
-        with np.errstate(all="ignore"):
-            for model in ("h100", "fp32", "exact"):
-                m = lp.matmul(a, b, model=model, in_fmt=fmt, out_fmt="fp32")
-                m32 = m.astype(np.float32).view(np.uint32)
-                if d32 is not None:
-                    ok = _same(m32, d32)
-                    row.append(f"{model}:{ok.sum()}/{ok.size}")
-                    bad += (model == "h100") * int((~ok).sum())
-                if dn is not None and fmt != "tf32":
-                    mn = lp.round(m, out_fmt[fmt]).astype(np.float32).view(np.uint32)
-                    ok = _same(mn, dn)
-                    row.append(f"{model}->{fmt}:{ok.sum()}/{ok.size}")
-                    bad += (model == "h100") * int((~ok).sum())
-        lines.append("  ".join(row))
-
-    for key in sorted({k.rsplit("_", 1)[0] for k in data.files if k.count("_") == 3}):
-        fmt = key.split("_")[0]
-        get = lambda s: data[f"{key}_{s}"] if f"{key}_{s}" in data.files else None  # noqa: E731
-        check(key, fmt, _decode(data[key + "_a"]), _decode(data[key + "_b"]),
-              get("d32"), get("dn"))
-    for key in sorted(k[:-6] for k in data.files if k.endswith("_alone")):
-        # a KEEP x KEEP product on its own, where cuBLAS chose another kernel
-        fmt = key.split("_")[0]
-        a, b = _decode(data[key + "_a"]), _decode(data[key + "_b"])
-        got = data[key + "_alone"]
-        row = [key + " (alone)"]
-        for model in ("h100", "fp32", "exact"):
-            m = lp.matmul(a, b, model=model, in_fmt=fmt, out_fmt="fp32")
-            row.append(f"{model}:{_same(m.astype(np.float32).view(np.uint32), got).sum()}")
-        f = lp.dot(a[:, None, :], b.T[None, :, :], "fp32", fused=True)
-        row.append(f"fma-chain:{_same(f.astype(np.float32).view(np.uint32), got).sum()}")
-        lines.append("  ".join(row))
-    for fmt in FORMATS:
-        key = f"published_{fmt}"
-        if key + "_i" not in data.files:
-            continue
-        with np.load(DATA / f"h100_{fmt}.npz") as pub:
-            a, b = _decode(pub["a"]), _decode(pub["b"])
-        i, j = data[key + "_i"], data[key + "_j"]
-        get = lambda s: data[f"{key}_{s}"] if f"{key}_{s}" in data.files else None  # noqa: E731
-        check(key, fmt, a[i][:, None, :], b[j][:, :, None],
-              None if get("d32") is None else get("d32")[:, None, None],
-              None if get("dn") is None else get("dn")[:, None, None])
-    print("\n".join(lines))
-    print(f"h100 model mismatches: {bad}")
-    return bad
-
-
 if __name__ == "__main__":
+    if sys.argv[1:2] != ["measure"] or len(sys.argv) != 3:
+        sys.exit(__doc__)
     t0 = time.time()
-    if sys.argv[1] == "measure":
-        measure(sys.argv[2])
-    else:
-        compare(sys.argv[2])
-    print(f"{sys.argv[1]}: {time.time() - t0:.1f} s")
+    measure(sys.argv[2])
+    print(f"measure: {time.time() - t0:.1f} s")

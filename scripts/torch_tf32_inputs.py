@@ -2,14 +2,15 @@
 
 Two steps, like ``torch_matmul_check.py``::
 
-    python3 scripts/torch_tf32_inputs.py measure OUTDIR       # needs torch and a GPU
-    python3 scripts/torch_tf32_inputs.py compare OUTDIR/torch_tf32_inputs.npz
+    python3 scripts/torch_tf32_inputs.py measure tests/data/torch-h200   # torch and a GPU
+    python -m pytest tests/test_torch_h200.py                           # lowprec, anywhere
 
 ``measure`` multiplies FP32 matrices with full 24-bit significands (standard normal)
 with ``allow_tf32`` on, for K in 16 and 64, as 1024 x K x 1024 products (whose leading
-64 x 64 block is kept) and as 64 x K x 64 products on their own. ``compare`` runs the
-``h100`` model on the operands first rounded to TF32 by each of lowprec's deterministic
-modes, and prints which rounding of the inputs reproduces the GPU.
+64 x 64 block is kept) and as 64 x K x 64 products on their own. The comparison is
+``tests/test_torch_h200.py``: the ``h100`` model on the operands rounded to TF32 to
+nearest even reproduces the GPU, truncated (or, at K = 64, ties-away) operands do not
+(scripts/README.md).
 """
 import json
 import pathlib
@@ -42,24 +43,9 @@ def measure(outdir):
     print(json.dumps(info))
 
 
-def compare(path):
-    import lowprec as lp
-
-    data = np.load(path)
-    dec = lambda bits: bits.view(np.float32).astype(np.float64)   # noqa: E731
-    for k in KS:
-        a, b = dec(data[f"K{k}_a"]), dec(data[f"K{k}_b"])
-        for which in ("big", "alone"):
-            got = data[f"K{k}_{which}"]
-            row = [f"K={k} {which}:"]
-            for mode in ("rne", "rna", "rz"):
-                ra, rb = lp.round(a, "tf32", mode), lp.round(b, "tf32", mode)
-                d = lp.matmul(ra, rb, model="h100", in_fmt="tf32")
-                row.append(f"{mode}:{np.sum(d.astype(np.float32).view(np.uint32) == got)}")
-            print(" ".join(row), f"of {got.size}")
-
-
 if __name__ == "__main__":
+    if sys.argv[1:2] != ["measure"] or len(sys.argv) != 3:
+        sys.exit(__doc__)
     t0 = time.time()
-    (measure if sys.argv[1] == "measure" else compare)(sys.argv[2])
-    print(f"{sys.argv[1]}: {time.time() - t0:.1f} s")
+    measure(sys.argv[2])
+    print(f"measure: {time.time() - t0:.1f} s")

@@ -22,26 +22,12 @@ from hypothesis import strategies as st
 
 import lowprec as lp
 import lowprec.engine.parallel
+from helpers import assert_same, same
 from lowprec.testing import reference_round, values
 
 DET_MODES = ("rne", "rna", "rz", "ru", "rd", "ro")
 SMALL = ("FP8_E4M3", "FP8_E5M2", "FP6_E2M3", "FP6_E3M2", "FP4_E2M1")
 OPS = ("add", "sub", "mul", "div")
-
-
-def same(x, y):
-    """Equal as floats, NaN equal to NaN, and zeros of equal sign."""
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    return (np.isnan(x) & np.isnan(y)) | ((x == y) & (np.signbit(x) == np.signbit(y)))
-
-
-def assert_same(got, want, *context):
-    ok = same(got, want)
-    if not ok.all():
-        i = np.flatnonzero(~ok.reshape(-1))[:5]
-        pieces = [repr(np.asarray(c).reshape(-1)[i] if np.size(c) > 1 else c) for c in context]
-        raise AssertionError(f"{(~ok).sum()} mismatches; got {np.asarray(got).reshape(-1)[i]!r}"
-                             f" want {np.asarray(want).reshape(-1)[i]!r} for {pieces}")
 
 
 # -- IEEE 754 exact results, one pair at a time (the Fraction side) ---------------

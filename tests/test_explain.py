@@ -8,6 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from helpers import equal_or_both_nan
 from lowprec.formats import format as lp_format
 from lowprec.teaching import error_table, error_vs_k, explain, explain_text, layout
 from lowprec.testing import reference_round
@@ -194,14 +195,11 @@ def test_plot_has_labels_and_titles():
 @pytest.mark.parametrize("mode", ["rne", "rna", "rz", "ru", "rd", "ro"])
 def test_every_mode_against_the_fraction_reference(spec, mode):
     from lowprec.testing import reference_round
-    def same(a, b):
-        return a == b or (math.isnan(a) and math.isnan(b))
-
     for x in [0.1, -0.3, 1 / 3, 2.5, -5.5, 7.0, 1e-3, -2e-5, 300.0, 1e5]:
         e = explain(x, spec, mode)
-        assert same(e.rounded, reference_round(Fraction(x), spec, mode)), x
-        assert same(e.down, reference_round(Fraction(x), spec, "rd")), x
-        assert same(e.up, reference_round(Fraction(x), spec, "ru")), x
+        assert equal_or_both_nan(e.rounded, reference_round(Fraction(x), spec, mode)), x
+        assert equal_or_both_nan(e.down, reference_round(Fraction(x), spec, "rd")), x
+        assert equal_or_both_nan(e.up, reference_round(Fraction(x), spec, "ru")), x
         assert e.flags["inexact"] == int(e.rounded != x)
 
 

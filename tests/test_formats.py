@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import lowprec as lp
+from helpers import decode_layout
 from peers import ml_dtypes, np_dtype
 
 ORACLE_DTYPES = {
@@ -284,24 +285,6 @@ def test_repr_evaluates_back_name_included(fmt):
         assert repr(fmt) == f"lp.{fmt.name}"
 
 
-def values_below_one(e, m, bias, subnormals, kind):
-    """Non-negative finite values below 1, from the layout alone (Fraction oracle)."""
-    top, out = 2**e - 1, []
-    for code in range(2 ** (e + m)):              # sign bit clear
-        E, M = divmod(code, 2**m)
-        if (kind == "ieee" and E == top) or (kind == "fn" and E == top and M == 2**m - 1):
-            continue
-        if E == 0 and not subnormals and M:
-            v = None                                # not a value without subnormals
-        elif E == 0:
-            v = Fraction(M, 2**m) * Fraction(2) ** (1 - bias)
-        else:
-            v = (1 + Fraction(M, 2**m)) * Fraction(2) ** (E - bias)
-        if v is not None and v < 1:
-            out.append(v)
-    return out
-
-
 @pytest.mark.parametrize("params", [
     (2, 1, 1, "finite"), (2, 3, 1, "finite"), (3, 2, 3, "finite"), (4, 3, 7, "fn"),
     (4, 3, 8, "fnuz"), (5, 10, 15, "ieee"), (3, 0, 3, "ieee"), (3, 0, 1, "ieee"),
@@ -312,7 +295,8 @@ def test_epsneg_is_one_minus_largest_value_below_one(params, subnormals):
     # numpy's meaning; without subnormals and with emin = 0 nothing lies in (0, 1).
     e, m, bias, kind = params
     fmt = lp.Format(e, m, bias=bias, subnormals=subnormals, kind=kind)
-    expected = 1 - max(values_below_one(e, m, bias, subnormals, kind))
+    # Oracle: the values below 1 decoded from the layout alone (Fractions).
+    expected = 1 - max(v for v in decode_layout(e, m, bias, subnormals, kind) if v < 1)
     assert fmt.epsneg == expected == Fraction(2) ** fmt.negep
 
 

@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lowprec as lp
+from helpers import assert_same, same
 from lowprec import testing as lpt
 from peers import gmpy2, ml_dtypes
 
@@ -34,21 +35,6 @@ OPTIONS = [dict(), dict(saturate=True), dict(subnormals=False),
            dict(saturate=True, subnormals=False)]
 MPFR_MODE = {"rne": gmpy2.RoundToNearest, "rz": gmpy2.RoundToZero,
              "ru": gmpy2.RoundUp, "rd": gmpy2.RoundDown}
-
-
-def same(a, b):
-    """Equal as floating-point data: NaN equals NaN, and zeros carry their sign."""
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return (np.isnan(a) & np.isnan(b)) | ((a == b) & (np.signbit(a) == np.signbit(b)))
-
-
-def assert_same(got, expected, inputs):
-    ok = same(got, expected)
-    if not ok.all():
-        i = np.flatnonzero(~np.asarray(ok).reshape(-1))[:5]
-        pytest.fail(f"mismatch at inputs {np.asarray(inputs).reshape(-1)[i].tolist()}: "
-                    f"got {np.asarray(got).reshape(-1)[i].tolist()}, "
-                    f"expected {np.asarray(expected).reshape(-1)[i].tolist()}")
 
 
 def reference(xs, fmt, mode, **opts):

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import lowprec as lp
+from helpers import decode_by_definition
 from lowprec import testing as lpt
 from peers import ml_dtypes
 
@@ -36,26 +37,6 @@ SETTINGS = settings(max_examples=300, deadline=None, database=None,
 # (the failing draw is printed as it is).
 MANY = settings(SETTINGS, max_examples=20, phases=[Phase.explicit, Phase.generate],
                 suppress_health_check=list(HealthCheck))
-
-
-@functools.cache
-def decode_by_definition(fmt):
-    """Finite non-negative values of ``fmt``, as Fractions, from its bit patterns."""
-    m, top = fmt.mantissa_bits, 2 ** fmt.exponent_bits - 1
-    out = set()
-    for e_field in range(top + 1):
-        for m_field in range(2 ** m):
-            if fmt.kind == "ieee" and e_field == top:
-                continue                                   # inf and NaN
-            if fmt.kind == "fn" and e_field == top and m_field == 2 ** m - 1:
-                continue                                   # the NaN
-            if e_field == 0:
-                if m_field and not fmt.subnormals:
-                    continue                               # no subnormals
-                out.add(Fraction(m_field, 2 ** m) * Fraction(2) ** (1 - fmt.bias))
-            else:
-                out.add((1 + Fraction(m_field, 2 ** m)) * Fraction(2) ** (e_field - fmt.bias))
-    return tuple(sorted(out))
 
 
 def decode_with_dtype(dtype, fmt):

@@ -12,16 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lowprec as lp
+from helpers import all_same as same  # one bool: every element the same
 from lowprec import testing as lpt
 from peers import ml_dtypes
 
 FORMATS = [lp.FP16, lp.BF16, lp.FP8_E4M3, lp.FP8_E5M2, lp.FP32, lp.FP6_E3M2]
 DET_MODES = ("rne", "rna", "rz", "ru", "rd", "ro")
-
-
-def same(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return bool(np.all((np.isnan(a) & np.isnan(b)) | ((a == b) & (np.signbit(a) == np.signbit(b)))))
 
 
 def fmt_values(fmt, n):

@@ -12,15 +12,11 @@ import numpy as np
 import pytest
 
 import lowprec as lp
+from helpers import fp32_bits, from_fp32_bits
 from lowprec.tensorcore import matmul
 
 HERE = pathlib.Path(__file__).parent / "data"
 DATA = HERE / "torch-h200" / "torch_matmul.npz"
-
-
-def _bits(x):
-    """FP32 bit patterns of float64 values that are FP32 values."""
-    return x.astype(np.float32).view(np.uint32)
 
 
 def _cases():
@@ -28,10 +24,6 @@ def _cases():
         keys = sorted({k.rsplit("_", 1)[0] for k in data.files
                        if not k.startswith("pub") and not k.endswith("_alone")})
     return keys
-
-
-def _decode(bits):
-    return bits.view(np.float32).astype(np.float64)
 
 
 @pytest.fixture(scope="module")
@@ -48,32 +40,32 @@ def test_every_case_is_there(data):
 @pytest.mark.parametrize("key", _cases())
 def test_h100_model_equals_the_h200(data, key):
     fmt = key.split("_")[0]
-    a, b = _decode(data[key + "_a"]), _decode(data[key + "_b"])
+    a, b = from_fp32_bits(data[key + "_a"]), from_fp32_bits(data[key + "_b"])
     with np.errstate(all="ignore"):
         d = matmul(a, b, model="h100", in_fmt=fmt, out_fmt="fp32")
-    assert np.array_equal(_bits(d), data[key + "_d32"])
+    assert np.array_equal(fp32_bits(d), data[key + "_d32"])
     if fmt != "tf32":
         # cuBLAS's epilogue converts the FP32 accumulator once, to nearest even.
         with np.errstate(all="ignore"):
             dn = lp.round(d, fmt)
-        assert np.array_equal(_bits(dn), data[key + "_dn"])
+        assert np.array_equal(fp32_bits(dn), data[key + "_dn"])
 
 
 @pytest.mark.parametrize("fmt", ["fp16", "bf16", "tf32"])
 def test_h100_model_equals_the_h200_on_the_published_rows(data, fmt):
     with np.load(HERE / "tensorcore" / f"h100_{fmt}.npz") as pub:
-        a, b = _decode(pub["a"]), _decode(pub["b"])
+        a, b = from_fp32_bits(pub["a"]), from_fp32_bits(pub["b"])
     key = f"published_{fmt}"
     i, j = data[key + "_i"], data[key + "_j"]
     d = matmul(a[i][:, None, :], b[j][:, :, None], model="h100", in_fmt=fmt,
                out_fmt="fp32")[:, 0, 0]
-    assert np.array_equal(_bits(d), data[key + "_d32"])
+    assert np.array_equal(fp32_bits(d), data[key + "_d32"])
     # The data discriminates: exact accumulation with one final rounding differs.
     exact = matmul(a[i][:, None, :], b[j][:, :, None], model="exact", in_fmt=fmt,
                    out_fmt="fp32")[:, 0, 0]
-    assert np.count_nonzero(_bits(exact) != data[key + "_d32"]) > 1000
+    assert np.count_nonzero(fp32_bits(exact) != data[key + "_d32"]) > 1000
     if fmt != "tf32":
-        assert np.array_equal(_bits(lp.round(d, fmt)), data[key + "_dn"])
+        assert np.array_equal(fp32_bits(lp.round(d, fmt)), data[key + "_dn"])
 
 
 @pytest.mark.parametrize("k, split", [(8, 4), (16, 4), (64, 32), (128, 32)])
@@ -83,15 +75,15 @@ def test_split_k_is_h100_slices_summed_in_fp32(data, k, split, dist):
     # kernel plus a reduction kernel): the h100 model on K slices of `split`, the
     # partial sums then added in FP32 one after another, each rounded to nearest.
     key = f"tf32_K{k}_{dist}"
-    a, b = _decode(data[key + "_a"]), _decode(data[key + "_b"])
+    a, b = from_fp32_bits(data[key + "_a"]), from_fp32_bits(data[key + "_b"])
     parts = [matmul(a[:, i:i + split], b[i:i + split], model="h100", in_fmt="tf32")
              for i in range(0, k, split)]
     acc = parts[0]
     for part in parts[1:]:
         acc = lp.add(acc, part, "fp32")
-    assert np.array_equal(_bits(acc), data[key + "_alone"])
+    assert np.array_equal(fp32_bits(acc), data[key + "_alone"])
     # ... and the data tell it apart from one unsplit product.
-    assert not np.array_equal(_bits(matmul(a, b, model="h100", in_fmt="tf32")),
+    assert not np.array_equal(fp32_bits(matmul(a, b, model="h100", in_fmt="tf32")),
                               data[key + "_alone"])
 
 
@@ -119,11 +111,11 @@ def _fp8_check(fmt, a, b, got):
     model, in_fmt = _fp8_model(fmt)
     d = matmul(a, b, model=model, in_fmt=in_fmt, out_fmt="fp32")
     for fa in (0, 1):   # use_fast_accum off and on give the same bits for K <= 128
-        assert np.array_equal(_bits(d), got(f"d32_fa{fa}"))
+        assert np.array_equal(fp32_bits(d), got(f"d32_fa{fa}"))
         # FP16/BF16 output: cuBLAS converts the FP32 result once, to nearest even.
-        assert np.array_equal(_bits(lp.round(d, "fp16")), got(f"d16_fa{fa}"))
+        assert np.array_equal(fp32_bits(lp.round(d, "fp16")), got(f"d16_fa{fa}"))
         if got(f"dbf16_fa{fa}") is not None:
-            assert np.array_equal(_bits(lp.round(d, "bf16")), got(f"dbf16_fa{fa}"))
+            assert np.array_equal(fp32_bits(lp.round(d, "bf16")), got(f"dbf16_fa{fa}"))
     return d
 
 
@@ -132,19 +124,19 @@ def _fp8_check(fmt, a, b, got):
 @pytest.mark.parametrize("dist", ["normal", "wide"])
 def test_h100_fp8_model_equals_the_h200(fp8, fmt, k, dist):
     key = f"{fmt}_K{k}_{dist}"
-    a, b = _decode(fp8[key + "_a"]), _decode(fp8[key + "_b"])
+    a, b = from_fp32_bits(fp8[key + "_a"]), from_fp32_bits(fp8[key + "_b"])
     d = _fp8_check(fmt, a, b, lambda s: fp8.get(f"{key}_{s}"))
     # The data discriminate: mma.sync (§4) or exact accumulation differ from wgmma.
     model, in_fmt = ("h100-mma", "e4m3") if fmt == "e4m3" else ("exact", "fp16")
     other = matmul(a, b, model=model, in_fmt=in_fmt, out_fmt="fp32")
-    assert np.count_nonzero(_bits(other) != _bits(d)) > 200
+    assert np.count_nonzero(fp32_bits(other) != fp32_bits(d)) > 200
 
 
 @pytest.mark.parametrize("fmt", ["e4m3", "e5m2xe4m3"])
 def test_h100_fp8_model_equals_the_h200_on_the_published_rows(fp8, fmt):
     src = "e4m3" if fmt == "e4m3" else "e5m2"
     with np.load(HERE / "tensorcore" / f"h100_{src}.npz") as pub:
-        a, b = _decode(pub["a"]), _decode(pub["b"])
+        a, b = from_fp32_bits(pub["a"]), from_fp32_bits(pub["b"])
     key = f"published_{fmt}"
     i, j = fp8[key + "_i"], fp8[key + "_j"]
     assert i.size > 20_000
@@ -166,13 +158,13 @@ def test_fp32_operands_are_rounded_to_tf32_to_nearest_even(k, split):
     # torch.matmul on FP32 with allow_tf32: cuBLAS converts each operand to TF32 by
     # RNE, as lp.matmul does with plain operands; truncation would match nothing.
     with np.load(HERE / "torch-h200" / "torch_tf32_inputs.npz") as d:
-        a, b = _decode(d[f"K{k}_a"]), _decode(d[f"K{k}_b"])
+        a, b = from_fp32_bits(d[f"K{k}_a"]), from_fp32_bits(d[f"K{k}_b"])
         big, alone = d[f"K{k}_big"], d[f"K{k}_alone"]
     assert not np.array_equal(lp.round(a, "tf32"), a)        # the operands are not TF32
-    assert np.array_equal(_bits(matmul(a, b, model="h100", in_fmt="tf32")), big)
+    assert np.array_equal(fp32_bits(matmul(a, b, model="h100", in_fmt="tf32")), big)
     rz = matmul(lp.round(a, "tf32", "rz"), lp.round(b, "tf32", "rz"), model="h100",
                 in_fmt="tf32")
-    assert np.count_nonzero(_bits(rz) == big) == 0
+    assert np.count_nonzero(fp32_bits(rz) == big) == 0
     # The 64 x K x 64 product alone went through the split-K kernel (as above).
     ra, rb = lp.round(a, "tf32"), lp.round(b, "tf32")
     parts = [matmul(ra[:, i:i + split], rb[i:i + split], model="h100", in_fmt="tf32")
@@ -180,8 +172,8 @@ def test_fp32_operands_are_rounded_to_tf32_to_nearest_even(k, split):
     acc = parts[0]
     for part in parts[1:]:
         acc = lp.add(acc, part, "fp32")
-    assert np.array_equal(_bits(acc), alone)
+    assert np.array_equal(fp32_bits(acc), alone)
     if k == 64:   # ties away from zero would differ here
         rna = matmul(lp.round(a, "tf32", "rna"), lp.round(b, "tf32", "rna"), model="h100",
                      in_fmt="tf32")
-        assert np.count_nonzero(_bits(rna) != big) > 0
+        assert np.count_nonzero(fp32_bits(rna) != big) > 0
