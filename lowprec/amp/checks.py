@@ -55,7 +55,7 @@ def as_grad(g: object, name: str = "grads") -> Tensor:
     """A gradient as a `Tensor`: a Tensor as it is, plain real numbers (an ndarray
     of any float or int dtype, a list) rounded once to FP32, the format PyTorch's
     gradients of FP32 parameters have; `TypeError` for anything else."""
-    return nn._real_tensor(g, name)
+    return nn.real_tensor(g, name)
 
 
 def as_grads(grads: Iterable[Any], name: str = "grads") -> list[Tensor]:

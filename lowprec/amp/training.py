@@ -167,7 +167,7 @@ def train(model: nn.Sequential, data: tuple[ArrayLike, ArrayLike], policy: Polic
                          f" for the model's input, got shape {x.shape}")
     classes = _classes(model)
     if classes is not None:
-        nn._check_labels(labels, len(labels), classes, what="one per row of x")
+        nn.check_labels(labels, len(labels), classes, what="one per row of x")
     params = model.parameters()
     opt: SGD | Adam
     if optimizer == "sgd":
@@ -188,7 +188,7 @@ def train(model: nn.Sequential, data: tuple[ArrayLike, ArrayLike], policy: Polic
             logits = model.forward(xb).astype(policy.loss)  # type: ignore[arg-type]
             if classes is None:        # every label, not only a minibatch's
                 classes = logits.shape[1]
-                nn._check_labels(labels, len(labels), classes, what="one per row of x")
+                nn.check_labels(labels, len(labels), classes, what="one per row of x")
             loss = nn.softmax_cross_entropy(logits, yb)
             scale = scaler.get_scale() if scaler is not None else 1.0
             with flags() as f:
@@ -245,7 +245,7 @@ def _check_data(data):
         raise TypeError(f"data's features x must be real numbers, got dtype {x.dtype}")
     if x.ndim != 2:
         raise ValueError(f"data's features x must have shape (N, d), got shape {x.shape}")
-    labels = nn._check_labels(labels, x.shape[0], what="one per row of x")
+    labels = nn.check_labels(labels, x.shape[0], what="one per row of x")
     return x.astype(np.float64), labels
 
 
