@@ -121,7 +121,7 @@ def _as_tensor(x, fmt):
     return tensor(x, fmt)
 
 
-def _real_tensor(x: Any, name: str) -> Tensor:
+def real_tensor(x: Any, name: str) -> Tensor:
     """``x`` as a `Tensor`: a Tensor as it is, plain real numbers (an ndarray of any
     float or int dtype, a list) rounded once to FP32; `TypeError` naming ``name``
     for anything else (bools, complex, strings, None)."""
@@ -134,7 +134,8 @@ def _real_tensor(x: Any, name: str) -> Tensor:
     return tensor(arr, FP32, "rne")
 
 
-def _check_labels(labels, n, classes=None, what="one per row of the logits"):
+def check_labels(labels: ArrayLike, n: int, classes: int | None = None,
+                 what: str = "one per row of the logits") -> NDArray[Any]:
     """``labels`` as an int array of shape (n,) with values in [0, classes) (in
     [0, inf) when ``classes`` is None): `TypeError` for labels that are not
     integers, `ValueError` for a wrong shape or a label out of range (NumPy
@@ -155,11 +156,11 @@ def _check_labels(labels, n, classes=None, what="one per row of the logits"):
 
 
 def _logits_and_labels(logits: Any, labels: Any, fmt: Any) -> tuple[Tensor, NDArray[Any]]:
-    """The logits as a 2-D Tensor in ``fmt`` and the checked labels (`_check_labels`)."""
+    """The logits as a 2-D Tensor in ``fmt`` and the checked labels (`check_labels`)."""
     z = _as_tensor(logits, fmt)
     if z.ndim != 2:
         raise ValueError(f"logits must have shape (N, C), got shape {z.shape}")
-    return z, _check_labels(labels, *z.shape)
+    return z, check_labels(labels, *z.shape)
 
 
 def softmax_cross_entropy(logits: Tensor, labels: ArrayLike, *,
@@ -267,7 +268,7 @@ class Parameter:
 
     @value.setter
     def value(self, value: Tensor | ArrayLike) -> None:
-        self._value = _real_tensor(value, "value")
+        self._value = real_tensor(value, "value")
 
     @property
     def grad(self) -> Tensor | None:
@@ -276,7 +277,7 @@ class Parameter:
     @grad.setter
     def grad(self, grad: Tensor | ArrayLike | None) -> None:
         if grad is not None:
-            grad = _real_tensor(grad, "grad")
+            grad = real_tensor(grad, "grad")
             if grad.shape != self._value.shape:
                 raise ValueError(f"grad must have the parameter's shape {self._value.shape}, "
                                  f"got shape {grad.shape}")
