@@ -19,7 +19,7 @@ from typing import Any, Union, cast
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .engine.checks import check_int, check_rng
+from .engine.checks import as_generator, check_int
 from .formats import FP32, Format, FormatLike
 from .formats import format as _format
 from .tensors import Tensor, matmul, result_format, tensor
@@ -331,8 +331,7 @@ class Linear:
     def __init__(self, n_in: int, n_out: int, *,
                  rng: np.random.Generator | int | None = None) -> None:
         n_in, n_out = check_int("n_in", n_in, minimum=1), check_int("n_out", n_out, minimum=1)
-        check_rng(rng)
-        rng = np.random.default_rng(rng)
+        rng = as_generator(rng)
         limit = np.sqrt(6.0 / (n_in + n_out))
         self.weight = Parameter(tensor(rng.uniform(-limit, limit, (n_in, n_out)), FP32, "rne"))
         self.bias = Parameter(tensor(np.zeros(n_out), FP32, "rne"))
@@ -496,8 +495,7 @@ def mlp(sizes: list[int] | tuple[int, ...], *, activation: str = "relu",
     if len(sizes) < 2:
         raise ValueError(f"sizes must hold at least an input and an output width, got {sizes!r}")
     sizes = [check_int(f"sizes[{i}]", n, minimum=1) for i, n in enumerate(sizes)]
-    check_rng(rng)
-    rng = np.random.default_rng(rng)
+    rng = as_generator(rng)
     layers: list[Layer] = []
     for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
         if i:

@@ -14,8 +14,8 @@ from typing import Any, Literal, TypeGuard, overload
 
 import numpy as np
 
-__all__ = ["MODES", "is_int", "check_bool", "check_mode", "check_rng", "check_int",
-           "broadcast_shape"]
+__all__ = ["MODES", "is_int", "check_bool", "check_mode", "check_rng", "as_generator",
+           "check_int", "broadcast_shape"]
 
 #: The rounding modes, in the order the docs list them.
 MODES = ("rne", "rna", "rz", "ru", "rd", "ro", "sr")
@@ -94,6 +94,20 @@ def check_rng(rng: object, name: str = "rng") -> None:
         return
     raise TypeError(f"{name} must be a numpy.random.Generator, an int seed or None, "
                     f"got {type(rng).__name__} {rng!r}")
+
+
+def as_generator(rng: object, name: str = "rng") -> np.random.Generator:
+    """``rng`` checked by `check_rng`, as a Generator: itself, or ``default_rng(seed)``
+    (None: fresh entropy). The one coercion every option ``rng`` goes through.
+
+    Examples
+    --------
+    >>> g = np.random.default_rng(1)
+    >>> as_generator(g) is g, as_generator(5).random() == np.random.default_rng(5).random()
+    (True, True)
+    """
+    check_rng(rng, name)
+    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)  # type: ignore[arg-type]
 
 
 def check_int(name: str, value: object, *, minimum: int | None = None) -> int:

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..formats import FormatLike
 from ..formats import format as _format
-from .checks import check_bool, check_int, check_mode, check_rng
+from .checks import as_generator, check_bool, check_int, check_mode, check_rng
 from .float64 import ONE_BITS
 
 __all__ = ["Plan", "plan"]
@@ -19,9 +19,6 @@ __all__ = ["Plan", "plan"]
 
 _ENCODING_MODES = ("rz", "rna", "ro", "sr")  # cheaper on the float64 encoding
 
-def _rng(rng):
-    check_rng(rng)
-    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
 
 class Plan:
     """Constants of one (format, mode, options) rounding, computed once per call."""
@@ -52,7 +49,7 @@ class Plan:
         self.safe_top = 2.0 ** fmt.emax
         self.tiny_bits = np.uint64((fmt.emin + 1023) << 52)
         self.max = fmt.max
-        self.rng = _rng(rng) if mode == "sr" else None
+        self.rng = as_generator(rng) if mode == "sr" else None
         if sr_bits is not None:
             sr_bits = check_int("sr_bits", sr_bits, minimum=1)
             if sr_bits > 53:
