@@ -1,0 +1,148 @@
+"""The chunk driver every operation runs through: operands, work buffers, the plan.
+
+`apply` converts the operands to float64 a chunk at a time, runs a kernel on each
+chunk and rounds its ``(hi, lo)`` pairs once into the result, across threads, with
+the flag counts: the memory beyond the result stays at most `MEMORY_CHUNKS` chunks
+per thread. It must never hold a whole float64 copy of an operand, never round a
+result twice and never modify its inputs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..engine import parallel
+from ..engine.checks import broadcast_shape
+from ..engine.eft import odd
+from ..engine.inputs import as_array, as_real_array, signalling_nans
+from ..engine.kernel import round_fp64, round_into
+from ..engine.parallel import in_spans
+from ..engine.plan import plan as _rounding_plan
+from ..status import recording
+from .exact import with_exact
+from .kernels import Work, div_kernel
+
+__all__ = ["MEMORY_CHUNKS", "raw_array", "broadcast_operands", "operation_plan", "Buffers",
+           "apply"]
+
+
+_U = np.uint64
+#: Bound on the extra memory of one operation, in float64 chunks of ``CHUNK`` elements
+#: per thread (48 MiB at 2**17), whatever the input's size and dtype.
+MEMORY_CHUNKS = 48
+
+
+def raw_array(x):
+    """``x`` as an ndarray in its own dtype, checked as `as_real_array` checks it but
+    not converted (each chunk is converted on its own: `_parts`). Python numbers that
+    NumPy keeps as objects (ints beyond 64 bits) stay an object array."""
+    a = as_array(x)
+    if a.dtype.kind == "O":
+        as_real_array(x)      # Python ints and floats only; an object ndarray raises
+    else:
+        as_real_array(np.empty(0, a.dtype))   # TypeError for complex, strings (no copy of a)
+    return a
+
+
+def broadcast_operands(*xs):
+    """Real operands in their own dtypes, broadcast; returns (flat list, shape, scalar)."""
+    arrays = [raw_array(x) for x in xs]
+    shape = broadcast_shape(*(x.shape for x in arrays))
+    scalar = all(x.ndim == 0 for x in arrays)
+    flat = []
+    n = int(np.prod(shape, dtype=np.int64))
+    for x in arrays:
+        if x.shape == shape:
+            flat.append(np.ascontiguousarray(x).reshape(-1))
+        elif x.size == 1:
+            flat.append(np.broadcast_to(x.reshape(-1), (n,)))   # stride 0, no copy
+        else:
+            flat.append(np.ascontiguousarray(np.broadcast_to(x, shape)).reshape(-1))
+    return flat, shape, scalar
+
+
+def _parts(xc):
+    """(hi, lo) float64 of one chunk of operand values, as `as_real_array` splits them
+    (lo None when every value is a float64)."""
+    if xc.dtype == np.float64:
+        return xc, None
+    if xc.dtype.kind == "O":
+        return as_real_array(xc.tolist())
+    return as_real_array(xc)
+
+
+def operation_plan(fmt, mode, rng, subnormals, saturate):
+    # rounding's checks: wrong-typed options raise (subnormals="no" is truthy, rng="abc"
+    # unused outside sr); Format itself refuses 51 < p < 53.
+    return _rounding_plan(fmt, mode, rng=rng, subnormals=subnormals, saturate=saturate)
+
+
+class Buffers:
+    """Everything one chunk needs: the kernels' scratch and the rounding's."""
+
+    def __init__(self, size):
+        self.size = size
+        self.work = Work(size)
+        self.u, self.f, self.x = np.empty(size, _U), np.empty(size), np.empty(size)
+
+
+def apply(plan, kernel, operands, n, buffers=None):
+    """Run ``kernel`` chunk by chunk and round its (hi, lo) pairs into a new array.
+
+    Each chunk of the operands is converted to float64 on its own (`_parts`), and
+    its elements that float64 cannot hold exactly take the exact path
+    (`with_exact`), so the memory beyond the output is a few chunks per thread."""
+    out = np.empty(n, np.float64)
+    listener = recording()
+    wide = plan.identity      # FP64: no spare bits for round-to-odd
+
+    def span_task(plan, span, counts):
+        start, stop = span
+        size = min(parallel.CHUNK, stop - start)
+        bufs = buffers if span[0] == 0 and buffers is not None and buffers.size >= size \
+            else Buffers(size)
+        if plan.spare is None or plan.spare.size < size:
+            plan.spare = np.empty(size)
+        listening = None if listener is None else counts
+        overflow_before = counts["overflow"]
+        with np.errstate(all="ignore"):
+            for a in range(start, stop, parallel.CHUNK):
+                b = min(a + parallel.CHUNK, stop)
+                k = b - a
+                w = bufs.work if k == bufs.size else bufs.work.take(k)
+                raw = [x[a:b] for x in operands]
+                overflow_in_chunk = counts["overflow"]
+                parts = [_parts(xc) for xc in raw]
+                if any(lo is not None for _, lo in parts):
+                    hi, lo = with_exact(plan, kernel, raw, parts, w, counts)
+                else:
+                    hi, lo = kernel(plan, *(h for h, _ in parts), w, counts)
+                if wide:
+                    x = hi if lo is None else round_fp64(plan, hi, lo, hi, counts)
+                else:
+                    x = hi if lo is None else odd(hi, lo, bufs.x[:k])
+                top = round_into(plan, x, out[a:b], bufs.u[:k], bufs.f[:k], listening)
+                # A signalling NaN operand makes a NaN result: only chunks holding inf or
+                # NaN are read again for them, on the operands' own bits (invalid).
+                if listening is not None and not top < np.inf:
+                    counts["invalid"] += signalling_nans(*raw)
+                if wide and plan.saturate and counts["overflow"] != overflow_in_chunk:
+                    _fp64_clamp(plan, kernel, out[a:b], [h for h, _ in parts])
+        if wide and plan.saturate:
+            # Every FP64 overflow the kernels counted is saturated, as `round` counts
+            # other formats' (the rounding kernel sees FP64 results as exact).
+            counts["saturated"] += counts["overflow"] - overflow_before
+
+    counts = in_spans(plan, n, True, span_task)
+    if listener is not None:
+        listener.add(counts)
+    return out
+
+
+def _fp64_clamp(plan, kernel, out, operands):
+    """FP64 with saturate: clamp to ±max the infinite results of finite operands (an
+    overflow; those that reached the kernel as an infinity stay, as in `round`)."""
+    over = np.isinf(out) & np.logical_and.reduce([np.isfinite(x) for x in operands])
+    if kernel is div_kernel:
+        over &= operands[1] != 0    # x / 0 divides by zero, not overflows: ±inf stays
+    out[over] = np.copysign(plan.max, out[over])

@@ -1,0 +1,300 @@
+"""The reductions `sum` (pairwise, sequential, Kahan) and `dot`, every operation rounded.
+
+The reduced axis is a Python loop (a loop over levels for pairwise) over rows that
+the chunk driver vectorises; `sum`'s deprecated positional call is read here. They
+never modify their inputs and never read a global default.
+"""
+
+from __future__ import annotations
+
+import inspect
+import numbers
+import warnings
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ..engine import parallel
+from ..engine.checks import broadcast_shape, check_bool, check_int, check_mode
+from ..formats import FormatLike
+from .driver import Buffers, apply, operation_plan, raw_array
+from .kernels import add_kernel, copy_kernel, fma_kernel, mul_kernel, sub_kernel
+
+__all__ = ["sum", "dot", "ORDERS"]
+
+
+#: Summation orders of `sum` and `dot`.
+ORDERS = ("sequential", "pairwise", "kahan")
+
+
+def _reduce(plan, x, order):
+    """Reduce axis 0 of the 2-D float64 array ``x`` with every addition rounded."""
+    n, m = x.shape
+    if n == 0:
+        return np.zeros(m)
+    buffers = Buffers(max(1, min(parallel.CHUNK, m)))
+
+    def step(kernel, *operands):
+        return apply(plan, kernel, [np.ascontiguousarray(v).reshape(-1) for v in operands],
+                      operands[0].size, buffers)
+
+    if order == "pairwise":
+        # ``carry`` is the odd last term moving up unchanged: a row of x itself (in its
+        # own dtype, so never rounded through float64) or a sum of an earlier level.
+        level, carry = x, None
+        while level.shape[0] + (carry is not None) > 1:
+            k = level.shape[0] // 2
+            pairs = step(add_kernel, level[0:2 * k:2], level[1:2 * k:2]).reshape(k, m)
+            if level.shape[0] % 2 and carry is None:
+                carry = level[-1]
+            elif level.shape[0] % 2:
+                last = step(add_kernel, level[-1], carry).reshape(1, m)
+                pairs, carry = np.concatenate([pairs, last]), None
+            level = pairs
+        return step(copy_kernel, level[0]) if n == 1 else level[0]
+    acc = step(copy_kernel, x[0])
+    if order == "sequential":
+        for i in range(1, n):
+            acc = step(add_kernel, acc, x[i])
+        return acc
+    comp = np.zeros(m)
+    for i in range(1, n):
+        # Kahan: comp carries the part of the previous term that the sum lost.
+        y = step(sub_kernel, x[i], comp)
+        t = step(add_kernel, acc, y)
+        comp = step(sub_kernel, step(sub_kernel, t, acc), y)
+        acc = t
+    return acc
+
+
+def _check_order(order):
+    if not isinstance(order, str):
+        raise TypeError(f"order must be a str, one of {', '.join(ORDERS)}; "
+                        f"got {type(order).__name__} {order!r}")
+    if order not in ORDERS:
+        raise ValueError(f"unknown order {order!r}; valid orders: {', '.join(ORDERS)}")
+
+
+_UNSET: Any = object()   # Any: the sentinel stands in for each default of sum
+_LEGACY_SUM = ("lp.sum(x, fmt, axis, mode, order): pass axis=, mode=, order= as keywords; "
+               "the positional order is now (x, fmt, mode)")
+
+
+def _sum_arguments(args, axis, mode, order):
+    """(axis, mode, order) of a `sum` call, old positional order included (deprecated)."""
+    if len(args) > 3:
+        raise TypeError(f"sum takes at most 3 positional arguments after x and fmt "
+                        f"(the deprecated axis, mode, order), got {len(args)}")
+    if not args or isinstance(args[0], str):
+        if len(args) > 1:
+            raise TypeError("sum(x, fmt, mode) takes mode as its only further positional "
+                            "argument; pass axis= and order= as keywords")
+        if args:
+            if mode is not _UNSET:
+                raise TypeError("sum got multiple values for argument 'mode'")
+            mode = args[0]
+        return axis, mode, order
+    old = args[0]
+    is_int = (isinstance(old, (numbers.Integral, np.integer))
+              and not isinstance(old, (bool, np.bool_)))
+    if old is not None and not isinstance(old, tuple) and not is_int:
+        check_mode(old)          # neither a mode nor an old axis: TypeError naming mode
+    warnings.warn(_LEGACY_SUM, DeprecationWarning, stacklevel=3)
+    for name, _value, given in zip(("axis", "mode", "order"), args, (axis, mode, order)):
+        if given is not _UNSET:
+            raise TypeError(f"sum got multiple values for argument {name!r}")
+    axis = old
+    if len(args) > 1:
+        mode = args[1]
+    if len(args) > 2:
+        order = args[2]
+    return axis, mode, order
+
+
+def _sum_axes(axis, ndim):
+    """``axis`` (None, an int or a tuple of ints) as a sorted tuple of axes of ``ndim``."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    out = []
+    for ax in axes:
+        ax = check_int("axis", ax)
+        if not -ndim <= ax < ndim:
+            raise ValueError(f"axis {ax} is out of bounds for an array of dimension {ndim}")
+        out.append(ax % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError(f"axis {axis!r} repeats an axis")
+    return tuple(sorted(out))
+
+
+def sum(x: ArrayLike, fmt: FormatLike, *args: Any,  # noqa: A001
+        axis: int | tuple[int, ...] | None = _UNSET, mode: str = _UNSET, order: str = _UNSET,
+        rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+        saturate: bool = False) -> NDArray[np.float64] | np.float64:
+    """Sum of ``x`` along ``axis`` with every addition rounded to ``fmt``.
+
+    Signature: ``sum(x, fmt, mode="rne", *, axis=None, order="pairwise", rng=None,
+    subnormals=None, saturate=False)``, the mode third as in every other operation.
+
+    The first term of each sum is rounded to ``fmt``, then each further term is
+    added by `add` (terms are used as given: round them first to model stored
+    ``fmt`` values). Orders:
+
+    ``"pairwise"`` (the default)
+        level by level: ``x0 + x1``, ``x2 + x3``, ... then the sums of those pairs,
+        and so on; an odd last term moves up a level unchanged. The kind of order
+        NumPy's own `numpy.sum` uses, and the fast one at scale.
+    ``"sequential"``
+        left to right, ``((x0 + x1) + x2) + ...``: the textbook recursive
+        summation, whose error grows with ``n`` (and stagnates).
+    ``"kahan"``
+        compensated summation (Kahan), every operation rounded to ``fmt``.
+
+    Work is vectorised across the other axes; the reduced axis is a Python loop
+    (sequential, Kahan) or a loop over ``log2(n)`` levels (pairwise).
+
+    The default order changed from ``"sequential"`` to ``"pairwise"`` (one default
+    everywhere, as ``Tensor.sum``); pass ``order="sequential"`` for the old results.
+    The old positional order ``sum(x, fmt, axis, mode, order)`` still works, with a
+    `DeprecationWarning`, when the third argument is not a str (an int, a tuple or
+    None: an axis); its order, when not given, is the new default.
+
+    Parameters
+    ----------
+    x : array_like
+        Real values.
+    fmt : Format or str
+        Format of every partial sum.
+    mode, rng, subnormals, saturate
+        As in `add`.
+    axis : int or tuple of ints, optional
+        Axes to reduce; by default all (the flattened array). Several axes are
+        summed as one, in the C order of the elements they index.
+    order : {"pairwise", "sequential", "kahan"}
+        Summation order.
+
+    Returns
+    -------
+    numpy.ndarray or numpy.float64
+        The sums (0.0 for an empty axis), values of ``fmt``.
+
+    Examples
+    --------
+    >>> import numpy as np, lowprec as lp
+    >>> ones = np.ones(1000)
+    >>> lp.sum(ones, "bf16"), lp.sum(ones, "bf16", order="sequential")   # 256 + 1 == 256
+    (np.float64(1000.0), np.float64(256.0))
+    >>> lp.sum(ones, "bf16", order="kahan")
+    np.float64(1000.0)
+    >>> lp.sum([[1.0, 2.0], [3.0, 4.0]], "fp16", "rz", axis=0)
+    array([4., 6.])
+    """
+    axis, mode, order = _sum_arguments(args, axis, mode, order)
+    axis = None if axis is _UNSET else axis
+    mode = "rne" if mode is _UNSET else mode
+    order = "pairwise" if order is _UNSET else order
+    _check_order(order)
+    plan = operation_plan(fmt, mode, rng, subnormals, saturate)
+    a = raw_array(x)
+    axes = _sum_axes(axis, a.ndim)
+    keep = [i for i in range(a.ndim) if i not in axes]
+    shape = tuple(a.shape[i] for i in keep)
+    n = int(np.prod([a.shape[i] for i in axes], dtype=np.int64))
+    # The reduced axes first (in C order), the kept ones flattened behind them.
+    a = np.transpose(a, list(axes) + keep).reshape(n, int(np.prod(shape, dtype=np.int64)))
+    with np.errstate(all="ignore"):
+        out = _reduce(plan, a, order).reshape(shape)
+    return out[()] if out.ndim == 0 else out
+
+
+# The signature help() and inspect show: the new call, without the deprecated *args.
+sum.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
+    inspect.Parameter("x", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+    inspect.Parameter("fmt", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+    inspect.Parameter("mode", inspect.Parameter.POSITIONAL_OR_KEYWORD, default="rne"),
+    *(inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=v) for k, v in
+      (("axis", None), ("order", "pairwise"), ("rng", None), ("subnormals", None),
+       ("saturate", False))),
+])
+
+
+def dot(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
+        order: str = "sequential", fused: bool = False,
+        rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+        saturate: bool = False) -> NDArray[np.float64] | np.float64:
+    """Dot products over the last axis, every operation rounded to ``fmt``.
+
+    ``a`` and ``b`` broadcast together and the last axis is contracted (as
+    ``numpy.vecdot``; for 1-D arrays the ordinary dot product). Unfused, each
+    product is rounded to ``fmt`` (`mul`) and the products are summed by `sum`
+    in ``order``. With ``fused=True`` the sum is an FMA chain, ``acc = fma(a_i,
+    b_i, acc)`` from left to right, one rounding per term (``order`` must then be
+    ``"sequential"``).
+
+    The default order is ``"sequential"``, unlike `sum`'s ``"pairwise"``: a dot
+    product is the inner loop of a matrix product, which the accumulation models of
+    `lp.matmul` (``"fp32"``, ``"fp16"``) and an FMA chain run left to right, so
+    the unfused and fused dots and ``matmul`` agree in order by default.
+
+    Parameters
+    ----------
+    a, b : array_like
+        Real operands.
+    fmt : Format or str
+        Format of every product and partial sum.
+    mode, rng, subnormals, saturate
+        As in `add`.
+    order : {"sequential", "pairwise", "kahan"}
+        Summation order of the unfused products.
+    fused : bool
+        Accumulate with fused multiply-adds.
+
+    Returns
+    -------
+    numpy.ndarray or numpy.float64
+        Values of ``fmt`` with the broadcast shape less the last axis.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> a = [1.0, 2.0**-11, 2.0**-11, 2.0**-11]
+    >>> b = [1.0, 1.0, 1.0, 1.0]
+    >>> lp.dot(a, b, "fp16"), lp.dot(a, b, "fp16", order="pairwise")
+    (np.float64(1.0), np.float64(1.0009765625))
+    >>> x = 1 + 2.0**-8
+    >>> lp.dot([-1.0, x], [1.0, x], "fp16"), lp.dot([-1.0, x], [1.0, x], "fp16", fused=True)
+    (np.float64(0.0078125), np.float64(0.0078277587890625))
+    """
+    _check_order(order)
+    fused = check_bool("fused", fused)
+    if fused and order != "sequential":
+        raise ValueError("fused=True accumulates left to right: order must be 'sequential'")
+    plan = operation_plan(fmt, mode, rng, subnormals, saturate)
+    xa, xb = raw_array(a), raw_array(b)
+    if xa.ndim == 0 or xb.ndim == 0:
+        raise ValueError("dot needs arrays with at least one axis")
+    shape = broadcast_shape(xa.shape, xb.shape)
+    xa, xb = np.broadcast_to(xa, shape), np.broadcast_to(xb, shape)
+    shape = xa.shape[:-1]
+    n = xa.shape[-1]
+    m = int(np.prod(shape, dtype=np.int64))
+    xa = np.moveaxis(xa, -1, 0).reshape(n, m)    # (n, -1) cannot be inferred when n = 0
+    xb = np.moveaxis(xb, -1, 0).reshape(n, m)
+    with np.errstate(all="ignore"):
+        if n == 0:
+            out: NDArray[np.float64] = np.zeros(m)   # the empty sum is +0
+        elif not fused:
+            prods = apply(plan, mul_kernel, (np.ascontiguousarray(xa).ravel(),
+                                               np.ascontiguousarray(xb).ravel()),
+                           xa.size).reshape(xa.shape)
+            out = _reduce(plan, prods, order)
+        else:
+            acc = apply(plan, mul_kernel, (np.ascontiguousarray(xa[0]),
+                                             np.ascontiguousarray(xb[0])), m)
+            for i in range(1, n):
+                acc = apply(plan, fma_kernel, (np.ascontiguousarray(xa[i]),
+                                                 np.ascontiguousarray(xb[i]), acc), m)
+            out = acc
+    out = out.reshape(shape)
+    return out[()] if out.ndim == 0 else out
