@@ -1,22 +1,17 @@
 """`Tensor`: an ndarray of values in one format, with NumPy's protocols.
 
-`lp.context` / `lp.get_context` (the defaults, read only by `context`), `result_format`
+`lp.context` / `lp.get_context` (the defaults, read only by `defaults`), `result_format`
 and the literal `PROMOTION` table (`promotion`), the `Tensor` class and `lp.tensor`
-(`core`), and the NumPy dispatch tables `HANDLED_UFUNCS` and `HANDLED_FUNCTIONS`
-(docs/design/DESIGN.md, "Layout").
+(`core`), and the NumPy dispatch tables `HANDLED_UFUNCS` (`ufuncs`) and
+`HANDLED_FUNCTIONS` with the Tensor `matmul` (`functions`) (docs/design/DESIGN.md,
+"Layout").
 """
 
-from .core import (
-                   HANDLED_FUNCTIONS,
-                   HANDLED_UFUNCS,
-                   PROMOTION,
-                   Tensor,
-                   context,
-                   get_context,
-                   matmul,
-                   result_format,
-                   tensor,
-)
+from .core import Tensor, tensor
+from .defaults import context, get_context
+from .functions import HANDLED_FUNCTIONS, matmul
+from .promotion import PROMOTION, result_format
+from .ufuncs import HANDLED_UFUNCS
 
 __all__ = ["Tensor", "tensor", "context", "get_context", "result_format", "matmul",
            "PROMOTION", "HANDLED_UFUNCS", "HANDLED_FUNCTIONS"]

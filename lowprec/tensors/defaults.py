@@ -1,0 +1,122 @@
+"""`lp.context` / `lp.get_context`: the defaults every Tensor operation rounds with.
+
+Defaults (rounding mode, rng, matmul model, subnormals, saturation) live in a
+``contextvars`` context: this is the only module that reads it. The rest of
+`lowprec.tensors` asks `get_context` for the active defaults, or rounds through
+`round_ctx`; the kernels below never see the context. (Not ``context.py``: the
+package exports the function `context`, which would shadow such a module.)
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from ..engine.checks import check_bool, check_mode, check_rng
+from ..formats import Format
+from ..rounding import round as _round
+from ..tensorcore import Model, resolve_model
+
+__all__ = ["context", "get_context", "round_ctx"]
+
+
+@dataclass(frozen=True)
+class _Context:
+    mode: str = "rne"
+    rng: np.random.Generator | None = None
+    matmul: str | Model = "fp32"
+    subnormals: bool | None = None
+    saturate: bool = False
+
+    def kwargs(self):
+        return dict(rng=self.rng, subnormals=self.subnormals, saturate=self.saturate)
+
+
+_CONTEXT: ContextVar[_Context] = ContextVar("lowprec_context", default=_Context())
+
+
+def get_context() -> _Context:
+    """The active defaults (mode, rng, matmul, subnormals, saturate)."""
+    return _CONTEXT.get()
+
+
+@contextlib.contextmanager
+def context(*, mode: str | None = None, rng: np.random.Generator | int | None = None,
+            matmul: str | Model | None = None, subnormals: bool | None = None,
+            saturate: bool | None = None) -> Iterator[_Context]:
+    """Set Tensor defaults for a block: ``with lp.context(mode="sr", rng=0):``.
+
+    Unset fields keep the enclosing values; on exit the enclosing context is
+    restored. Built on ``contextvars``, so threads and asyncio tasks each see
+    their own. An int ``rng`` seeds one generator for the whole block.
+
+    Parameters
+    ----------
+    mode : str, optional
+        Rounding mode (one of `lowprec.MODES`).
+    rng : numpy.random.Generator or int, optional
+        Generator (or non-negative int seed) for ``mode="sr"``.
+    matmul : str or TensorCoreModel, optional
+        A model name of `lowprec.MODELS`, one of its values, or a `TensorCoreModel`.
+    subnormals, saturate : bool, optional
+        Passed to every rounding (see `lowprec.round`).
+
+    A wrong-typed option raises `TypeError` naming it (``subnormals="no"`` is not
+    False); a value of the right type that is not allowed raises `ValueError`.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> x = lp.tensor([1.0, 2.0], "bf16")
+    >>> with lp.context(mode="ru"):
+    ...     print((x + 2**-9).values)
+    [1.0078125 2.015625 ]
+    >>> (x + 2**-9).values
+    array([1., 2.])
+    >>> with lp.context(saturate="no"):
+    ...     pass
+    Traceback (most recent call last):
+    ...
+    TypeError: saturate must be a bool, got str 'no'
+    """
+    current = _CONTEXT.get()
+    changes: dict[str, Any] = {}
+    # Every option is type-checked: "no" is truthy and 0 is falsy, so a loose check
+    # would silently turn a wrong-typed option into a different setting.
+    if mode is not None:
+        changes["mode"] = check_mode(mode)
+    if rng is not None:
+        check_rng(rng)
+        changes["rng"] = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    if matmul is not None:
+        try:    # matmul's own check: a name, a MODELS value (or copy), a TensorCoreModel
+            resolve_model(matmul)
+        except TypeError as exc:
+            raise TypeError(str(exc).replace("model must", "matmul must", 1)) from None
+        changes["matmul"] = matmul
+    if subnormals is not None:
+        changes["subnormals"] = check_bool("subnormals", subnormals)
+    if saturate is not None:
+        changes["saturate"] = check_bool("saturate", saturate)
+    token = _CONTEXT.set(replace(current, **changes))
+    try:
+        yield _CONTEXT.get()
+    finally:
+        _CONTEXT.reset(token)
+
+
+def round_ctx(x: ArrayLike, fmt: Format, mode: str | None,
+              rng: np.random.Generator | int | None = None) -> Any:
+    """``round(x, fmt)`` with the context's mode and rng where ``mode``/``rng`` are None."""
+    ctx = _CONTEXT.get()
+    kw = ctx.kwargs()
+    if rng is not None:
+        kw["rng"] = rng
+    # ``mode is None``, not ``not mode``: mode="" or 0 is an error (rounding's own
+    # checks of mode and rng raise it), not the default.
+    return _round(x, fmt, ctx.mode if mode is None else mode, **kw)

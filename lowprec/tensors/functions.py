@@ -1,0 +1,324 @@
+"""`HANDLED_FUNCTIONS`: the NumPy functions a Tensor emulates, and `matmul` on Tensors.
+
+Functions that move values keep the format; joins promote their operands exactly;
+sums and means round through `arith.sum` in an accumulation format; selections and
+reductions to max/min are exact; functions whose results are not values (indices,
+shapes, bools) answer in plain NumPy. Options that would store values outside the
+format (``out=``, ``dtype=``, ``initial=``, ``where=``) are refused by name. The
+table is `lowprec.tensors.core.HANDLED_FUNCTIONS`, filled here.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import cast, overload
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .. import arith
+from ..formats import Format, FormatLike
+from ..formats import format as _format
+from ..rounding import round as _round
+from ..tensorcore import Model, resolve_model
+from ..tensorcore import matmul as _matmul_kernel
+from .core import HANDLED_FUNCTIONS, HANDLED_UFUNCS, Tensor, format_of_dtype, operands, values_of
+from .defaults import get_context, round_ctx
+from .promotion import holds, result_format
+from .ufuncs import select
+
+__all__ = ["matmul", "HANDLED_FUNCTIONS"]
+
+
+@overload
+def matmul(a: Tensor, b: ArrayLike | Tensor, *, model: str | Model | None = None,
+           c: ArrayLike | Tensor | None = None, in_fmt: FormatLike | None = None,
+           out_fmt: FormatLike | None = None) -> Tensor: ...
+@overload
+def matmul(a: ArrayLike, b: Tensor, *, model: str | Model | None = None,
+           c: ArrayLike | Tensor | None = None, in_fmt: FormatLike | None = None,
+           out_fmt: FormatLike | None = None) -> Tensor: ...
+@overload
+def matmul(a: ArrayLike, b: ArrayLike, *, model: str | Model | None = None,
+           c: ArrayLike | None = None, in_fmt: FormatLike | None = None,
+           out_fmt: FormatLike | None = None) -> NDArray[np.float64] | np.float64: ...
+
+
+def matmul(a: ArrayLike | Tensor, b: ArrayLike | Tensor, *, model: str | Model | None = None,
+           c: ArrayLike | Tensor | None = None, in_fmt: FormatLike | None = None,
+           out_fmt: FormatLike | None = None,
+           ) -> Tensor | NDArray[np.float64] | np.float64:
+    """`lowprec.tensorcore.matmul` for Tensors: the model defaults to the context's,
+    and the result is a `Tensor` of ``out_fmt`` (FP32 by default) when an operand
+    is a Tensor; plain arrays in give a plain float64 array, as the kernel does.
+
+    The input format is, in order: ``in_fmt``; the Tensor operands' (promoted),
+    plain operands rounded into it (RNE); the format both plain operands' dtypes
+    name (float16, float32, ml_dtypes: see `tensor`), as the kernel infers it;
+    else `ValueError` asking for ``in_fmt`` (float64 and lists name no format).
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> a = lp.tensor([[1.0, 2.0**-11]], "fp16")
+    >>> b = lp.tensor([[1.0], [1.0]], "fp16")
+    >>> a @ b
+    Tensor([[1.00048828125]], fmt=FP32)
+    >>> with lp.context(matmul="fp16"):
+    ...     (a @ b).fmt
+    lp.FP16
+    >>> import numpy as np
+    >>> lp.matmul(np.array([[1.0, 2.0**-11]], np.float16), np.ones((2, 1), np.float16))
+    array([[1.00048828]])
+    """
+    model = get_context().matmul if model is None else model
+    spec = resolve_model(model)   # the one model check; its errors name ``model``
+    tensors = [x for x in (a, b) if isinstance(x, Tensor)]
+    if not tensors and in_fmt is None:
+        fa, fb = format_of_dtype(a), format_of_dtype(b)
+        if fa is not None and fa == fb:
+            in_fmt = fa   # otherwise the kernel's ValueError says what is missing
+    if tensors and in_fmt is None:
+        fa, fb = (x.fmt if isinstance(x, Tensor) else None for x in (a, b))
+        fmt = result_format(fa, fb) if fa and fb else cast(Format, fa or fb)  # one is set
+        # Promotion is exact; plain operands enter with RNE, as lp.matmul rounds them.
+        a = a.astype(fmt) if isinstance(a, Tensor) else _round(a, fmt)
+        b = b.astype(fmt) if isinstance(b, Tensor) else _round(b, fmt)
+        in_fmt = fmt
+    r = _matmul_kernel(values_of(a), values_of(b), model=model, c=values_of(c),
+                   in_fmt=in_fmt, out_fmt=out_fmt)
+    if not tensors:
+        return r
+    if out_fmt is None:
+        out_fmt = spec.default_out_format()   # by value: a copied "fp16" model is FP16
+    return Tensor(np.asarray(r), _format(out_fmt))
+
+
+def _given(value):
+    """Whether an optional NumPy argument was given (NumPy's defaults are None or
+    ``np._NoValue``)."""
+    return value is not None and value is not np._NoValue
+
+
+def _refuse(func, **kwargs):
+    """`TypeError` naming the first of ``kwargs`` that was given: options that would
+    store values the format does not have, or write into arrays outside the Tensor."""
+    for name, value in kwargs.items():
+        if _given(value):
+            why = {"out": "results are new Tensors",
+                   "dtype": "the result's format is the Tensor's (convert with "
+                            ".astype(); sums take acc=, the accumulation format)",
+                   "initial": "a start value has no place in the rounding order; add it "
+                              "explicitly",
+                   "where": "mask the Tensor explicitly (np.where) first"}.get(
+                       name, "it cannot be emulated")
+            raise TypeError(f"lowprec.Tensor does not support {name}= in numpy.{func}: {why}")
+
+
+def _same_format(fn):
+    """Functions that only move values around: the result keeps the format."""
+    def handler(a, *args, **kwargs):
+        return Tensor(np.asarray(fn(values_of(a), *args, **kwargs)), a.fmt)
+    return handler
+
+
+def _take(a, indices, axis=None, out=None, mode="raise"):
+    _refuse("take", out=out)
+    return Tensor(np.asarray(np.take(a._v, values_of(indices), axis=axis, mode=mode)), a.fmt)
+
+
+def _each(fn):
+    """atleast_1d/2d: each argument on its own; a Tensor keeps its format."""
+    def handler(*arys):
+        r = [Tensor(fn(x._v), x.fmt) if isinstance(x, Tensor) else fn(x) for x in arys]
+        return r[0] if len(r) == 1 else tuple(r)
+    return handler
+
+
+def _joined(fn):
+    """concatenate/stack/vstack/hstack: operands promoted to one format (exactly),
+    plain ones rounded in; ``out=`` and ``dtype=`` refused (they would store values
+    outside the format, or outside the Tensor)."""
+    name = fn.__name__
+    if name in ("concatenate", "stack"):
+        def handler(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+            _refuse(name, out=out, dtype=dtype)
+            vals, fmt = operands(*list(arrays))
+            return Tensor(fn(vals, axis=axis, casting=casting), fmt)
+    else:  # NumPy's other signature: (tup, *, dtype, casting)
+        def handler(tup, *, dtype=None, casting="same_kind"):  # type: ignore[misc]
+            _refuse(name, dtype=dtype)
+            vals, fmt = operands(*list(tup))
+            return Tensor(fn(vals, casting=casting), fmt)
+    return handler
+
+
+def _where(cond, *xy):
+    if not xy:
+        return np.where(values_of(cond))      # the indices of nonzero elements
+    if len(xy) != 2:
+        raise TypeError("numpy.where takes a condition, or a condition, x and y")
+    x, y = xy
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
+        return np.where(values_of(cond), x, y)   # no format among the values
+    return select(lambda c, a, b: np.where(c != 0, a, b))(
+        np.asarray(values_of(cond)), x, y)
+
+
+def _clip(a, a_min=np._NoValue, a_max=np._NoValue, out=None, *,
+          min=np._NoValue, max=np._NoValue, **kwargs):  # noqa: A002
+    _refuse("clip", out=out, **kwargs)
+    lo = a_min if _given(a_min) else min
+    hi = a_max if _given(a_max) else max
+    lo = -np.inf if not _given(lo) else lo
+    hi = np.inf if not _given(hi) else hi
+    return select(np.clip)(a, lo, hi)
+
+
+def _acc_sum(a, axis, keepdims, acc, order):
+    """The sum in the accumulation format, as float64 values of ``acc``."""
+    acc = a.fmt if acc is None else _format(acc)
+    ctx = get_context()
+    v = a._v if holds(acc, a.fmt) else round_ctx(a._v, acc, None)
+    red = axis
+    if isinstance(axis, tuple):
+        # Several axes: move them to the end and sum their flattened product.
+        axes = tuple(np.lib.array_utils.normalize_axis_tuple(axis, v.ndim))
+        keep = [i for i in range(v.ndim) if i not in axes]
+        v = np.transpose(v, keep + list(axes)).reshape([v.shape[i] for i in keep] + [-1])
+        red = -1
+    s = np.asarray(arith.sum(v, acc, axis=red, mode=ctx.mode, order=order, **ctx.kwargs()))
+    if keepdims:
+        s = np.expand_dims(s, tuple(range(a.ndim)) if axis is None else axis)
+    return s
+
+
+def _sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue,
+         where=np._NoValue, *, acc=None, order="pairwise"):
+    _refuse("sum", out=out, dtype=dtype, initial=initial, where=where)
+    s = _acc_sum(a, axis, _given(keepdims) and bool(keepdims), acc, order)
+    return Tensor(np.asarray(round_ctx(s, a.fmt, None)), a.fmt)
+
+
+def _mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=np._NoValue,
+          acc=None, order="pairwise"):
+    _refuse("mean", out=out, dtype=dtype, where=where)
+    s = _acc_sum(a, axis, _given(keepdims) and bool(keepdims), acc, order)
+    n = a.size if axis is None else int(np.prod([a.shape[i] for i in np.atleast_1d(axis)]))
+    ctx = get_context()
+    # The sum and n are exact float64 values: one correctly rounded division.
+    return Tensor(np.asarray(arith.div(s, float(n), a.fmt, ctx.mode, **ctx.kwargs())), a.fmt)
+
+
+def _dot(a, b, out=None):
+    _refuse("dot", out=out)
+    if np.ndim(values_of(a)) == 0 or np.ndim(values_of(b)) == 0:
+        return np.multiply(a, b)
+    if np.ndim(values_of(a)) > 2 or np.ndim(values_of(b)) > 2:
+        raise TypeError("lowprec.Tensor supports numpy.dot of 1-D and 2-D operands; "
+                        "use @ / np.matmul for stacks")
+    return matmul(a, b)
+
+
+def _like_dtype_format(dtype, func):
+    try:
+        return _format(dtype)
+    except (TypeError, ValueError):
+        raise TypeError(f"numpy.{func} of a Tensor: dtype= must name a format lowprec "
+                        f"knows (a float dtype, an ml_dtypes dtype or a format name), "
+                        f"got {dtype!r}") from None
+
+
+def _filled(a, fill, dtype, order, shape, device, func):
+    """zeros_like/ones_like/full_like: a Tensor of ``dtype``'s format (default: the
+    Tensor's), the fill value rounded into it once."""
+    fmt = a.fmt if dtype is None else _like_dtype_format(dtype, func)
+    fill = np.asarray(round_ctx(values_of(fill), fmt, None))
+    # ``fill`` is already float64 values of fmt: the broadcast copy is exact.
+    kw = {} if device is None else {"device": device}
+    return Tensor(np.full_like(a._v, fill, dtype=np.float64, order=order, shape=shape, **kw),
+                  fmt)
+
+
+def _like(value):
+    def handler(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
+        return _filled(a, value, dtype, order, shape, device,
+                       "zeros_like" if value == 0 else "ones_like")
+    return handler
+
+
+def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    return _filled(a, fill_value, dtype, order, shape, device, "full_like")
+
+
+def _reduce_exact(fn):
+    """max/min: exact selections. ``initial`` enters the format as an operand does:
+    a plain value is rounded into it once (context mode), a Tensor promotes. Rounding
+    is monotone, so this is the same as selecting first and rounding the selection
+    (``np.maximum(t, x)``) in every deterministic mode."""
+    name = fn.__name__
+
+    def handler(a, axis=None, out=None, keepdims=False, initial=np._NoValue,
+                where=np._NoValue):
+        _refuse(name, out=out)
+        kw = {} if where is np._NoValue else {"where": values_of(where)}
+        if _given(initial):
+            (v, kw["initial"]), fmt = operands(a, initial)
+        else:
+            v, fmt = a._v, a.fmt
+        keepdims = _given(keepdims) and bool(keepdims)
+        return Tensor(np.asarray(fn(v, axis=axis, keepdims=keepdims, **kw)), fmt)
+    return handler
+
+
+def _plain(fn):
+    """Functions whose result is not a value of the format (indices, shapes, bools).
+    An ``out=`` array outside the Tensors is theirs; a Tensor as ``out=`` is refused."""
+    params = list(inspect.signature(fn).parameters)
+    out_at = params.index("out") if "out" in params else None
+
+    def handler(*args, **kwargs):
+        out = kwargs.get("out", args[out_at] if out_at is not None and len(args) > out_at
+                         else None)
+        if isinstance(out, Tensor):
+            raise TypeError(f"lowprec.Tensor cannot be the out= of numpy.{fn.__name__}: "
+                            "its values would leave the format")
+        return fn(*(values_of(x) for x in args),
+                  **{k: values_of(v) for k, v in kwargs.items()})
+    return handler
+
+
+def _take_along_axis(arr, indices, axis=-1):
+    return Tensor(np.take_along_axis(arr._v, values_of(indices), axis), arr.fmt)
+
+
+def _matmul_function(a, b, /, out=None, **kwargs):
+    _refuse("matmul", out=out, **kwargs)
+    return matmul(a, b)
+
+
+HANDLED_FUNCTIONS.update({
+    np.reshape: _same_format(np.reshape), np.transpose: _same_format(np.transpose),
+    np.ravel: _same_format(np.ravel), np.squeeze: _same_format(np.squeeze),
+    np.expand_dims: _same_format(np.expand_dims), np.swapaxes: _same_format(np.swapaxes),
+    np.moveaxis: _same_format(np.moveaxis), np.broadcast_to: _same_format(np.broadcast_to),
+    np.take: _take, np.take_along_axis: _take_along_axis,
+    np.copy: _same_format(np.copy), np.flip: _same_format(np.flip),
+    np.tile: _same_format(np.tile), np.repeat: _same_format(np.repeat),
+    np.atleast_1d: _each(np.atleast_1d), np.atleast_2d: _each(np.atleast_2d),
+    np.concatenate: _joined(np.concatenate), np.stack: _joined(np.stack),
+    np.vstack: _joined(np.vstack), np.hstack: _joined(np.hstack),
+    np.where: _where, np.clip: _clip,
+    np.sum: _sum, np.mean: _mean, np.dot: _dot, np.matmul: _matmul_function,
+    np.max: _reduce_exact(np.max), np.amax: _reduce_exact(np.max),
+    np.min: _reduce_exact(np.min), np.amin: _reduce_exact(np.min),
+    np.zeros_like: _like(0.0), np.ones_like: _like(1.0), np.full_like: _full_like,
+    np.argmax: _plain(np.argmax), np.argmin: _plain(np.argmin),
+    np.argsort: _plain(np.argsort), np.shape: _plain(np.shape), np.ndim: _plain(np.ndim),
+    np.size: _plain(np.size), np.array_equal: _plain(np.array_equal),
+    np.allclose: _plain(np.allclose), np.isclose: _plain(np.isclose),
+    np.count_nonzero: _plain(np.count_nonzero), np.nonzero: _plain(np.nonzero),
+    np.all: _plain(np.all), np.any: _plain(np.any),
+})
+# np.matmul is a ufunc too (``np.matmul(t, x)``); registered here, with the Tensor matmul.
+HANDLED_UFUNCS["matmul"] = lambda a, b: matmul(a, b)

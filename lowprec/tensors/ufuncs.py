@@ -1,0 +1,122 @@
+"""`HANDLED_UFUNCS`: the NumPy ufuncs a Tensor emulates, each by how it is exact.
+
+Arithmetic calls the correctly rounded `arith` kernels; sign changes, floor and
+friends are exact; maximum/minimum select exact operands; comparisons and
+predicates answer in bools; transcendental functions are evaluated in float64 and
+rounded once. The table is `lowprec.tensors.core.HANDLED_UFUNCS`, filled here
+(``matmul`` is added by `lowprec.tensors.functions`, next to the Tensor matmul).
+A ufunc not in it is refused by the Tensor, never computed in float64.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .. import arith
+from .core import HANDLED_UFUNCS, Tensor, exact_operands, is_real, operands, values_of
+from .defaults import get_context, round_ctx
+
+__all__ = ["HANDLED_UFUNCS", "select"]
+
+
+def _kernel(fn):
+    def handler(*inputs):
+        vals, fmt = operands(*inputs)
+        ctx = get_context()
+        return Tensor(np.asarray(fn(*vals, fmt, ctx.mode, **ctx.kwargs())), fmt)
+    return handler
+
+
+def _exact_unary(fn):
+    def handler(x):
+        (v,), fmt = operands(x)
+        r = fn(v)
+        if not fmt.has_negative_zero:
+            r = r + 0.0  # fnuz formats have no -0
+        return Tensor(r, fmt)
+    return handler
+
+
+def _rounded_once(fn):
+    """Evaluate in float64 and round once (transcendental functions)."""
+    def handler(*inputs):
+        vals, fmt = operands(*inputs)
+        with np.errstate(all="ignore"):
+            r = fn(*vals)
+        return Tensor(np.asarray(round_ctx(r, fmt, None)), fmt)
+    return handler
+
+
+def _compare(fn):
+    """Comparisons are exact: plain operands are compared as given. With an operand
+    that is not real numbers (None, a str, a Fraction, ...) the answer is NumPy's for
+    the float64 values, which hold the Tensor's exactly: ``np.less(t, None)`` raises
+    `TypeError` as it does for a float array."""
+    def handler(a, b):
+        if not (is_real(a) and is_real(b)):
+            return fn(values_of(a), values_of(b))
+        (va, vb), _ = exact_operands(a, b)
+        return fn(va, vb)
+    return handler
+
+
+def select(fn: Callable[..., Any]) -> Callable[..., Tensor]:
+    """Selections (maximum, clip, ...) on exact operands; a plain value that gets
+    selected is rounded into the format once (Tensor values are already in it)."""
+    def handler(*inputs):
+        vals, fmt = exact_operands(*inputs)
+        return Tensor(np.asarray(round_ctx(fn(*vals), fmt, None)), fmt)
+    return handler
+
+
+def _predicate(fn):
+    def handler(x):
+        return fn(values_of(x))
+    return handler
+
+
+def _power(a, b):
+    if isinstance(b, Tensor) or not np.isscalar(b):
+        return _rounded_once(np.power)(a, b)
+    if b == 2:
+        return _kernel(arith.mul)(a, a)
+    if b == 1:
+        return _exact_unary(np.positive)(a)
+    if b == 0.5:
+        return _kernel(arith.sqrt)(a)
+    if b == -1:
+        return _kernel(arith.div)(1.0, a)
+    return _rounded_once(np.power)(a, b)
+
+
+def _square(x):
+    return _kernel(arith.mul)(x, x)
+
+
+HANDLED_UFUNCS.update({
+    "add": _kernel(arith.add), "subtract": _kernel(arith.sub),
+    "multiply": _kernel(arith.mul), "divide": _kernel(arith.div),
+    "sqrt": _kernel(arith.sqrt), "square": _square, "power": _power,
+    "negative": _exact_unary(np.negative), "positive": _exact_unary(np.positive),
+    "absolute": _exact_unary(np.absolute), "fabs": _exact_unary(np.absolute),
+    "sign": _exact_unary(np.sign), "floor": _exact_unary(np.floor),
+    "ceil": _exact_unary(np.ceil), "trunc": _exact_unary(np.trunc),
+    "rint": _exact_unary(np.rint),
+    "maximum": select(np.maximum), "minimum": select(np.minimum),
+    "fmax": select(np.fmax), "fmin": select(np.fmin),
+    "equal": _compare(np.equal), "not_equal": _compare(np.not_equal),
+    "less": _compare(np.less), "less_equal": _compare(np.less_equal),
+    "greater": _compare(np.greater), "greater_equal": _compare(np.greater_equal),
+    "isnan": _predicate(np.isnan), "isinf": _predicate(np.isinf),
+    "isfinite": _predicate(np.isfinite), "signbit": _predicate(np.signbit),
+})
+for _name in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos",
+              "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh",
+              "arccosh", "arctanh", "cbrt", "arctan2", "hypot",
+              "logaddexp", "logaddexp2"):
+    HANDLED_UFUNCS[_name] = _rounded_once(getattr(np, _name))
+HANDLED_UFUNCS["true_divide"] = HANDLED_UFUNCS["divide"]
+HANDLED_UFUNCS["reciprocal"] = lambda x: _kernel(arith.div)(1.0, x)  # one correct rounding
