@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..engine.checks import check_bool, check_mode, check_rng
+from ..engine.checks import as_generator, check_bool, check_mode
 from ..formats import Format
 from ..rounding import round as _round
 from ..tensorcore import Model, resolve_model
@@ -91,8 +91,7 @@ def context(*, mode: str | None = None, rng: np.random.Generator | int | None = 
     if mode is not None:
         changes["mode"] = check_mode(mode)
     if rng is not None:
-        check_rng(rng)
-        changes["rng"] = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        changes["rng"] = as_generator(rng)
     if matmul is not None:
         try:    # matmul's own check: a name, a MODELS value (or copy), a TensorCoreModel
             resolve_model(matmul)
