@@ -80,7 +80,7 @@ def test_fast_fp16_rounding_matches_numpys_cast(xs):
     x = np.array(xs)
     with np.errstate(all="ignore"):
         expected = x.astype(np.float16).astype(np.float64)
-        got = sys.modules["lowprec.tensorcore"]._round_fp16(x)
+        got = sys.modules["lowprec.tensorcore.blockfma"].round_fp16(x)
     assert np.array_equal(got.view(np.uint64), expected.view(np.uint64)) or (
         np.array_equal(got, expected, equal_nan=True)
         and np.array_equal(np.signbit(got), np.signbit(expected)))
@@ -419,7 +419,7 @@ def test_exact_zero_sums_and_sums_of_negative_zeros(model):
 def test_exact_model_zero_signs_do_not_come_from_blas(monkeypatch):
     # -((-A) @ B) is A @ B with every exact zero sum turned into -0: the signs of
     # zeros must come from the model's rule, not from how BLAS orders its additions.
-    mm = sys.modules["lowprec.tensorcore"]
+    mm = sys.modules["lowprec.tensorcore.exact"]
     monkeypatch.setattr(mm, "_blas", lambda a, b, out: np.negative(np.matmul(-a, b), out=out))
     a = np.array([[1.0, -1.0, 0.0], [0.0, -0.0, 0.0], [2.0, 0.5, -0.0]])
     b = np.array([[3.0, -0.0], [3.0, 0.0], [-0.0, 1.0]])
@@ -431,7 +431,7 @@ def test_exact_model_zero_signs_do_not_come_from_blas(monkeypatch):
 @pytest.mark.parametrize("model", ["exact", "fp32", "fp16"])
 def test_negative_zero_sums_in_stacks_and_chunks(model, monkeypatch):
     # Stacks of matrices with zero rows and columns of both signs, in small chunks.
-    mm = sys.modules["lowprec.tensorcore"]
+    mm = sys.modules["lowprec.tensorcore.driver"]
     rng = np.random.default_rng(7)
     a = rng.integers(-2, 3, (3, 6, 5)) * rng.choice([1.0, -1.0], (3, 6, 5))
     b = rng.integers(-2, 3, (5, 4)) * rng.choice([1.0, -1.0], (5, 4))
@@ -717,7 +717,7 @@ def test_shapes_follow_np_matmul(model, sa, sb):
 
 
 def test_chunks_do_not_change_results(monkeypatch):
-    mm = sys.modules["lowprec.tensorcore"]
+    mm = sys.modules["lowprec.tensorcore.driver"]
     rng = np.random.default_rng(3)
     a = rng.standard_normal((2, 7, 37)) * 2.0 ** rng.integers(-12, 8, (2, 7, 37))
     b = rng.standard_normal((37, 5)) * 2.0 ** rng.integers(-12, 8, (37, 5))
@@ -1078,7 +1078,7 @@ def test_peak_memory_stays_under_the_documented_bound(monkeypatch, model, fmt, d
     # MEMORY_BOUND made small, so that moderate sizes need many chunks and spans. The
     # exact model held float64 quanta and masks of whole rows, and gathered whole
     # rows for its exact sums, at once: over the bound for large K.
-    mm = sys.modules["lowprec.tensorcore"]
+    mm = sys.modules["lowprec.tensorcore.driver"]
     bound = 8 * 2**20
     monkeypatch.setattr(mm, "MEMORY_BOUND", bound)
     rng = np.random.default_rng(5)
@@ -1105,7 +1105,8 @@ def test_peak_memory_stays_under_the_documented_bound(monkeypatch, model, fmt, d
 def test_exact_sums_of_rows_longer_than_a_span(monkeypatch):
     # Cancellation beyond float64 (so the outputs need the exact sum) in rows far
     # longer than the gathered span: the levels of the exact sum add up over spans.
-    mm = sys.modules["lowprec.tensorcore"]
+    mm = sys.modules["lowprec.tensorcore.driver"]
+    ex = sys.modules["lowprec.tensorcore.exact"]
     monkeypatch.setattr(mm, "MEMORY_BOUND", 4096)        # spans of 15 products
     rng = np.random.default_rng(9)
     K = 200
@@ -1116,12 +1117,12 @@ def test_exact_sums_of_rows_longer_than_a_span(monkeypatch):
     a[:, 7], b[7] = 2.0**-24, 2.0**-20                      # ... leaving small ones
     c = np.array([[0.0, 2.0**-60], [-0.0, 1.0], [2.0**-100, -(2.0**-100)]])
     blocks_seen = []
-    exact_round = mm._exact_round
+    exact_round = ex._exact_round
 
     def spy(blocks, m, out):
         blocks_seen.append(sum(1 for _ in blocks()))
         return exact_round(blocks, m, out)
-    monkeypatch.setattr(mm, "_exact_round", spy)
+    monkeypatch.setattr(ex, "_exact_round", spy)
     for out, grid in (("fp32", FP32_GRID), ("fp16", FP16_GRID)):
         got = matmul(a, b, model="exact", c=c, in_fmt="fp16", out_fmt=out)
         _same(got, _exact_oracle(a, b, c, grid))
@@ -1132,7 +1133,7 @@ def test_exact_sums_of_rows_longer_than_a_span(monkeypatch):
 def test_tensor_operands_stay_under_the_bound(monkeypatch, model):
     # Tensors hand over their float64 values: no copy, no rounding, so nothing of the
     # operands' size may come on top of the bound.
-    mm = sys.modules["lowprec.tensorcore"]
+    mm = sys.modules["lowprec.tensorcore.driver"]
     bound = 4 * 2**20
     monkeypatch.setattr(mm, "MEMORY_BOUND", bound)
     rng = np.random.default_rng(6)
