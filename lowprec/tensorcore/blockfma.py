@@ -66,7 +66,8 @@ def pow2(e):
 def round_fp16(s):
     """RNE of float64 values to FP16 (IEEE overflow, signed zeros, inf and NaN kept):
     five fast passes where NumPy's float64 -> float16 cast is done in software."""
-    c = (s.view(np.uint64) & EXP).view(np.float64)   # 2**floor(log2|s|)
+    # The kernel's rule: = lp.round(s, FP16) ("rne") bit for bit for every float64 array.
+    c = (s.view(np.uint64) & EXP).view(np.float64)          # 2**floor(log2|s|)
     np.maximum(c, 2.0**-14, out=c)                          # subnormals: quantum 2**-24
     # c = 1.5 * 2**(e + 42) has float64 ulp 2**(e - 10), FP16's quantum at s, and
     # s + c stays in c's binade: fl(s + c) - c is s rounded to nearest even, exactly.
@@ -90,6 +91,8 @@ def _to_output(d, fmt, mode, bits, extremes):
     2**-126 and whether some may reach 2**128. Returns the result and whether some
     nonzero result lies below 2**-126.
     """
+    # RZ: = lp.round(d, Format(8, bits), "rz") where |d| < 2**128 and ±inf from there on
+    # (§2.8), for NaNs quiet (made by arithmetic) and ``extremes`` true where d has such.
     if fmt == FP32 and mode == "rz":
         may_be_tiny, may_be_big = extremes
         tiny = False
@@ -107,9 +110,9 @@ def _to_output(d, fmt, mode, bits, extremes):
         # subnormal results are already multiples of their quantum, inf stays inf).
         d.view(np.uint64)[...] &= np.uint64(~((1 << (52 - bits)) - 1) & 0xFFFF_FFFF_FFFF_FFFF)
         return d, tiny
-    if fmt == FP32 and bits == 23:
+    if fmt == FP32 and bits == 23:   # mode is "rne": = lp.round(d, FP32) for every float64
         out = d.astype(np.float32).astype(np.float64)   # one IEEE rounding of a float64
-    elif fmt == FP16:
+    elif fmt == FP16:                # mode is "rne": = lp.round(d, FP16) for every float64
         out = round_fp16(d)
     else:   # FP32 keeping fewer bits, to nearest: past the top is 2**128, so inf
         out = quiet(_round, d, Format(8, bits), mode)

@@ -15,22 +15,13 @@ import math
 
 import numpy as np
 
-from ..engine.eft import two_sum
+from ..engine.eft import odd, two_sum
 from ..engine.float64 import EXP
 from ..rounding import round as _round
 from ..status import quiet
 from .blockfma import k_spans, pow2
 
 __all__ = ["Exact"]
-
-
-def _ro_add(x, y):
-    """Round-to-odd at 53 bits of the exact sum x + y."""
-    s, t = two_sum(x, y)
-    move = (t != 0) & ((s.view(np.uint64) & np.uint64(1)) == 0)
-    if move.any():
-        s[move] = np.nextafter(s[move], np.copysign(np.inf, t[move]))
-    return s
 
 
 def _exact_round(blocks, m, out):
@@ -85,8 +76,14 @@ def _exact_round(blocks, m, out):
             break
     x = np.zeros(n)
     for dgt, q in zip(digits, reversed(quanta[1:])):
-        x = _ro_add(dgt * q, x)
-    x = _ro_add(head * quanta[0], x)
+        # TwoSum: s == fl(dgt * q + x) (a faithful neighbour) and s + t is the exact
+        # sum, so `odd` is its round-to-odd at 53 bits, the kernel's rule (finite s).
+        s, t = two_sum(dgt * q, x)
+        x = odd(s, t, t)
+    s, t = two_sum(head * quanta[0], x)
+    # Only the top level reaches |X| >= 2**1024 (TwoSum then fails): inf, as |X| rounds.
+    t[np.isinf(s)] = 0.0
+    x = odd(s, t, t)
     # x is |X| rounded to odd, zero only when X is. A zero X is +0 (x + (-x) to
     # nearest; rows of zeros only are summed exactly and never come here); a nonzero
     # X that rounds to zero keeps its sign.
