@@ -81,10 +81,84 @@ def test_fast_fp16_rounding_matches_numpys_cast(xs):
     x = np.array(xs)
     with np.errstate(all="ignore"):
         expected = x.astype(np.float16).astype(np.float64)
-        got = sys.modules["lowprec.tensorcore"]._round_fp16(x)
+        got = sys.modules["lowprec.tensorcore.blockfma"].round_fp16(x)
     assert np.array_equal(got.view(np.uint64), expected.view(np.uint64)) or (
         np.array_equal(got, expected, equal_nan=True)
         and np.array_equal(np.signbit(got), np.signbit(expected)))
+
+
+def _every_input_class(fmt, seed=0):
+    """float64 inputs of every class for a rounding to ``fmt``, both signs: random bit
+    patterns over float64's whole range, random values around the format's range,
+    exact ties (normal and subnormal), the subnormal boundary and values below the
+    smallest subnormal, the overflow threshold and around it, ±0, ±inf and NaN."""
+    rng = np.random.default_rng(seed)
+    bits = rng.integers(0, 0x7FF0_0000_0000_0000, 4000, dtype=np.uint64)
+    anywhere = bits.view(np.float64)                       # every finite binade of float64
+    near = rng.standard_normal(4000) * 2.0 ** rng.integers(
+        fmt.emin - fmt.mantissa_bits - 8, fmt.emax + 4, 4000)
+    e = rng.integers(fmt.emin, fmt.emax + 1, 2000)        # a binade of normal values
+    k = rng.integers(0, 2**fmt.mantissa_bits, 2000)        # even and odd last bits
+    sub = float(fmt.smallest_subnormal)
+    ties = np.concatenate([(2.0**fmt.mantissa_bits + k + 0.5) * 2.0 ** (e - fmt.mantissa_bits),
+                           (k + 0.5) * sub])               # normal and subnormal midpoints
+    top, ulp = float(fmt.max), 2.0 ** (fmt.emax - fmt.mantissa_bits)
+    edges = [2.0**fmt.emin, sub, sub / 2, sub / 4, sub * 1.5, sub * 2.5, sub * 2**-40,
+             5e-324, 2.0**-1022, top, top + ulp / 2, top + ulp, 2.0 ** (fmt.emax + 1),
+             top * 2, 2.0**128, 2.0**1023, 1.7976931348623157e308]
+    edges = np.array(edges)
+    with np.errstate(over="ignore"):                       # past float64's max: inf
+        edges = np.concatenate([edges, np.nextafter(edges, 0.0), np.nextafter(edges, np.inf)])
+    x = np.concatenate([anywhere, near, ties, edges, [0.0, np.inf, np.nan]])
+    return np.concatenate([x, -x])
+
+
+def _same_or_nan(got, expected):
+    nan = np.isnan(expected)
+    assert np.array_equal(np.isnan(got), nan)
+    bad = got.view(np.uint64)[~nan] != expected.view(np.uint64)[~nan]
+    assert not bad.any(), (np.asarray(got)[~nan][bad][:5], expected[~nan][bad][:5])
+
+
+@pytest.mark.parametrize("path", ["round_fp16", "rz FP32", "rz e8m13", "rne FP32", "rne FP16",
+                                  "rne e8m13", "cast FP32", "cast FP16"])
+def test_fast_roundings_equal_lp_round(path):
+    # The kernels' own fast roundings implement the one kernel's rule: each equals
+    # lp.round bit for bit on the whole domain its comment states.
+    bf = sys.modules["lowprec.tensorcore.blockfma"]
+    sq = sys.modules["lowprec.tensorcore.sequential"]
+    name, _, fmt_name = path.partition(" ")
+    bits = 13 if fmt_name == "e8m13" else 10 if fmt_name == "FP16" else 23
+    fmt = lp.FP16 if fmt_name in ("FP16", "") else lp.Format(8, bits)
+    x = _every_input_class(fmt)
+    with np.errstate(all="ignore"):
+        if name == "round_fp16":                          # every float64 array
+            got = bf.round_fp16(x)
+        elif name == "cast":                              # every float64 array
+            got = sq.Sequential(lp.FP16, fmt, fmt, 2**20)._cast(x.copy())
+        elif name == "rne":                               # every float64 array
+            got, _ = bf._to_output(x.copy(), fmt if bits != 10 else lp.FP16, "rne", bits,
+                                   (True, True))
+        else:                                             # NaNs quiet, as arithmetic makes them
+            got, _ = bf._to_output(x.copy(), lp.FP32, "rz", bits, (True, True))
+        expected = lp.round(x, fmt, "rz" if name == "rz" else "rne")
+    if name == "rz":             # §2.8: past the range is ±inf, even rounding toward zero
+        beyond = np.isfinite(x) & (np.abs(x) >= 2.0**128)
+        expected[beyond] = np.copysign(np.inf, x[beyond])
+    assert x.dtype == np.float64 and got.shape == x.shape
+    _same_or_nan(got, expected)
+
+
+@pytest.mark.parametrize("bits", [23, 13])
+def test_fast_rz_without_extremes_equals_lp_round(bits):
+    # _to_output's RZ mask when the caller rules out results below 2**-126 and from
+    # 2**128 up (the block's exponents say so): lp.round's RZ on exactly that domain.
+    bf = sys.modules["lowprec.tensorcore.blockfma"]
+    fmt = lp.Format(8, bits)
+    x = _every_input_class(fmt, seed=1)
+    x = x[~np.isfinite(x) | (x == 0) | ((np.abs(x) >= 2.0**-126) & (np.abs(x) < 2.0**128))]
+    got, _ = bf._to_output(x.copy(), lp.FP32, "rz", bits, (False, False))
+    _same_or_nan(got, lp.round(x, fmt, "rz"))
 
 
 # -- published hardware data ---------------------------------------------------------
@@ -414,7 +488,7 @@ def test_exact_zero_sums_and_sums_of_negative_zeros(model):
 def test_exact_model_zero_signs_do_not_come_from_blas(monkeypatch):
     # -((-A) @ B) is A @ B with every exact zero sum turned into -0: the signs of
     # zeros must come from the model's rule, not from how BLAS orders its additions.
-    mm = sys.modules["lowprec.tensorcore"]
+    mm = sys.modules["lowprec.tensorcore.exact"]
     monkeypatch.setattr(mm, "_blas", lambda a, b, out: np.negative(np.matmul(-a, b), out=out))
     a = np.array([[1.0, -1.0, 0.0], [0.0, -0.0, 0.0], [2.0, 0.5, -0.0]])
     b = np.array([[3.0, -0.0], [3.0, 0.0], [-0.0, 1.0]])
@@ -423,10 +497,25 @@ def test_exact_model_zero_signs_do_not_come_from_blas(monkeypatch):
         assert_bitwise_equal(got, _exact_oracle(a, b, c, FP32_GRID))
 
 
+def test_exact_sums_past_float64s_range_are_infinite():
+    # Products near 2**1022 (a format with emax 510): their float64 sum overflows, so
+    # the exact sum decides, and a sum of 2**1024 or more is ±inf in FP32.
+    fmt = lp.Format(10, 10, bias=512)
+    m = float(fmt.max)
+    for K, negative in ((5, 0), (7, 1), (9, 1), (3, 1)):
+        a = np.full((1, K), m)
+        b = np.full((K, 1), m)
+        b[K - negative:] = -m
+        for sign in (1.0, -1.0):
+            with np.errstate(over="ignore", invalid="ignore"):
+                got = matmul(a, sign * b, model="exact", in_fmt=fmt)
+            _same(got, _exact_oracle(a, sign * b, None, FP32_GRID))
+
+
 @pytest.mark.parametrize("model", ["exact", "fp32", "fp16"])
 def test_negative_zero_sums_in_stacks_and_chunks(model, monkeypatch):
     # Stacks of matrices with zero rows and columns of both signs, in small chunks.
-    mm = sys.modules["lowprec.tensorcore"]
+    mm = sys.modules["lowprec.tensorcore.driver"]
     rng = np.random.default_rng(7)
     a = rng.integers(-2, 3, (3, 6, 5)) * rng.choice([1.0, -1.0], (3, 6, 5))
     b = rng.integers(-2, 3, (5, 4)) * rng.choice([1.0, -1.0], (5, 4))
@@ -712,7 +801,7 @@ def test_shapes_follow_np_matmul(model, sa, sb):
 
 
 def test_chunks_do_not_change_results(monkeypatch):
-    mm = sys.modules["lowprec.tensorcore"]
+    mm = sys.modules["lowprec.tensorcore.driver"]
     rng = np.random.default_rng(3)
     a = rng.standard_normal((2, 7, 37)) * 2.0 ** rng.integers(-12, 8, (2, 7, 37))
     b = rng.standard_normal((37, 5)) * 2.0 ** rng.integers(-12, 8, (37, 5))
@@ -1073,7 +1162,7 @@ def test_peak_memory_stays_under_the_documented_bound(monkeypatch, model, fmt, d
     # MEMORY_BOUND made small, so that moderate sizes need many chunks and spans. The
     # exact model held float64 quanta and masks of whole rows, and gathered whole
     # rows for its exact sums, at once: over the bound for large K.
-    mm = sys.modules["lowprec.tensorcore"]
+    mm = sys.modules["lowprec.tensorcore.driver"]
     bound = 8 * 2**20
     monkeypatch.setattr(mm, "MEMORY_BOUND", bound)
     rng = np.random.default_rng(5)
@@ -1100,7 +1189,8 @@ def test_peak_memory_stays_under_the_documented_bound(monkeypatch, model, fmt, d
 def test_exact_sums_of_rows_longer_than_a_span(monkeypatch):
     # Cancellation beyond float64 (so the outputs need the exact sum) in rows far
     # longer than the gathered span: the levels of the exact sum add up over spans.
-    mm = sys.modules["lowprec.tensorcore"]
+    mm = sys.modules["lowprec.tensorcore.driver"]
+    ex = sys.modules["lowprec.tensorcore.exact"]
     monkeypatch.setattr(mm, "MEMORY_BOUND", 4096)        # spans of 15 products
     rng = np.random.default_rng(9)
     K = 200
@@ -1111,12 +1201,12 @@ def test_exact_sums_of_rows_longer_than_a_span(monkeypatch):
     a[:, 7], b[7] = 2.0**-24, 2.0**-20                      # ... leaving small ones
     c = np.array([[0.0, 2.0**-60], [-0.0, 1.0], [2.0**-100, -(2.0**-100)]])
     blocks_seen = []
-    exact_round = mm._exact_round
+    exact_round = ex._exact_round
 
     def spy(blocks, m, out):
         blocks_seen.append(sum(1 for _ in blocks()))
         return exact_round(blocks, m, out)
-    monkeypatch.setattr(mm, "_exact_round", spy)
+    monkeypatch.setattr(ex, "_exact_round", spy)
     for out, grid in (("fp32", FP32_GRID), ("fp16", FP16_GRID)):
         got = matmul(a, b, model="exact", c=c, in_fmt="fp16", out_fmt=out)
         assert_bitwise_equal(got, _exact_oracle(a, b, c, grid))
@@ -1127,7 +1217,7 @@ def test_exact_sums_of_rows_longer_than_a_span(monkeypatch):
 def test_tensor_operands_stay_under_the_bound(monkeypatch, model):
     # Tensors hand over their float64 values: no copy, no rounding, so nothing of the
     # operands' size may come on top of the bound.
-    mm = sys.modules["lowprec.tensorcore"]
+    mm = sys.modules["lowprec.tensorcore.driver"]
     bound = 4 * 2**20
     monkeypatch.setattr(mm, "MEMORY_BOUND", bound)
     rng = np.random.default_rng(6)
