@@ -90,10 +90,7 @@ class Policy:
             value = getattr(self, name)
             object.__setattr__(self, name, compute if value is None else _format(value))
         check_mode(self.update, "update")
-        try:        # matmul's own check: a name, a MODELS value (or copy), a TensorCoreModel
-            resolve_model(self.matmul)
-        except TypeError as exc:
-            raise TypeError(str(exc).replace("model must", "matmul must", 1)) from None
+        resolve_model(self.matmul, "matmul")   # a name, a MODELS value (or copy), a TensorCoreModel
 
     @classmethod
     def named(cls, name: Policy | str) -> Policy:

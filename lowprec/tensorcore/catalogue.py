@@ -153,13 +153,24 @@ MODELS: dict[str, Model] = {m.name: m for m in (
     EXACT, SEQ_FP32, SEQ_FP16, V100, T4, A100, ADA, H100, H100_MMA, B200, B200_MMA)}
 
 
-def resolve_model(model: str | Model) -> Model:
-    """The model object for ``model`` (a name in `MODELS` or a model object)."""
+def resolve_model(model: str | Model, name: str = "model") -> Model:
+    """The model object for ``model`` (a name in `MODELS`, in any case, or a model
+    object): the one model check, whose `TypeError` names the argument ``name``.
+
+    Examples
+    --------
+    >>> resolve_model("H100") is MODELS["h100"]
+    True
+    >>> resolve_model(3, "matmul")
+    Traceback (most recent call last):
+    ...
+    TypeError: matmul must be a model name (...) or a lp.TensorCoreModel, got int 3
+    """
     if isinstance(model, (TensorCoreModel, Accumulating)):
         return model
     names = ", ".join(MODELS)
     if not isinstance(model, str):
-        raise TypeError(f"model must be a model name ({names}) or a lp.TensorCoreModel, "
+        raise TypeError(f"{name} must be a model name ({names}) or a lp.TensorCoreModel, "
                         f"got {type(model).__name__} {model!r}")
     spec = MODELS.get(model.lower())
     if spec is None:

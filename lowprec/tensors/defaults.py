@@ -93,10 +93,7 @@ def context(*, mode: str | None = None, rng: np.random.Generator | int | None = 
     if rng is not None:
         changes["rng"] = as_generator(rng)
     if matmul is not None:
-        try:    # matmul's own check: a name, a MODELS value (or copy), a TensorCoreModel
-            resolve_model(matmul)
-        except TypeError as exc:
-            raise TypeError(str(exc).replace("model must", "matmul must", 1)) from None
+        resolve_model(matmul, "matmul")   # a name, a MODELS value (or copy), a TensorCoreModel
         changes["matmul"] = matmul
     if subnormals is not None:
         changes["subnormals"] = check_bool("subnormals", subnormals)

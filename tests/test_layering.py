@@ -1,0 +1,167 @@
+"""The layout of docs/design/DESIGN.md ("Layout"), held against the source.
+
+The import graph is built from the source with ``ast`` (nothing is imported to build
+it): every module of ``lowprec/`` must be listed in the design doc's layout table, and
+a module may import only from files listed above its own, except a package's
+``__init__.py``, which re-exports the files of its own package. No module imports an
+underscored name from another module, and no public module is shadowed by a function
+of the same name in its package (``lp.matmul`` is a function, so the matrix products
+cannot live in ``lowprec/matmul.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pathlib
+import re
+import types
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "lowprec"
+DESIGN = ROOT / "docs" / "design" / "DESIGN.md"
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _listed_files() -> list[str]:
+    """The files of the layout table, in its order (the layer order)."""
+    text = DESIGN.read_text(encoding="utf-8")
+    section = text.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| [\w ]+ \| `(lowprec/[\w/]+\.py)` \|", section, flags=re.M)
+
+
+SOURCES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+FILES = {_module_name(ROOT / f): i for i, f in enumerate(_listed_files())}
+
+
+def _is_package(name: str) -> bool:
+    return SOURCES[name].name == "__init__.py"
+
+
+def _imports(name: str) -> list[tuple[str, list[str], int]]:
+    """(imported module, names taken from it, line) for each import in ``name``'s source
+    that stays inside lowprec; ``from pkg import sub`` counts as importing ``pkg.sub``."""
+    path = SOURCES[name]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name if _is_package(name) else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target != "lowprec" and not target.startswith("lowprec."):
+                continue
+            names = [a.name for a in node.names]
+            subs = [n for n in names if f"{target}.{n}" in SOURCES]
+            for n in subs:
+                found.append((f"{target}.{n}", [], node.lineno))
+            rest = [n for n in names if n not in subs]
+            if rest or not subs:
+                found.append((target, rest, node.lineno))
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name == "lowprec" or a.name.startswith("lowprec."):
+                    found.append((a.name, [], node.lineno))
+    return found
+
+
+def _dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__")
+
+
+def _rank(target: str) -> int:
+    """A module's place in the layer order; a package counts as its last file (importing
+    it runs every file its ``__init__`` imports)."""
+    inside = [r for m, r in FILES.items() if m == target or m.startswith(target + ".")]
+    return max(inside)
+
+
+def test_every_module_is_listed_in_the_design_doc():
+    missing = sorted(set(SOURCES) - set(FILES))
+    stale = sorted(set(FILES) - set(SOURCES))
+    assert not missing, f"modules missing from DESIGN.md's layout table: {missing}"
+    assert not stale, f"DESIGN.md lists files that do not exist: {stale}"
+
+
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_imports_run_down_the_layers(name):
+    wrong = []
+    for target, names, line in _imports(name):
+        if target == name or (names and all(_dunder(n) for n in names)):
+            continue           # package metadata (the command's --version): no layer
+        if _is_package(name) and target.startswith(name + "."):
+            continue           # a package's __init__ re-exports its own files
+        if name == "lowprec" or name == "lowprec.__main__":
+            continue           # the top re-exports everything
+        if _rank(target) >= FILES[name]:
+            wrong.append(f"line {line}: {target}")
+    assert not wrong, (f"{name} imports modules listed at or below it in DESIGN.md: "
+                       f"{wrong}")
+
+
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_no_underscored_name_crosses_a_module(name):
+    wrong = [f"line {line}: {n} from {target}" for target, names, line in _imports(name)
+             for n in names if n.startswith("_") and not _dunder(n) and target != name]
+    assert not wrong, f"{name} imports private names of other modules: {wrong}"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in SOURCES
+                                          if "." in n and n != "lowprec.__main__"))
+def test_no_module_is_shadowed_by_a_function(name):
+    module = importlib.import_module(name)
+    parent_name, _, attr = name.rpartition(".")
+    parent = importlib.import_module(parent_name)
+    value = getattr(parent, attr, module)
+    assert isinstance(value, types.ModuleType) and value is module, (
+        f"{parent_name}.{attr} is {value!r}, not the module {name}")
+
+
+def test_a_shadowed_module_would_be_caught():
+    # The check above is not vacuous: a function bound over a module's name is a
+    # function attribute, not the module (what `import lowprec.matmul` used to give).
+    fake = types.ModuleType("fake")
+    fake.matmul = lambda: None
+    assert not isinstance(fake.matmul, types.ModuleType)
+
+
+def test_the_layer_check_would_catch_an_upward_import():
+    # tensors is listed below rounding: rounding importing it would run up the layers.
+    assert _rank("lowprec.tensors") > FILES["lowprec.rounding"]
+    assert _rank("lowprec.engine") < FILES["lowprec.rounding"]
+
+
+def _rows() -> dict[str, str]:
+    """The layout table's rows by file: what DESIGN.md says each file is for."""
+    text = DESIGN.read_text(encoding="utf-8").split("## Layout", 1)[1].split("\n## ", 1)[0]
+    return {m.group(1): m.group(2) for m in
+            re.finditer(r"^\| [\w ]+ \| `(lowprec/[\w/]+\.py)` \| (.*) \|$", text, flags=re.M)}
+
+
+def test_the_design_doc_names_the_file_of_every_public_function_and_class():
+    # A newcomer finds the file of lp.NAME by searching the table for NAME.
+    import inspect
+
+    import lowprec as lp
+    rows = _rows()
+    wrong = []
+    for name in lp.__all__:
+        obj = inspect.unwrap(getattr(lp, name))
+        if not (inspect.isfunction(obj) or inspect.isclass(obj)):
+            continue
+        path = pathlib.Path(inspect.getsourcefile(obj)).resolve().relative_to(ROOT).as_posix()
+        if not re.search(rf"(?<!\w){re.escape(name)}\b", rows.get(path, "")):
+            wrong.append(f"lp.{name} is in {path}, whose row does not name it")
+    assert not wrong, wrong
