@@ -28,7 +28,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import lowprec as lp
-from helpers import assert_bitwise_equal
+from helpers import assert_bitwise_equal, assert_same
 from lowprec.tensorcore import matmul  # the kernel itself (lp.matmul may wrap it for Tensors)
 from peers import ml_dtypes
 
@@ -113,13 +113,6 @@ def _every_input_class(fmt, seed=0):
     return np.concatenate([x, -x])
 
 
-def _same_or_nan(got, expected):
-    nan = np.isnan(expected)
-    assert np.array_equal(np.isnan(got), nan)
-    bad = got.view(np.uint64)[~nan] != expected.view(np.uint64)[~nan]
-    assert not bad.any(), (np.asarray(got)[~nan][bad][:5], expected[~nan][bad][:5])
-
-
 @pytest.mark.parametrize("path", ["round_fp16", "rz FP32", "rz e8m13", "rne FP32", "rne FP16",
                                   "rne e8m13", "cast FP32", "cast FP16"])
 def test_fast_roundings_equal_lp_round(path):
@@ -146,7 +139,7 @@ def test_fast_roundings_equal_lp_round(path):
         beyond = np.isfinite(x) & (np.abs(x) >= 2.0**128)
         expected[beyond] = np.copysign(np.inf, x[beyond])
     assert x.dtype == np.float64 and got.shape == x.shape
-    _same_or_nan(got, expected)
+    assert_same(got, expected)
 
 
 @pytest.mark.parametrize("bits", [23, 13])
@@ -158,7 +151,7 @@ def test_fast_rz_without_extremes_equals_lp_round(bits):
     x = _every_input_class(fmt, seed=1)
     x = x[~np.isfinite(x) | (x == 0) | ((np.abs(x) >= 2.0**-126) & (np.abs(x) < 2.0**128))]
     got, _ = bf._to_output(x.copy(), lp.FP32, "rz", bits, (False, False))
-    _same_or_nan(got, lp.round(x, fmt, "rz"))
+    assert_same(got, lp.round(x, fmt, "rz"))
 
 
 # -- published hardware data ---------------------------------------------------------
