@@ -7,8 +7,9 @@ rule; `SGD` and `Adam` keep the weights in the policy's weight format (FP32 mast
 weights for the mixed policies) and write low-precision working copies back into
 the model; `train` runs a `lowprec.nn` model under a policy and measures what the
 precision did (gradient underflows, skipped steps, the loss scale, weight updates
-lost to rounding). This module must never compute a training quantity in float64
-behind the policy's back: every value it produces is a value of the format the
+lost to rounding). The files of this package (`policy`, `checks`, `optim`,
+`scaler`, `training`; docs/design/DESIGN.md, "Layout") must never compute a training
+quantity in float64 behind the policy's back: every value it produces is a value of the format the
 policy names, and every rounding is one a real mixed-precision run would make.
 """
 
