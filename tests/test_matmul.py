@@ -352,6 +352,25 @@ def test_fp32_model_is_a_float32_loop_of_exact_products(case):
     assert_bitwise_equal(got, _sequential_oracle(a, b, c, FP32_GRID))
 
 
+BF16_GRID = dict(p=8, emin=-126, emax=127)
+
+
+@settings(max_examples=30)
+@given(st.sampled_from(["fp16", "bf16", "e4m3"]).flatmap(
+    lambda f: st.tuples(st.just(f), operands(f))))
+@example(("bf16", (np.array([[1.0, 2.0**-9, 2.0**-9]]), np.ones((3, 1)), np.zeros((1, 1)))))
+def test_a_hand_built_bf16_accumulator_is_a_bf16_loop_of_exact_products(case):
+    # An accumulation model in a format other than FP32 and FP16 (built by hand, not in
+    # MODELS) rounds each addition to its own format; it used to round to FP16.
+    from lowprec.tensorcore.models import Accumulating
+    fmt, (a, b, c) = case
+    c = np.vectorize(lambda v: _round_signed(_signed(v), BF16_GRID))(c)
+    c[~np.isfinite(c)] = 0.0
+    model = Accumulating(lp.BF16, "bf16-loop")
+    got = matmul(a, b, model=model, c=c, in_fmt=fmt, out_fmt="bf16")
+    assert_bitwise_equal(got, _sequential_oracle(a, b, c, BF16_GRID))
+
+
 @settings(max_examples=40)
 @given(st.sampled_from(["fp16", "bf16", "e5m2", "fp32"]).flatmap(
     lambda f: st.tuples(st.just(f), operands(f))))

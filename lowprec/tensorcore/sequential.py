@@ -1,5 +1,6 @@
 """Sequential accumulation: exact products added left to right, every addition
-rounded (RNE) to FP32 or FP16, as a CPU's loop over K does.
+rounded (RNE) to FP32 or FP16 (or the accumulator of a hand-built model), as a CPU's
+loop over K does.
 
 `Sequential` is the kernel of the ``"fp32"`` and ``"fp16"`` models, vectorised over
 the outputs of a chunk (the one Python loop runs over K). Each addition is rounded
@@ -13,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine.eft import two_sum
-from ..formats import FP32
+from ..formats import FP16, FP32
 from ..rounding import round as _round
 from ..rounding import round_exact as _round_exact
 from ..status import quiet
@@ -27,12 +28,14 @@ class Sequential:
 
     def __init__(self, fmt, acc, out, memory_bound):
         self.fmt, self.acc, self.out, self.memory_bound = fmt, acc, out, memory_bound
+        self.to_fp32, self.to_fp16 = acc == FP32, acc == FP16
         self.float32 = acc == FP32 and products_fit_float32(fmt)
         # When float64 then acc is one rounding of acc + p:
         # FP32: both have at most 24 bits (53 >= 2 * 24 + 2, Figueroa's theorem).
         # FP16, products of at most 22 bits: acc + p is exact in float64 unless
         # |p| < 2**-30 |acc| (both roundings give acc) or |p| >= 2**17 (both overflow).
-        self.innocuous = 2 * fmt.p <= (24 if acc == FP32 else 22)
+        # Another accumulator (a hand-built model): TwoSum and the kernel, every step.
+        self.innocuous = acc in (FP32, FP16) and 2 * fmt.p <= (24 if acc == FP32 else 22)
 
     #: Smallest span of K, and bytes per operand entry of a span (float32 copies).
     k_unit, entry_bytes = 1, 8
@@ -49,9 +52,11 @@ class Sequential:
         return self._finish(self._cast(np.array(c, dtype=np.float64)))   # no additions: c
 
     def _cast(self, s):
-        if self.acc == FP32:
+        if self.to_fp32:
             return s.astype(np.float32).astype(np.float64)   # one IEEE rounding
-        return round_fp16(s)
+        if self.to_fp16:
+            return round_fp16(s)                             # lp.round(s, FP16), every float64
+        return quiet(_round, s, self.acc)                    # any other format: the kernel
 
     def _finish(self, d):
         return d if self.out == self.acc else quiet(_round, d, self.out)
