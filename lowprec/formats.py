@@ -315,8 +315,16 @@ class Format:
         return f"float{self.bits}_e{self.exponent_bits}m{self.mantissa_bits}{b}{suffix}"
 
     @property
-    def _known_dtype_name(self) -> str | None:
-        # The NumPy or ml_dtypes dtype of this format, if one exists (TF32 has none).
+    def numpy_dtype_name(self) -> str | None:
+        """The name of the NumPy or ml_dtypes dtype of this format, or None where none
+        exists (TF32, custom formats).
+
+        Examples
+        --------
+        >>> import lowprec as lp
+        >>> lp.FP16.numpy_dtype_name, lp.FP8_E4M3.numpy_dtype_name, lp.TF32.numpy_dtype_name
+        ('float16', 'float8_e4m3fn', None)
+        """
         name = self.dtype_name
         # Every real dtype name is a lookup name of its format, and no made-up one is.
         return name if _BY_NAME.get(name) == self else None
@@ -347,7 +355,7 @@ class Format:
         inf / NaN           no / yes
         """
         rows = [
-            ("name", str(self)), ("dtype", self._known_dtype_name or "-"),
+            ("name", str(self)), ("dtype", self.numpy_dtype_name or "-"),
             ("bits", self.bits), ("exponent bits", self.exponent_bits),
             ("mantissa bits", self.mantissa_bits), ("precision p", self.p),
             ("bias", self.bias), ("kind", self.kind), ("subnormals", self.subnormals),

@@ -30,6 +30,14 @@ def test_constants_match_finfo_of_oracle(name):
     assert_finfo_matches(lp.NAMED_FORMATS[name], ORACLE_DTYPES[name])
 
 
+@pytest.mark.parametrize("name", sorted(lp.NAMED_FORMATS))
+def test_numpy_dtype_name_is_the_oracle_dtypes_name(name):
+    # The dtype NumPy or ml_dtypes has for the format, by its own name; TF32 has none.
+    want = np.dtype(ORACLE_DTYPES[name]).name if name in ORACLE_DTYPES else None
+    assert lp.NAMED_FORMATS[name].numpy_dtype_name == want
+    assert lp.Format.custom(precision=5, emax=31).numpy_dtype_name is None
+
+
 def assert_finfo_matches(fmt, dt):
     numpy_own = dt in (np.float16, np.float32, np.float64)
     fi = np.finfo(dt) if numpy_own else ml_dtypes.finfo(dt)

@@ -43,7 +43,7 @@ _NARROW = ("format", "dtype", "bits", "exp", "mant", "bias", "kind", "max",
 
 def _dtype(fmt):
     # The NumPy or ml_dtypes dtype name, "-" where there is none (TF32).
-    return fmt._known_dtype_name or "-"
+    return fmt.numpy_dtype_name or "-"
 
 
 def _row(fmt):

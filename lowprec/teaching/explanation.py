@@ -48,7 +48,7 @@ def format_name(fmt: Format) -> str:
     """A format's name for teaching text."""
     # An unnamed format: its NumPy / ml_dtypes name if it has one (float8_e4m3), else
     # str(fmt), which says every parameter (no made-up dtype name such as float19_e8m10).
-    return fmt.name or fmt._known_dtype_name or str(fmt)
+    return fmt.name or fmt.numpy_dtype_name or str(fmt)
 
 
 def layout(fmt: FormatLike) -> str:
