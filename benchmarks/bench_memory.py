@@ -63,8 +63,8 @@ def _call(op, dtype, n):
     import importlib
 
     import lowprec as lp
-    mm = importlib.import_module("lowprec.tensorcore")     # lp.matmul is the function
-    rounding = importlib.import_module("lowprec.engine.parallel")
+    mm = importlib.import_module("lowprec.tensorcore.driver")   # MEMORY_BOUND's home
+    rounding = importlib.import_module("lowprec.rounding")     # WORK_BYTES, as documented
     per_call = rounding.WORK_BYTES * lp.threads()
     if op == "matmul":
         side = n

@@ -5,7 +5,7 @@ the exact real result (error-free transformations: TwoSum, Dekker's product, exa
 remainders of division and square root), collapses it to the float64 value
 round-to-odd would give (innocuous for formats of at most 51 bits, so every mode
 then sees the exact result's side of every rounding boundary), and rounds that
-once with the kernel of :mod:`lowprec.rounding`, chunk by chunk. Operands whose
+once with the rounding kernel (`lowprec.engine.kernel`), chunk by chunk. Operands whose
 error terms would overflow or underflow are normalised by powers of two first.
 Operands that float64 cannot hold (64-bit integers, long doubles, wider Python
 ints: rare) take an exact path on Python integers, element by element, that

@@ -6,9 +6,8 @@ decimal value, its neighbours and ulp, the rounding error and the exception flag
 ``str()`` of it is the text the ``lowprec explain`` command prints. `layout` draws
 a format's bit layout (the error-against-K experiment is in `experiments`).
 Every value shown comes from the library's kernels (`round`, `encode`, `decode`,
-`fields`, `flags`, `matmul`) or from exact `Fraction` / `Decimal` arithmetic on
-their results: this module must never round a value on its own, and it imports
-matplotlib only when asked for a figure.
+`fields`, `flags`) or from exact `Fraction` / `Decimal` arithmetic on their results:
+this module must never round a value on its own.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`Tensor`: an ndarray of values in one format, with NumPy's protocols.
 
 `lp.context` / `lp.get_context` (the defaults, read only by `defaults`), `result_format`
-and the literal `PROMOTION` table (`promotion`), the `Tensor` class and `lp.tensor`
+and the `PROMOTION` table, built at import (`promotion`), the `Tensor` class and `lp.tensor`
 (`core`), and the NumPy dispatch tables `HANDLED_UFUNCS` (`ufuncs`) and
 `HANDLED_FUNCTIONS` with the Tensor `matmul` (`functions`) (docs/design/DESIGN.md,
 "Layout").
