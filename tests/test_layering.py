@@ -31,26 +31,30 @@ def _module_name(path: pathlib.Path) -> str:
     return ".".join(parts)
 
 
-def _listed_files() -> list[str]:
-    """The files of the layout table, in its order (the layer order)."""
-    text = DESIGN.read_text(encoding="utf-8")
-    section = text.split("## Layout", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"^\| [\w ]+ \| `(lowprec/[\w/]+\.py)` \|", section, flags=re.M)
+def _rows() -> dict[str, str]:
+    """The layout table's rows, file -> what DESIGN.md says it is for, in table order
+    (the layer order)."""
+    text = DESIGN.read_text(encoding="utf-8").split("## Layout", 1)[1].split("\n## ", 1)[0]
+    return {m.group(1): m.group(2) for m in
+            re.finditer(r"^\| [\w ]+ \| `(lowprec/[\w/]+\.py)` \| (.*) \|$", text, flags=re.M)}
 
 
+ROWS = _rows()
 SOURCES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
-FILES = {_module_name(ROOT / f): i for i, f in enumerate(_listed_files())}
+FILES = {_module_name(ROOT / f): i for i, f in enumerate(ROWS)}
 
 
 def _is_package(name: str) -> bool:
     return SOURCES[name].name == "__init__.py"
 
 
-def _imports(name: str) -> list[tuple[str, list[str], int]]:
+def _imports(name: str, source: str | None = None) -> list[tuple[str, list[str], int]]:
     """(imported module, names taken from it, line) for each import in ``name``'s source
-    that stays inside lowprec; ``from pkg import sub`` counts as importing ``pkg.sub``."""
-    path = SOURCES[name]
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    (or in ``source``, read as if it were ``name``'s) that stays inside lowprec;
+    ``from pkg import sub`` counts as importing ``pkg.sub``."""
+    if source is None:
+        source = SOURCES[name].read_text(encoding="utf-8")
+    tree = ast.parse(source)
     package = name if _is_package(name) else name.rpartition(".")[0]
     found = []
     for node in ast.walk(tree):
@@ -95,10 +99,10 @@ def test_every_module_is_listed_in_the_design_doc():
     assert not stale, f"DESIGN.md lists files that do not exist: {stale}"
 
 
-@pytest.mark.parametrize("name", sorted(SOURCES))
-def test_imports_run_down_the_layers(name):
+def _upward(name: str, source: str | None = None) -> list[str]:
+    """The imports of ``name`` that run against the layer order."""
     wrong = []
-    for target, names, line in _imports(name):
+    for target, names, line in _imports(name, source):
         if target == name or (names and all(_dunder(n) for n in names)):
             continue           # package metadata (the command's --version): no layer
         if _is_package(name) and target.startswith(name + "."):
@@ -107,14 +111,30 @@ def test_imports_run_down_the_layers(name):
             continue           # the top re-exports everything
         if _rank(target) >= FILES[name]:
             wrong.append(f"line {line}: {target}")
+    return wrong
+
+
+def _private(name: str, source: str | None = None) -> list[str]:
+    """The underscored names ``name`` imports from other modules."""
+    return [f"line {line}: {n} from {target}" for target, names, line in _imports(name, source)
+            for n in names if n.startswith("_") and not _dunder(n) and target != name]
+
+
+def _shadowed(parent: types.ModuleType, attr: str, module: types.ModuleType) -> bool:
+    """Whether ``parent.attr`` is something other than its submodule ``module``."""
+    return getattr(parent, attr, module) is not module
+
+
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_imports_run_down_the_layers(name):
+    wrong = _upward(name)
     assert not wrong, (f"{name} imports modules listed at or below it in DESIGN.md: "
                        f"{wrong}")
 
 
 @pytest.mark.parametrize("name", sorted(SOURCES))
 def test_no_underscored_name_crosses_a_module(name):
-    wrong = [f"line {line}: {n} from {target}" for target, names, line in _imports(name)
-             for n in names if n.startswith("_") and not _dunder(n) and target != name]
+    wrong = _private(name)
     assert not wrong, f"{name} imports private names of other modules: {wrong}"
 
 
@@ -124,30 +144,23 @@ def test_no_module_is_shadowed_by_a_function(name):
     module = importlib.import_module(name)
     parent_name, _, attr = name.rpartition(".")
     parent = importlib.import_module(parent_name)
-    value = getattr(parent, attr, module)
-    assert isinstance(value, types.ModuleType) and value is module, (
-        f"{parent_name}.{attr} is {value!r}, not the module {name}")
+    assert not _shadowed(parent, attr, module), (
+        f"{parent_name}.{attr} is {getattr(parent, attr)!r}, not the module {name}")
 
 
-def test_a_shadowed_module_would_be_caught():
-    # The check above is not vacuous: a function bound over a module's name is a
-    # function attribute, not the module (what `import lowprec.matmul` used to give).
-    fake = types.ModuleType("fake")
-    fake.matmul = lambda: None
-    assert not isinstance(fake.matmul, types.ModuleType)
-
-
-def test_the_layer_check_would_catch_an_upward_import():
-    # tensors is listed below rounding: rounding importing it would run up the layers.
-    assert _rank("lowprec.tensors") > FILES["lowprec.rounding"]
-    assert _rank("lowprec.engine") < FILES["lowprec.rounding"]
-
-
-def _rows() -> dict[str, str]:
-    """The layout table's rows by file: what DESIGN.md says each file is for."""
-    text = DESIGN.read_text(encoding="utf-8").split("## Layout", 1)[1].split("\n## ", 1)[0]
-    return {m.group(1): m.group(2) for m in
-            re.finditer(r"^\| [\w ]+ \| `(lowprec/[\w/]+\.py)` \| (.*) \|$", text, flags=re.M)}
+def test_the_checks_catch_what_they_are_for():
+    # Known answers, on sources written here: the checks above are not vacuous.
+    assert _upward("lowprec.rounding", "from .tensors import Tensor\n")          # up a layer
+    assert _upward("lowprec.engine.plan", "from .kernel import run\n")           # up a file
+    assert not _upward("lowprec.rounding", "from .engine.kernel import run\n")
+    assert not _upward("lowprec.teaching.cli", "from .. import __version__\n")   # metadata
+    assert _private("lowprec.bits", "from .engine.kernel import _round_chunk\n")
+    assert not _private("lowprec.bits", "from .formats import format as _format\n")
+    package, module = types.ModuleType("fake"), types.ModuleType("fake.matmul")
+    package.matmul = lambda: None       # what `from .tensors import matmul` did to lowprec
+    assert _shadowed(package, "matmul", module)
+    package.matmul = module
+    assert not _shadowed(package, "matmul", module)
 
 
 def test_the_design_doc_names_the_file_of_every_public_function_and_class():
@@ -155,13 +168,12 @@ def test_the_design_doc_names_the_file_of_every_public_function_and_class():
     import inspect
 
     import lowprec as lp
-    rows = _rows()
     wrong = []
     for name in lp.__all__:
         obj = inspect.unwrap(getattr(lp, name))
         if not (inspect.isfunction(obj) or inspect.isclass(obj)):
             continue
         path = pathlib.Path(inspect.getsourcefile(obj)).resolve().relative_to(ROOT).as_posix()
-        if not re.search(rf"(?<!\w){re.escape(name)}\b", rows.get(path, "")):
+        if not re.search(rf"(?<!\w){re.escape(name)}\b", ROWS.get(path, "")):
             wrong.append(f"lp.{name} is in {path}, whose row does not name it")
     assert not wrong, wrong
