@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pathlib
 import platform
 import sys
@@ -15,6 +16,16 @@ import sys
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
+
+
+def _load():
+    """The machine's load, printed with each section: the ratios are only as good as
+    the machine was quiet."""
+    try:
+        one, five, _ = os.getloadavg()
+    except OSError:   # pragma: no cover - not on Unix
+        return "load average unavailable"
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} CPUs"
 
 
 def main(argv=None):
@@ -31,7 +42,7 @@ def main(argv=None):
     print(f"lowprec benchmarks: Python {platform.python_version()}, NumPy {np.__version__}, "
           f"{platform.machine()}, {platform.processor() or 'unknown cpu'}")
     for name in args.sections or sections:
-        print(f"\n== {name} ==")
+        print(f"\n== {name} ==  ({_load()})")
         importlib.import_module(f"bench_{name}").main(quick=args.quick)
 
 
