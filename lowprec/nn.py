@@ -19,7 +19,7 @@ from typing import Any, Union, cast
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .engine.checks import as_generator, check_int
+from .engine.checks import as_generator, check_bool, check_int
 from .formats import FP32, Format, FormatLike
 from .formats import format as _format
 from .tensors import Tensor, matmul, result_format, tensor
@@ -349,11 +349,13 @@ class Linear:
         self._x = x
         return matmul(x, self.weight.value, c=self.bias.value).astype(fmt, "rne")
 
-    def backward(self, dy: Tensor) -> Tensor:
+    def backward(self, dy: Tensor, *, input_grad: bool = True) -> Tensor | None:
         """Set the parameters' gradients from ``dy``, the gradient of the output of
-        the last `forward`; returns the gradient of its input. `RuntimeError`
-        before any forward (as PyTorch's backward without a graph), `ValueError`
-        for a ``dy`` not of the output's shape."""
+        the last `forward`; returns the gradient of its input, or None with
+        ``input_grad=False`` (the first layer of a network, whose input is data: as
+        PyTorch, which computes no gradient for inputs that do not require one).
+        `RuntimeError` before any forward (as PyTorch's backward without a graph),
+        `ValueError` for a ``dy`` not of the output's shape."""
         if self._x is None:
             raise RuntimeError("Linear.backward called before forward: the backward pass "
                                "needs the input of a forward pass; call forward first")
@@ -364,6 +366,8 @@ class Linear:
             raise ValueError(f"dy must have the output's shape {expected}, got shape {dy.shape}")
         self.weight.grad = self.weight._as_grad(matmul(self._x.T, dy))
         self.bias.grad = self.bias._as_grad(dy.astype(_acc(fmt)).sum(axis=0, order=_ORDER))
+        if not check_bool("input_grad", input_grad):
+            return None
         return matmul(dy, self.weight.value.T).astype(fmt, "rne")
 
     __call__ = forward
@@ -461,10 +465,17 @@ class Sequential:
             x = layer.forward(x)
         return x
 
-    def backward(self, dy: Tensor) -> Tensor:
-        for layer in reversed(self.layers):
+    def backward(self, dy: Tensor, *, input_grad: bool = True) -> Tensor | None:
+        """Run the layers' backward passes in reverse; returns the gradient of the
+        input, or None with ``input_grad=False``, where a first layer that can skip
+        it (a `Linear` or a `Sequential`) does not compute it."""
+        input_grad = check_bool("input_grad", input_grad)
+        for i in range(len(self.layers) - 1, -1, -1):
+            layer = self.layers[i]
+            if i == 0 and not input_grad and isinstance(layer, (Linear, Sequential)):
+                return layer.backward(dy, input_grad=False)
             dy = layer.backward(dy)
-        return dy
+        return dy if input_grad else None
 
     __call__ = forward
 

@@ -108,6 +108,19 @@ def test_fp32_mlp_loss_and_gradients_match_float64(act):
         np.testing.assert_allclose(np.asarray(p.grad), g, rtol=1e-5, atol=1e-7)
 
 
+def test_backward_without_the_input_gradient_sets_the_same_gradients():
+    # The float64 reference gives the gradients; input_grad=False only skips dx.
+    model, ref, x, labels = problem("relu")
+    with lp.context(matmul="fp32"):
+        logits = model(lp.tensor(x, "fp32"))
+        assert model.backward(nn.softmax_cross_entropy_backward(logits, labels),
+                              input_grad=False) is None
+    for p, g in zip(model.parameters(), ref.grads(x, labels)):
+        np.testing.assert_allclose(np.asarray(p.grad), g, rtol=1e-5, atol=1e-7)
+    with pytest.raises(TypeError, match="input_grad"):
+        model.backward(lp.tensor(np.ones(np.shape(logits)), "fp32"), input_grad="no")
+
+
 def float32_matmul(a, b, c):
     """Left-to-right float32 accumulation starting from c; products of FP16 values
     (11-bit significands) have at most 22 bits, so they are exact in float32."""

@@ -97,8 +97,9 @@ def train(model: nn.Sequential, data: tuple[ArrayLike, ArrayLike], policy: Polic
     Each step: the forward pass in ``policy.compute`` under ``policy.matmul``; the
     loss (softmax cross-entropy in ``policy.loss``) times ``loss_weight``; the
     backward pass from the seed ``d(scaled loss)/d(loss) = scale * loss_weight``,
-    rounded into the loss format, under ``lp.flags()``; the gradients in the
-    weight format, unscaled by ``scaler``; the optimizer step, skipped when the
+    rounded into the loss format, under ``lp.flags()`` (with no gradient of the
+    data: a `lowprec.nn` model's first layer skips it, as PyTorch does for inputs
+    that require none); the gradients in the weight format, unscaled by ``scaler``; the optimizer step, skipped when the
     scaler found inf or NaN; ``scaler.update()``.
 
     Parameters
@@ -194,7 +195,11 @@ def train(model: nn.Sequential, data: tuple[ArrayLike, ArrayLike], policy: Polic
             with flags() as f:
                 seed_grad = tensor(scale, policy.loss) * loss_weight
                 dz = nn.softmax_cross_entropy_backward(logits, yb, seed_grad)
-                model.backward(dz.astype(policy.compute))
+                dz = dz.astype(policy.compute)
+                if isinstance(model, (nn.Sequential, nn.Linear)):
+                    model.backward(dz, input_grad=False)   # the data needs no gradient
+                else:
+                    model.backward(dz)
             grads = opt.gradients()
             found_inf = False
             if scaler is not None:
