@@ -106,8 +106,8 @@ def matmuls(quick):
             n = min(n, 128) if quick else n
             a = lp.round(rng.standard_normal((n, n)), fmt)
             b = lp.round(rng.standard_normal((n, n)), fmt)
-            r, t, _ = ratio(lambda: lp.matmul(a, b, model=model, in_fmt=fmt),  # noqa: B023
-                            lambda: a @ b, rounds=3, inner=1)  # noqa: B023
+            r, t, _ = ratio(lambda: lp.matmul(a, b, model=model, in_fmt=fmt),
+                            lambda: a @ b, rounds=3, inner=1)
             print(row(f"{model} model, {fmt.upper()} inputs, {n}^3 ({t * 1e3:.0f} ms, "
                       f"{t / n**3 * 1e9:.2f} ns/MAC)", r, None if quick else limit, width=52))
 

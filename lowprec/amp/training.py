@@ -99,8 +99,9 @@ def train(model: nn.Sequential, data: tuple[ArrayLike, ArrayLike], policy: Polic
     backward pass from the seed ``d(scaled loss)/d(loss) = scale * loss_weight``,
     rounded into the loss format, under ``lp.flags()`` (with no gradient of the
     data: a `lowprec.nn` model's first layer skips it, as PyTorch does for inputs
-    that require none); the gradients in the weight format, unscaled by ``scaler``; the optimizer step, skipped when the
-    scaler found inf or NaN; ``scaler.update()``.
+    that require none); the gradients in the weight format, unscaled by
+    ``scaler``; the optimizer step, skipped when the scaler found inf or NaN;
+    ``scaler.update()``.
 
     Parameters
     ----------
