@@ -474,7 +474,7 @@ class Sequential:
             layer = self.layers[i]
             if i == 0 and not input_grad and isinstance(layer, (Linear, Sequential)):
                 return layer.backward(dy, input_grad=False)
-            dy = layer.backward(dy)
+            dy = cast(Tensor, layer.backward(dy))   # input_grad=True: a Tensor
         return dy if input_grad else None
 
     __call__ = forward
