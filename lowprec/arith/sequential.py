@@ -1,0 +1,457 @@
+"""Sequential sums at vector speed: ``acc = round(acc + x_i)``, left to right.
+
+`sequential` computes the sums (or the prefix sums) of the columns of a 2-D array,
+every addition a correct rounding in the plan's format and mode, bit for bit what
+`stepwise` (the reference: one `apply` of `add_kernel` per step) computes. It runs
+in binade runs: while the exact partial sums stay inside one binade of the
+accumulator, a run of steps is one cumulative sum of the terms rounded to that
+binade's quantum (a vector window), or a scalar Python step of a few float
+operations; a step that leaves the binade, or meets a tie, a zero or a special, is
+rounded on its own (TwoSum on Python floats, then the grid of the exact sum's
+binade), and anything rarer (overflow, subnormals without subnormals, inf/NaN,
+FP64 itself) takes the reference step. `kahan_sum` is Kahan's compensated sum on the
+same scalar rounding. This module must never round a sum twice, never modify its
+inputs, and never hold more than a block of float64 (and Python float) copies.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..status import recording
+from .driver import Buffers, apply
+from .kernels import add_kernel, copy_kernel, sub_kernel
+
+__all__ = ["sequential", "kahan_sum", "stepwise", "fast_possible", "BLOCK"]
+
+
+#: Terms converted to float64 (and Python floats) at a time, per column.
+BLOCK = 1 << 15
+#: Columns up to which the per-column fast path is used; wider arrays keep the
+#: reference path, already vectorised across columns.
+NARROW = 64
+_RAW64 = (np.random.PCG64, np.random.PCG64DXSM, np.random.SFC64, np.random.Philox)
+_MIN_RUN = 24       # scalar steps in one binade before a vector window is tried
+_MIN_WINDOW, _MAX_WINDOW = 64, 1 << 14
+_TWO52 = 2.0 ** 52
+
+
+def stepwise(plan, x, order="sequential", prefix=False):
+    """The reference: reduce axis 0 of the 2-D array ``x`` with one `apply` per step
+    (``order`` "sequential" or "kahan"); with ``prefix``, every partial sum (n, m)."""
+    n, m = x.shape
+    if n == 0:
+        return np.zeros((0, m)) if prefix else np.zeros(m)
+    buffers = Buffers(max(1, min(1 << 17, m)))
+
+    def step(kernel, *operands):
+        return apply(plan, kernel, [np.ascontiguousarray(v).reshape(-1) for v in operands],
+                     operands[0].size, buffers)
+
+    acc = step(copy_kernel, x[0])
+    out = np.empty((n, m)) if prefix else None
+    if out is not None:
+        out[0] = acc
+    if order == "sequential":
+        for i in range(1, n):
+            acc = step(add_kernel, acc, x[i])
+            if out is not None:
+                out[i] = acc
+        return acc if out is None else out
+    comp = np.zeros(m)
+    for i in range(1, n):
+        # Kahan: comp carries the part of the previous term that the sum lost.
+        y = step(sub_kernel, x[i], comp)
+        t = step(add_kernel, acc, y)
+        comp = step(sub_kernel, step(sub_kernel, t, acc), y)
+        acc = t
+    return acc
+
+
+def fast_possible(plan, x):
+    """Whether the fast path computes what `stepwise` does for ``x`` (2-D): not while
+    flags are counted (the reference's counts are the contract), not for FP64, nor
+    for terms float64 cannot hold, nor for "sr" beyond one column, without
+    subnormals or with a generator of 32-bit words (its stream is the reference's)."""
+    n, m = x.shape
+    if recording() is not None or plan.identity or m > NARROW or n == 0:
+        return False
+    kind, size = x.dtype.kind, x.dtype.itemsize
+    if not ((kind == "f" and size <= 8) or kind == "b" or (kind in "iu" and size <= 4)):
+        return False
+    if plan.mode == "sr":
+        return m == 1 and plan.subnormals and isinstance(plan.rng.bit_generator, _RAW64)
+    return True
+
+
+class _Rounding:
+    """The constants of one plan that the scalar steps read, as Python numbers."""
+
+    def __init__(self, plan):
+        fmt = plan.fmt
+        self.plan = plan
+        self.mode = plan.mode
+        self.m = fmt.mantissa_bits
+        self.emin, self.emax = fmt.emin, fmt.emax
+        self.tiny = 2.0 ** fmt.emin
+        self.max = fmt.max
+        self.subnormals = plan.subnormals
+        self.neg_zero = fmt.has_negative_zero
+        shift = 52 - self.m
+        self.shift = shift
+        r = shift if plan.sr_bits is None else min(plan.sr_bits, shift)
+        self.sr_drop, self.sr_up = 64 - r, shift - r
+        self.carry = 1 << shift
+
+
+def _round_pair(rd, s, err, word):
+    """Round the exact value ``s + err`` (``s`` = fl(s + err), finite, nonzero) to the
+    format; None where the reference step must do it (overflow, subnormal range in
+    "sr" or without subnormals).
+
+    The grid: ``v = s + err`` lies in the binade [2**e, 2**(e+1)) of ``s``, one lower
+    when ``s`` is a power of two and ``err`` points below it; the format's values
+    in that closed binade are the multiples of q = 2**(e - m) (below 2**emin: of
+    2**(emin - m)), so rounding ``v`` is rounding it to the q-grid."""
+    mant, ex = math.frexp(s)
+    e = ex - 1
+    if (mant == 0.5 or mant == -0.5) and err != 0 and (err < 0) != (s < 0):
+        e -= 1                                     # v just below |s| = 2**e
+    if e < rd.emin:
+        if not rd.subnormals or rd.mode == "sr":
+            return None
+        e = rd.emin
+    if e > rd.emax:
+        return None
+    q = math.ldexp(1.0, e - rd.m)
+    mode = rd.mode
+    if mode == "sr":
+        return _round_sr(rd, s, err, e, q, word)
+    big = q * (1.5 * _TWO52)
+    # |s| < 2**(m+1) q, so s + big stays in big's binade, whose float64 ulp is q:
+    # fl(s + big) - big is s rounded to the q-grid, ties to even (even k of k*q).
+    r = (s + big) - big
+    d = s - r                                      # exact: |d| <= q/2, one grid
+    # v - r == d + err; |err| <= ulp64(s)/2 < |d| unless d == 0: the sign is exact.
+    sigma = (d > 0) - (d < 0) if d != 0 else (err > 0) - (err < 0)
+    if sigma != 0:
+        other = r + sigma * q
+        if mode == "rne" or mode == "rna":
+            if d == 0.5 * q or d == -0.5 * q:
+                if err == 0:                       # an exact tie
+                    if mode == "rna" and abs(other) > abs(r):
+                        r = other
+                elif (err > 0) == (d > 0):         # past the midpoint
+                    r = other
+        elif mode == "ru":
+            r = max(r, other)
+        elif mode == "rd":
+            r = min(r, other)
+        elif mode == "rz":
+            r = r if abs(r) < abs(other) else other
+        elif (r / q) % 2.0 == 0.0:                 # ro: the odd neighbour
+            r = other
+    if abs(r) > rd.max:
+        return None
+    if r == 0:
+        r = math.copysign(0.0, s) if rd.neg_zero else 0.0   # rounding keeps the sign
+    return r
+
+
+def _round_sr(rd, s, err, e, q, word):
+    """"sr" as the reference's encoding path: the float64 round-to-odd of ``s + err``,
+    plus the top bits of ``word`` at its low 52 - m bits, truncated to the grid."""
+    xo = s
+    if err != 0 and (s / math.ulp(s)) % 2.0 == 0.0:
+        xo = math.nextafter(s, math.inf if err > 0 else -math.inf)
+    a = abs(xo)
+    if a < rd.tiny:
+        return None
+    down = math.floor(a / q) * q                   # exact: a/q < 2**(m+1)
+    frac = int((a - down) * math.ldexp(1.0, rd.shift - e + rd.m))   # low bits, exact
+    bits = (int(word) >> rd.sr_drop) << rd.sr_up
+    r = down + q if frac + bits >= rd.carry else down
+    if r > rd.max:
+        return None
+    return r if xo > 0 else -r
+
+
+def _add_zero(rd, a, b):
+    """The exact zero sum a + b == 0 (IEEE 754 §6.3): +0 unless both are -0, and -0
+    under rd unless both are +0; fnuz formats have only +0."""
+    if not rd.neg_zero:
+        return 0.0
+    if rd.mode == "rd":
+        return -0.0 if (math.copysign(1.0, a) < 0 or math.copysign(1.0, b) < 0) else 0.0
+    return -0.0 if (math.copysign(1.0, a) < 0 and math.copysign(1.0, b) < 0) else 0.0
+
+
+def _add(rd, a, b, word=0):
+    """round(a + b) on Python floats (a, b finite), or None for the reference step."""
+    s = a + b
+    if not -1e300 < s < 1e300 or not -1e300 < a < 1e300 or not -1e300 < b < 1e300:
+        return None
+    bb = s - a
+    err = (a - (s - bb)) + (b - bb)                # TwoSum: s + err == a + b exactly
+    if s == 0:                                     # s == 0: the sum is exact
+        # "sr" draws a second number below 2**emin: the reference step's stream.
+        return None if rd.mode == "sr" else _add_zero(rd, a, b)
+    return _round_pair(rd, s, err, word)
+
+
+def _round1(rd, x, word=0):
+    """round(x) of one float64 term, or None for the reference step."""
+    if x == 0:
+        if rd.mode == "sr":
+            return None                            # the reference step's two draws
+        return x if rd.neg_zero else 0.0
+    if not -1e300 < x < 1e300:
+        return None
+    return _round_pair(rd, x, 0.0, word)
+
+
+class _Words:
+    """The "sr" stream of one column: word i of the generator for the i-th rounding,
+    drawn ahead a block at a time and handed back (the state restored, exactly the
+    words used drawn again) before the reference step draws its own."""
+
+    def __init__(self, plan):
+        self.bg = plan.rng.bit_generator if plan.mode == "sr" else None
+        self.buf: list[int] = []
+        self.used = 0
+        self.state = None
+
+    def take(self, n):
+        """The next ``n`` words (fewer may be used: `give_back` settles)."""
+        if self.bg is None:
+            return None
+        if self.used + n > len(self.buf):
+            self.settle()
+            self.state = self.bg.state
+            self.buf = self.bg.random_raw(max(n, 1024)).tolist()
+        return self.buf[self.used:self.used + n]
+
+    def word(self):
+        if self.bg is None:
+            return 0
+        return self.take(1)[0]
+
+    def consume(self, k):
+        self.used += k
+
+    def settle(self):
+        """Leave the generator exactly ``used`` words past where the block began."""
+        if self.bg is None or self.state is None:
+            return
+        self.bg.state = self.state
+        if self.used:
+            self.bg.random_raw(self.used)
+        self.buf, self.used, self.state = [], 0, None
+
+
+def _reference_add(plan, acc, x):
+    out = apply(plan, add_kernel, [np.array([acc]), np.array([x])], 1)
+    return float(out[0])
+
+
+def _reference_round(plan, x):
+    return float(apply(plan, copy_kernel, [np.array([x])], 1)[0])
+
+
+class _Binade:
+    """The run state: the open interval (lo, hi) the float64 sums stay in, its
+    quantum q, and the direction of the directed modes in it."""
+
+    __slots__ = ("lo", "hi", "q", "big", "up", "ok")
+
+    def __init__(self, rd, acc):
+        # Runs only in a normal binade: there no result is zero or subnormal.
+        self.ok = False
+        if acc == 0 or not -rd.max <= acc <= rd.max:
+            return
+        e = math.frexp(acc)[1] - 1
+        if e < rd.emin:
+            return
+        lo, hi = math.ldexp(1.0, e), min(math.ldexp(1.0, e + 1), rd.max)
+        if hi <= lo:
+            return
+        self.q = math.ldexp(1.0, e - rd.m)
+        self.big = self.q * (1.5 * _TWO52)
+        self.lo, self.hi = (lo, hi) if acc > 0 else (-hi, -lo)
+        mode = rd.mode
+        self.up = mode == "ru" or (mode == "rz" and acc < 0)
+        self.ok = True
+
+
+def _window(rd, b, xw, acc):
+    """One vector run from ``acc`` over the terms ``xw``: (k, partial sums), the first
+    k of them correct (k < len(xw): step k leaves the binade or is a tie).
+
+    Inside the binade's interval every partial sum is a multiple of q below
+    2**(e+1) (m + 2 bits): ``acc + q*cumsum(d)`` is exact, and because ``acc`` is a
+    multiple of q, round(acc + x) == acc + round_q(x) (the q-grid is invariant under
+    the shift; rz, and rna's ties, are fixed by the binade's sign)."""
+    mode = rd.mode
+    t = xw * (1.0 / b.q)                           # exact unless it underflows (below)
+    bad = None
+    if mode == "rne" or mode == "rna":
+        d = np.rint(t)
+        tie = np.abs(t - d) == 0.5                 # t - d exact: |t - d| <= 1/2
+        if mode == "rne":
+            bad = tie                              # parity of k: left to the scalar step
+        elif tie.any():
+            d[tie] = t[tie] + (0.5 if b.lo > 0 else -0.5)   # away: the sum's sign
+    else:
+        d = np.ceil(t) if b.up else np.floor(t)
+        bad = (t == 0) & (xw != 0)                 # x*(1/q) underflowed: ceil/floor lost it
+    c = np.cumsum(d)
+    c *= b.q
+    c += acc
+    v = np.empty_like(xw)
+    v[0] = acc
+    v[1:] = c[:-1]
+    v += xw                                        # fl(acc_{i-1} + x_i): inside iff v is
+    ok = v > b.lo
+    ok &= v < b.hi
+    if bad is not None:
+        ok &= ~bad
+    k = int(np.argmin(ok))
+    return (len(xw) if ok[k] else k), c
+
+
+def _column(plan, rd, col, words, out):
+    """The sequential sum of one column (1-D, any dtype the fast path takes); with
+    ``out`` (float64, len(col)) every partial sum is written there."""
+    n = col.shape[0]
+    mode = rd.mode
+    vector = mode in ("rne", "rna", "rz", "ru", "rd")
+    nearest = mode in ("rne", "rna")
+    acc = 0.0
+    window = _MIN_WINDOW * 4
+    for start in range(0, n, BLOCK):
+        xa = np.asarray(col[start:start + BLOCK], dtype=np.float64)
+        xs = xa.tolist()
+        nb = len(xs)
+        i = 0
+        if start == 0:
+            r = _round1(rd, xs[0], words.word())
+            if r is None:
+                words.settle()
+                r = _reference_round(plan, xs[0])
+            else:
+                words.consume(1)
+            acc = r
+            if out is not None:
+                out[0] = acc
+            i = 1
+        b = _Binade(rd, acc) if vector else None
+        run = 0
+        while i < nb:
+            if b is not None and b.ok and run >= _MIN_RUN and nb - i >= _MIN_WINDOW:
+                w = min(window, nb - i)
+                k, c = _window(rd, b, xa[i:i + w], acc)
+                if k:
+                    acc = float(c[k - 1])
+                    if out is not None:
+                        out[start + i:start + i + k] = c[:k]
+                i += k
+                window = min(window * 2, _MAX_WINDOW) if k == w else \
+                    max(window // 2, _MIN_WINDOW) if k < w // 4 else window
+                run = 0 if k < w else run
+                if i >= nb:
+                    break
+            x = xs[i]
+            r = None
+            if b is not None and b.ok:
+                s = acc + x
+                if b.lo < s < b.hi:
+                    # Inside the binade: fl(s + big) - big is s on the q-grid (ties
+                    # even); d = s - r is exact and, with the TwoSum error where d is
+                    # 0, gives the side of the exact sum.
+                    r = (s + b.big) - b.big
+                    d = s - r
+                    if nearest:
+                        if d == 0.5 * b.q or d == -0.5 * b.q:
+                            r = None                  # a midpoint: the general step
+                    else:
+                        if d == 0:
+                            bb = s - acc
+                            d = (acc - (s - bb)) + (x - bb)   # TwoSum error
+                        if d > 0 and b.up:
+                            r += b.q
+                        elif d < 0 and not b.up:
+                            r -= b.q
+                    if r is not None:
+                        run += 1
+            if r is None:
+                word = words.word()
+                r = _add(rd, acc, x, word) if -1e300 < x < 1e300 else None
+                if r is None:
+                    words.settle()
+                    r = _reference_add(plan, acc, x)
+                else:
+                    words.consume(1)
+                if vector:
+                    b = _Binade(rd, r)
+                run = 0
+            acc = r
+            if out is not None:
+                out[start + i] = acc
+            i += 1
+    words.settle()
+    return acc
+
+
+def sequential(plan, x, prefix=False):
+    """Sequential sums of the columns of the 2-D array ``x`` (axis 0), as `stepwise`
+    computes them, bit for bit; ``prefix``: every partial sum, shape (n, m)."""
+    if not fast_possible(plan, x):
+        return stepwise(plan, x, "sequential", prefix)
+    n, m = x.shape
+    rd = _Rounding(plan)
+    out = np.empty((n, m)) if prefix else np.empty(m)
+    for j in range(m):
+        col_out = np.empty(n) if prefix else None
+        acc = _column(plan, rd, x[:, j], _Words(plan), col_out)
+        if prefix:
+            out[:, j] = col_out
+        else:
+            out[j] = acc
+    return out
+
+
+def kahan_sum(plan, x):
+    """Kahan's compensated sums of the columns of ``x``, every one of its four
+    operations per step rounded as `stepwise` rounds them, bit for bit."""
+    if not fast_possible(plan, x) or plan.mode == "sr":
+        return stepwise(plan, x, "kahan")
+    n, m = x.shape
+    rd = _Rounding(plan)
+    out = np.empty(m)
+
+    def add(a, b):
+        if -1e300 < b < 1e300 and -1e300 < a < 1e300:
+            r = _add(rd, a, b)
+            if r is not None:
+                return r
+        return _reference_add(plan, a, b)
+
+    for j in range(m):
+        col = x[:, j]
+        acc = comp = 0.0
+        for start in range(0, n, BLOCK):
+            xs = np.asarray(col[start:start + BLOCK], dtype=np.float64).tolist()
+            i = 0
+            if start == 0:
+                r = _round1(rd, xs[0])
+                acc = _reference_round(plan, xs[0]) if r is None else r
+                i = 1
+            for term in xs[i:]:
+                y = add(term, -comp)
+                t = add(acc, y)
+                comp = add(add(t, -acc), -y)
+                acc = t
+        out[j] = acc
+    return out
