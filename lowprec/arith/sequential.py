@@ -20,11 +20,13 @@ import math
 
 import numpy as np
 
+from ..engine.eft import two_prod_err_alloc
 from ..status import recording
 from .driver import Buffers, apply
 from .kernels import add_kernel, copy_kernel, sub_kernel
 
-__all__ = ["sequential", "kahan_sum", "stepwise", "fast_possible", "BLOCK"]
+__all__ = ["sequential", "kahan_sum", "stepwise", "fast_possible", "exact_products", "BLOCK",
+           "NARROW"]
 
 
 #: Terms converted to float64 (and Python floats) at a time, per column.
@@ -84,6 +86,28 @@ def fast_possible(plan, x):
     if plan.mode == "sr":
         return m == 1 and plan.subnormals and isinstance(plan.rng.bit_generator, _RAW64)
     return True
+
+
+def exact_products(a, b):
+    """The float64 products ``a * b`` (2-D arrays of one shape, dtypes `fast_possible`
+    takes) when every one is exact, else None.
+
+    Then ``fma(a_i, b_i, acc) == round(acc + a_i*b_i)``: the FMA chain is the
+    sequential sum of the products. Exact is Dekker's error being zero, where Dekker
+    is exact (|p| in [2**-960, 2**1021], finite factors), and a zero product of a zero
+    factor: always so for factors of at most 26 significant bits in that range (all
+    the formats of lowprec but FP64 and custom ones wider than 26 bits)."""
+    fa, fb = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    p = fa * fb
+    ap = np.abs(p)
+    ok = (ap >= 2.0 ** -960) & (ap <= 2.0 ** 1021)
+    ok |= (fa == 0) | (fb == 0)
+    ok &= np.isfinite(fa) & np.isfinite(fb)
+    if not ok.all():
+        return None
+    if (two_prod_err_alloc(fa, fb, p) != 0).any():   # Dekker: p + e == a*b exactly
+        return None
+    return p
 
 
 class _Rounding:
