@@ -128,6 +128,10 @@ class _Rounding:
         r = shift if plan.sr_bits is None else min(plan.sr_bits, shift)
         self.sr_drop, self.sr_up = 64 - r, shift - r
         self.carry = 1 << shift
+        # The quantum 2**(e - m) of every normal binade e.
+        self.quanta = {e: 2.0 ** (e - self.m) for e in range(fmt.emin, fmt.emax + 1)}
+        # Where float64's own zero sign (round to nearest) is the format's.
+        self.float_zero = self.neg_zero and self.mode != "rd"
 
 
 def _round_pair(rd, s, err, word):
@@ -143,13 +147,11 @@ def _round_pair(rd, s, err, word):
     e = ex - 1
     if (mant == 0.5 or mant == -0.5) and err != 0 and (err < 0) != (s < 0):
         e -= 1                                     # v just below |s| = 2**e
-    if e < rd.emin:
-        if not rd.subnormals or rd.mode == "sr":
+    if not rd.emin <= e <= rd.emax:
+        if e > rd.emax or not rd.subnormals or rd.mode == "sr":
             return None
         e = rd.emin
-    if e > rd.emax:
-        return None
-    q = math.ldexp(1.0, e - rd.m)
+    q = rd.quanta[e]
     mode = rd.mode
     if mode == "sr":
         return _round_sr(rd, s, err, e, q, word)
@@ -454,6 +456,28 @@ def kahan_sum(plan, x):
     n, m = x.shape
     rd = _Rounding(plan)
     out = np.empty(m)
+    for j in range(m):
+        col = x[:, j]
+        acc = comp = 0.0
+        for start in range(0, n, BLOCK):
+            xs = np.asarray(col[start:start + BLOCK], dtype=np.float64).tolist()
+            if start == 0:
+                r = _round1(rd, xs[0])
+                acc = _reference_round(plan, xs[0]) if r is None else r
+                xs = xs[1:]
+            acc, comp = _kahan_block(plan, rd, xs, acc, comp)
+        out[j] = acc
+    return out
+
+
+def _kahan_block(plan, rd, xs, acc, comp):
+    """Kahan's steps over the Python floats ``xs``: y = x - c, t = acc + y,
+    c = (t - acc) - y, acc = t, each rounded; returns (acc, c)."""
+    nearest = rd.mode in ("rne", "rna")
+    directed = rd.mode in ("rz", "ru", "rd")
+    exact_error = nearest and rd.subnormals
+    tiny = rd.tiny
+    float_zero = rd.float_zero
 
     def add(a, b):
         if -1e300 < b < 1e300 and -1e300 < a < 1e300:
@@ -462,20 +486,69 @@ def kahan_sum(plan, x):
                 return r
         return _reference_add(plan, a, b)
 
-    for j in range(m):
-        col = x[:, j]
-        acc = comp = 0.0
-        for start in range(0, n, BLOCK):
-            xs = np.asarray(col[start:start + BLOCK], dtype=np.float64).tolist()
-            i = 0
-            if start == 0:
-                r = _round1(rd, xs[0])
-                acc = _reference_round(plan, xs[0]) if r is None else r
-                i = 1
-            for term in xs[i:]:
-                y = add(term, -comp)
-                t = add(acc, y)
-                comp = add(add(t, -acc), -y)
+    quanta, top, big52 = rd.quanta, rd.max, 1.5 * _TWO52
+    b = _Binade(rd, acc)
+    for term in xs:
+        # y = round(term - comp). Nearest modes: away from a power of two (where the
+        # binade of the exact value could be the lower one) and from a midpoint of
+        # the grid (where the TwoSum error decides), fl(term - comp) rounds as the
+        # exact difference does: |exact - fl| <= ulp64/2, and the grid's midpoints
+        # are 2**(52 - m - 1) float64 ulps apart.
+        y = None
+        if nearest:
+            s = term - comp
+            mant, ex = math.frexp(s)
+            q = quanta.get(ex - 1)
+            if q is not None and mant != 0.5 and mant != -0.5 and s != 0:
+                big = q * big52
+                r = (s + big) - big
+                d = s - r
+                if d != 0.5 * q and d != -0.5 * q and -top <= r <= top:
+                    y = r
+        if y is None:
+            y = add(term, -comp)
+        t = None
+        s = acc + y
+        if b.ok and b.lo < s < b.hi:
+            # The binade step of `_column`: s on the q-grid, d = s - r exact.
+            t = (s + b.big) - b.big
+            d = s - t
+            if nearest:
+                if d == 0.5 * b.q or d == -0.5 * b.q:
+                    t = None
+            elif directed:
+                if d == 0:
+                    bb = s - acc
+                    d = (acc - (s - bb)) + (y - bb)
+                if d > 0 and b.up:
+                    t += b.q
+                elif d < 0 and not b.up:
+                    t -= b.q
+            else:
+                t = None
+        rounded = True                 # t = round(acc + y), finite: no reference step
+        if t is None:
+            t = _add(rd, acc, y) if -1e300 < y < 1e300 and -1e300 < acc < 1e300 else None
+            if t is None:
+                t, rounded = _reference_add(plan, acc, y), False
+            b = _Binade(rd, t)
+        # Sterbenz: format values within a factor 2 of each other have an exact
+        # difference in the format (with subnormals; without, when it is >= 2**emin).
+        if rounded and (0.5 * acc <= t <= 2.0 * acc or 2.0 * acc <= t <= 0.5 * acc):
+            diff = t - acc
+            if diff == 0 and not float_zero:
+                diff = _add_zero(rd, t, -acc)
+            elif not rd.subnormals and -tiny < diff < tiny:
+                diff = add(t, -acc)
+            if diff == 0 or exact_error:
+                # 0 - y is -y; and the error of a round-to-nearest sum is a value of
+                # the format: (t - acc) - y == t - (acc + y) exactly, fl() is exact.
+                c = diff - y
+                comp = c if c != 0 or float_zero else _add_zero(rd, diff, -y)
                 acc = t
-        out[j] = acc
-    return out
+                continue
+        else:
+            diff = add(t, -acc)
+        comp = add(diff, -y)
+        acc = t
+    return acc, comp
