@@ -204,14 +204,20 @@ def test_long_runs_vector_windows_and_blocks(mode, monkeypatch):
     seen = []
     window = seqmod._window
 
-    def counted(rd, b, xw, acc):
-        k, c = window(rd, b, xw, acc)
+    def counted(*args):
+        k, c = window(*args)
+        xw = args[2]
         seen.append(k == len(xw))
         return k, c
 
     monkeypatch.setattr(seqmod, "_window", counted)
     for name, xs in cases.items():
         assert_bits(lp.cumsum(xs, name, mode), stepwise_prefix(xs, name, mode), name)
+    a, b = rng.random(3000), rng.random(3000)   # products of two parts: lo != 0
+    for name in ("BF16", "FP16"):
+        got = lp.dot(a, b, name, mode, fused=True)
+        with lp.flags():
+            assert_bits(got, lp.dot(a, b, name, mode, fused=True), name)
     assert any(seen) and not all(seen)          # windows that filled, and windows cut
 
 
@@ -380,8 +386,7 @@ def test_dot_against_reference_path_and_oracle(name, fused):
             with lp.flags():                  # the documented per-step path
                 want = lp.dot(a, b, name, mode, fused=fused)
             assert_bits(got, want, mode, label)
-            if label != "normal" or not fused or fmt.p <= 26:
-                assert_same(got, oracle_dot(a, b, name, mode, fused), mode, label)
+            assert_same(got, oracle_dot(a, b, name, mode, fused), mode, label)
     a2, b2 = rng.standard_normal((3, 40)), rng.standard_normal((3, 40))
     got = lp.dot(a2, b2, name, "rz", fused=fused)
     with lp.flags():
@@ -394,14 +399,31 @@ def test_dot_against_reference_path_and_oracle(name, fused):
     assert same_stream(g1, g2)
 
 
-def test_exact_products_only_when_exact():
-    a = np.array([[1.0 + 2.0 ** -30], [3.0]])
-    assert seqmod.exact_products(a, a) is None                # 31-bit factors: inexact
-    assert seqmod.exact_products(np.array([[2.0 ** -600]]), np.array([[2.0 ** -600]])) is None
-    assert seqmod.exact_products(np.array([[np.inf]]), np.array([[1.0]])) is None
-    p = seqmod.exact_products(np.array([[0.0], [-3.0]]), np.array([[-np.finfo(float).tiny],
-                                                                  [0.5]]))
-    assert p is not None and math.copysign(1, p[0, 0]) == -1 and p[1, 0] == -1.5
+@pytest.mark.parametrize("name", ("FP32", "BF16", "FP16", "TF32", "FP8_E4M3", "FP8_E5M2",
+                                  "FP4_E2M1"))
+def test_fused_products_of_two_parts(name):
+    # Products hi + lo with hi on the grid or a midpoint and lo deciding, products
+    # Dekker cannot split (underflow), huge ones, zeros, infinities and NaNs.
+    fmt = lp.format(name)
+    q = 2.0 ** -fmt.mantissa_bits
+    rng = np.random.default_rng(14)
+    ca = np.array([1 + 2**-27, 1 - 2**-27, 1 + 2**-26 + 2**-40, 3.0, 0.5, q / 2 + 2**-40,
+                   -q, 1.0, 2.0**-600, -0.0, fmt.max / 2 + 2**-20])
+    cb = np.array([1 + 2**-27, 1 - 2**-28, -1.0, q / 2, 1 + 2**-30, 2.0**-600, 1.5, 0.0, 1.0])
+    for mode in (*DETERMINISTIC, "sr"):
+        for trial in range(3):
+            a = rng.choice(ca, 200) * (1.0 if trial == 0 else rng.standard_normal(200))
+            b = rng.choice(cb, 200)
+            if trial == 2:
+                a[rng.integers(0, 200, 3)] = [np.inf, -np.inf, np.nan]
+            g1, g2 = np.random.default_rng(9), np.random.default_rng(9)
+            got = lp.dot(a, b, name, mode, fused=True, rng=g1)
+            with lp.flags():                  # the per-step FMA chain
+                want = lp.dot(a, b, name, mode, fused=True, rng=g2)
+            assert_bits(got, want, mode, trial)
+            assert same_stream(g1, g2)
+            if mode != "sr" and trial < 2:
+                assert_same(got, oracle_dot(a, b, name, mode, True), mode, trial)
 
 
 # -- Tensors -------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from ..engine.checks import broadcast_shape, check_bool, check_int, check_mode
 from ..formats import FormatLike
 from .driver import Buffers, apply, operation_plan, raw_array
 from .kernels import add_kernel, copy_kernel, fma_kernel, mul_kernel
-from .sequential import exact_products, fast_possible, kahan_sum, sequential
+from .sequential import fused_dot, kahan_sum, sequential
 
 __all__ = ["sum", "cumsum", "dot", "ORDERS"]
 
@@ -57,19 +57,6 @@ def _reduce(plan, x, order):
     if order == "sequential":
         return sequential(plan, x)
     return kahan_sum(plan, x)
-
-
-def _fused_sums(plan, prods):
-    """The FMA chain of exact products: their sequential sum, but for the NaN an fn
-    format overflows to, to which fma gives a sign of its own (None: run the chain,
-    the generator of "sr" put back as it was)."""
-    state = None if plan.rng is None else plan.rng.bit_generator.state
-    out = sequential(plan, prods)
-    if not np.isnan(out).any():
-        return out
-    if state is not None:
-        plan.rng.bit_generator.state = state
-    return None
 
 
 def _check_order(order):
@@ -350,10 +337,8 @@ def dot(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
                                                np.ascontiguousarray(xb).ravel()),
                            xa.size).reshape(xa.shape)
             out = _reduce(plan, prods, order)
-        elif (fast_possible(plan, xa) and fast_possible(plan, xb)
-              and (prods := exact_products(xa, xb)) is not None
-              and (out := _fused_sums(plan, prods)) is not None):
-            pass
+        elif (fast := fused_dot(plan, xa, xb)) is not None:
+            out = fast
         else:
             acc = apply(plan, mul_kernel, (np.ascontiguousarray(xa[0]),
                                              np.ascontiguousarray(xb[0])), m)

@@ -23,9 +23,9 @@ import numpy as np
 from ..engine.eft import two_prod_err_alloc
 from ..status import recording
 from .driver import Buffers, apply
-from .kernels import add_kernel, copy_kernel, sub_kernel
+from .kernels import add_kernel, copy_kernel, fma_kernel, mul_kernel, sub_kernel
 
-__all__ = ["sequential", "kahan_sum", "stepwise", "fast_possible", "exact_products", "BLOCK",
+__all__ = ["sequential", "fused_dot", "kahan_sum", "stepwise", "fast_possible", "BLOCK",
            "NARROW"]
 
 
@@ -88,26 +88,22 @@ def fast_possible(plan, x):
     return True
 
 
-def exact_products(a, b):
-    """The float64 products ``a * b`` (2-D arrays of one shape, dtypes `fast_possible`
-    takes) when every one is exact, else None.
-
-    Then ``fma(a_i, b_i, acc) == round(acc + a_i*b_i)``: the FMA chain is the
-    sequential sum of the products. Exact is Dekker's error being zero, where Dekker
-    is exact (|p| in [2**-960, 2**1021], finite factors), and a zero product of a zero
-    factor: always so for factors of at most 26 significant bits in that range (all
-    the formats of lowprec but FP64 and custom ones wider than 26 bits)."""
-    fa, fb = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    p = fa * fb
-    ap = np.abs(p)
-    ok = (ap >= 2.0 ** -960) & (ap <= 2.0 ** 1021)
-    ok |= (fa == 0) | (fb == 0)
-    ok &= np.isfinite(fa) & np.isfinite(fb)
+def _products(a, b):
+    """(hi, lo) of the exact products of the float64 arrays ``a``, ``b``: Dekker's
+    ``hi + lo == a*b`` exactly, lo None where every product is exact in float64
+    (factors of at most 26 significant bits, as every format's but FP64's). Where
+    Dekker is not exact (|hi| outside [2**-960, 2**1021], a product that underflowed
+    to zero, factors not finite) hi is NaN: the reference step (`fma`) takes it."""
+    hi = a * b
+    ah = np.abs(hi)
+    ok = (ah >= 2.0 ** -960) & (ah <= 2.0 ** 1021)
+    ok |= (a == 0) | (b == 0)
+    ok &= np.isfinite(a) & np.isfinite(b)
+    lo = two_prod_err_alloc(a, b, hi)          # Dekker: hi + lo == a*b exactly (where ok)
     if not ok.all():
-        return None
-    if (two_prod_err_alloc(fa, fb, p) != 0).any():   # Dekker: p + e == a*b exactly
-        return None
-    return p
+        hi[~ok] = np.nan
+        lo[~ok] = 0.0
+    return hi, (lo if lo.any() else None)
 
 
 class _Rounding:
@@ -227,6 +223,27 @@ def _add(rd, a, b, word=0):
     return _round_pair(rd, s, err, word)
 
 
+def _add3(rd, acc, hi, lo, word=0):
+    """round(acc + hi + lo) on Python floats (hi + lo an exact product, |lo| <=
+    ulp(hi)/2), or None for the reference step."""
+    if not (-1e300 < acc < 1e300 and -1e300 < hi < 1e300):
+        return None
+    s1 = hi + acc
+    bb = s1 - hi
+    t1 = (hi - (s1 - bb)) + (acc - bb)             # TwoSum: hi + acc == s1 + t1
+    s2 = t1 + lo
+    bb = s2 - t1
+    t2 = (t1 - (s2 - bb)) + (lo - bb)              # TwoSum: t1 + lo == s2 + t2
+    s = s1 + s2
+    bb = s - s1
+    t3 = (s1 - (s - bb)) + (s2 - bb)               # exact == s + t3 + t2
+    # As `three_sum_parts`: s is faithful, and fl(t3 + t2) has the sign of the rest.
+    rest = t3 + t2
+    if s == 0:
+        return _add_zero(rd, hi, acc)              # hi != 0: the product is not zero
+    return _round_pair(rd, s, rest, word)
+
+
 def _round1(rd, x, word=0):
     """round(x) of one float64 term, or None for the reference step."""
     if x == 0:
@@ -286,11 +303,19 @@ def _reference_round(plan, x):
     return float(apply(plan, copy_kernel, [np.array([x])], 1)[0])
 
 
+def _reference_fma(plan, a, b, acc):
+    return float(apply(plan, fma_kernel, [np.array([a]), np.array([b]), np.array([acc])], 1)[0])
+
+
+def _reference_mul(plan, a, b):
+    return float(apply(plan, mul_kernel, [np.array([a]), np.array([b])], 1)[0])
+
+
 class _Binade:
     """The run state: the open interval (lo, hi) the float64 sums stay in, its
     quantum q, and the direction of the directed modes in it."""
 
-    __slots__ = ("lo", "hi", "q", "big", "up", "ok")
+    __slots__ = ("lo", "hi", "q", "big", "up", "ok", "lo_in", "hi_in", "margin", "h2")
 
     def __init__(self, rd, acc):
         # Runs only in a normal binade: there no result is zero or subnormal.
@@ -306,14 +331,20 @@ class _Binade:
         self.q = math.ldexp(1.0, e - rd.m)
         self.big = self.q * (1.5 * _TWO52)
         self.lo, self.hi = (lo, hi) if acc > 0 else (-hi, -lo)
+        # For terms hi + lo, fl(fl(acc + hi) + lo) is within 2**(e - 51) of the exact
+        # sum when that is inside: a margin of 2**(e - 49) keeps the test sure.
+        margin = math.ldexp(1.0, e - 49)
+        self.lo_in, self.hi_in = self.lo + margin, self.hi - margin
+        self.margin, self.h2 = margin, 0.5 * self.q - margin
         mode = rd.mode
         self.up = mode == "ru" or (mode == "rz" and acc < 0)
         self.ok = True
 
 
-def _window(rd, b, xw, acc):
-    """One vector run from ``acc`` over the terms ``xw``: (k, partial sums), the first
-    k of them correct (k < len(xw): step k leaves the binade or is a tie).
+def _window(rd, b, xw, acc, lw=None):
+    """One vector run from ``acc`` over the terms ``xw`` (+ ``lw``, the low parts of
+    exact products): (k, partial sums), the first k of them correct (k < len(xw):
+    step k leaves the binade, is a tie, or its low part decides its rounding).
 
     Inside the binade's interval every partial sum is a multiple of q below
     2**(e+1) (m + 2 bits): ``acc + q*cumsum(d)`` is exact, and because ``acc`` is a
@@ -321,17 +352,24 @@ def _window(rd, b, xw, acc):
     the shift; rz, and rna's ties, are fixed by the binade's sign)."""
     mode = rd.mode
     t = xw * (1.0 / b.q)                           # exact unless it underflows (below)
-    bad = None
     if mode == "rne" or mode == "rna":
         d = np.rint(t)
-        tie = np.abs(t - d) == 0.5                 # t - d exact: |t - d| <= 1/2
-        if mode == "rne":
-            bad = tie                              # parity of k: left to the scalar step
-        elif tie.any():
-            d[tie] = t[tie] + (0.5 if b.lo > 0 else -0.5)   # away: the sum's sign
+        # t - d is exact (|t - d| <= 1/2). A low part moves hi + lo off a midpoint of
+        # the grid only where hi/q is one (|lo| <= ulp(hi)/2 cannot cross another).
+        bad = np.abs(t - d) == 0.5
+        if mode == "rna":
+            tie = bad if lw is None else bad & (lw == 0)
+            if tie.any():
+                d[tie] = t[tie] + (0.5 if b.lo > 0 else -0.5)   # away: the sum's sign
+            if lw is None:
+                bad = None
+            else:
+                bad &= lw != 0
     else:
         d = np.ceil(t) if b.up else np.floor(t)
         bad = (t == 0) & (xw != 0)                 # x*(1/q) underflowed: ceil/floor lost it
+        if lw is not None:
+            bad |= (t == d) & (lw != 0)            # on the grid: the low part decides
     c = np.cumsum(d)
     c *= b.q
     c += acc
@@ -339,33 +377,44 @@ def _window(rd, b, xw, acc):
     v[0] = acc
     v[1:] = c[:-1]
     v += xw                                        # fl(acc_{i-1} + x_i): inside iff v is
-    ok = v > b.lo
-    ok &= v < b.hi
+    if lw is None:
+        ok = v > b.lo
+        ok &= v < b.hi
+    else:
+        v += lw
+        ok = v > b.lo_in
+        ok &= v < b.hi_in
     if bad is not None:
         ok &= ~bad
     k = int(np.argmin(ok))
     return (len(xw) if ok[k] else k), c
 
 
-def _column(plan, rd, col, words, out):
-    """The sequential sum of one column (1-D, any dtype the fast path takes); with
-    ``out`` (float64, len(col)) every partial sum is written there."""
-    n = col.shape[0]
+def _column(plan, rd, n, block, words, out, factors=None):
+    """The sequential sum of one column of ``n`` terms, ``block(a, b)`` giving terms
+    a:b as (float64 hi, lo or None): ``hi + lo`` exact; with ``out`` (float64, n)
+    every partial sum is written there. ``factors`` (a, b): the terms are the exact
+    products a_i*b_i (hi NaN where the reference `fma` must take the step)."""
     mode = rd.mode
     vector = mode in ("rne", "rna", "rz", "ru", "rd")
     nearest = mode in ("rne", "rna")
     acc = 0.0
     window = _MIN_WINDOW * 4
     for start in range(0, n, BLOCK):
-        xa = np.asarray(col[start:start + BLOCK], dtype=np.float64)
+        xa, la = block(start, min(start + BLOCK, n))
         xs = xa.tolist()
+        ls = None if la is None else la.tolist()
         nb = len(xs)
         i = 0
         if start == 0:
-            r = _round1(rd, xs[0], words.word())
+            if ls is None or ls[0] == 0:
+                r = _round1(rd, xs[0], words.word())
+            else:
+                r = _round_pair(rd, xs[0], ls[0], words.word())
             if r is None:
                 words.settle()
-                r = _reference_round(plan, xs[0])
+                r = _reference_round(plan, xs[0]) if factors is None else \
+                    _reference_mul(plan, float(factors[0][0]), float(factors[1][0]))
             else:
                 words.consume(1)
             acc = r
@@ -377,7 +426,7 @@ def _column(plan, rd, col, words, out):
         while i < nb:
             if b is not None and b.ok and run >= _MIN_RUN and nb - i >= _MIN_WINDOW:
                 w = min(window, nb - i)
-                k, c = _window(rd, b, xa[i:i + w], acc)
+                k, c = _window(rd, b, xa[i:i + w], acc, None if la is None else la[i:i + w])
                 if k:
                     acc = float(c[k - 1])
                     if out is not None:
@@ -389,8 +438,27 @@ def _column(plan, rd, col, words, out):
                 if i >= nb:
                     break
             x = xs[i]
+            lo = 0.0 if ls is None else ls[i]
             r = None
-            if b is not None and b.ok:
+            if b is not None and b.ok and lo != 0:
+                s = (acc + x) + lo
+                if b.lo_in < s < b.hi_in:
+                    # |s - exact| < margin (see `_Binade`): off the grid's midpoints
+                    # (nearest) or points (directed) by more, s rounds as the exact sum.
+                    r = (s + b.big) - b.big
+                    d = s - r
+                    if nearest:
+                        if not -b.h2 < d < b.h2:
+                            r = None
+                    elif -b.margin < d < b.margin:
+                        r = None
+                    elif d > 0 and b.up:
+                        r += b.q
+                    elif d < 0 and not b.up:
+                        r -= b.q
+                    if r is not None:
+                        run += 1
+            elif b is not None and b.ok:
                 s = acc + x
                 if b.lo < s < b.hi:
                     # Inside the binade: fl(s + big) - big is s on the q-grid (ties
@@ -412,13 +480,22 @@ def _column(plan, rd, col, words, out):
                     if r is not None:
                         run += 1
             if r is None:
-                word = words.word()
-                r = _add(rd, acc, x, word) if -1e300 < x < 1e300 else None
-                if r is None:
-                    words.settle()
-                    r = _reference_add(plan, acc, x)
+                if (acc != acc and x == x and lo == 0) or \
+                        ((acc == math.inf or acc == -math.inf) and -1e300 < x < 1e300):
+                    r = acc                           # NaN + a number, inf + a finite one
+                    words.word()
+                    words.consume(1)                  # the reference draws for it too
                 else:
-                    words.consume(1)
+                    word = words.word()
+                    if -1e300 < x < 1e300:
+                        r = _add(rd, acc, x, word) if lo == 0 else _add3(rd, acc, x, lo, word)
+                    if r is None:
+                        words.settle()
+                        r = _reference_add(plan, acc, x) if factors is None else \
+                            _reference_fma(plan, float(factors[0][start + i]),
+                                           float(factors[1][start + i]), acc)
+                    else:
+                        words.consume(1)
                 if vector:
                     b = _Binade(rd, r)
                 run = 0
@@ -439,12 +516,44 @@ def sequential(plan, x, prefix=False):
     rd = _Rounding(plan)
     out = np.empty((n, m)) if prefix else np.empty(m)
     for j in range(m):
+        col = x[:, j]
         col_out = np.empty(n) if prefix else None
-        acc = _column(plan, rd, x[:, j], _Words(plan), col_out)
+        acc = _column(plan, rd, n,
+                      lambda a, b, col=col: (np.asarray(col[a:b], np.float64), None),
+                      _Words(plan), col_out)
         if prefix:
             out[:, j] = col_out
         else:
             out[j] = acc
+    return out
+
+
+def fused_dot(plan, a, b):
+    """The FMA chains ``acc = fma(a_i, b_i, acc)`` down the columns of the 2-D arrays
+    ``a`` and ``b``, as the per-step chain computes them, bit for bit; None where the
+    fast path does not apply (`fast_possible`; and NaN results, which fma signs
+    differently from add: the caller runs the chain).
+
+    ``fma(a_i, b_i, acc)`` is round(acc + hi + lo) for Dekker's exact product
+    hi + lo (lo == 0 for factors of at most 26 significant bits): a sequential sum
+    of exact two-part terms."""
+    if not (fast_possible(plan, a) and fast_possible(plan, b)):
+        return None
+    n, m = a.shape
+    rd = _Rounding(plan)
+    out = np.empty(m)
+    state = None if plan.rng is None else plan.rng.bit_generator.state
+    for j in range(m):
+        fa, fb = a[:, j], b[:, j]
+
+        def block(lo, hi, fa=fa, fb=fb):
+            return _products(np.asarray(fa[lo:hi], np.float64), np.asarray(fb[lo:hi], np.float64))
+
+        out[j] = _column(plan, rd, n, block, _Words(plan), None, (fa, fb))
+    if np.isnan(out).any():
+        if state is not None:
+            plan.rng.bit_generator.state = state
+        return None
     return out
 
 
