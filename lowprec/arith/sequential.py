@@ -2,16 +2,41 @@
 
 `sequential` computes the sums (or the prefix sums) of the columns of a 2-D array,
 every addition a correct rounding in the plan's format and mode, bit for bit what
-`stepwise` (the reference: one `apply` of `add_kernel` per step) computes. It runs
-in binade runs: while the exact partial sums stay inside one binade of the
+`stepwise` (the reference: one `apply` of `add_kernel` per step, the implementation
+before this module) computes; `fused_dot` does the same for FMA chains (terms that
+are exact products ``hi + lo``) and `kahan_sum` for Kahan's four roundings per step.
+It runs in binade runs: while the exact partial sums stay inside one binade of the
 accumulator, a run of steps is one cumulative sum of the terms rounded to that
 binade's quantum (a vector window), or a scalar Python step of a few float
 operations; a step that leaves the binade, or meets a tie, a zero or a special, is
 rounded on its own (TwoSum on Python floats, then the grid of the exact sum's
-binade), and anything rarer (overflow, subnormals without subnormals, inf/NaN,
-FP64 itself) takes the reference step. `kahan_sum` is Kahan's compensated sum on the
-same scalar rounding. This module must never round a sum twice, never modify its
-inputs, and never hold more than a block of float64 (and Python float) copies.
+binade), and anything rarer (overflow, results below 2**emin in "sr" or without
+subnormals, NaN and inf operands, FP64 itself) takes the reference step. While a
+``lp.flags()`` block listens, everything takes the reference (its counts are the
+contract). This module must never round a sum twice, never modify its inputs, and
+never hold more than a block (`BLOCK` terms per column) of float64 and Python copies.
+
+Why a run is exact. Let the accumulator ``acc`` be a multiple of q = 2**(e - m) and
+let the exact sum v = acc + x lie strictly inside the binade (2**e, 2**(e+1)) of one
+sign (the top binade ends at max instead). The format's values in the closed binade
+[2**e, 2**(e+1)] are exactly the multiples of q there (2**(e+1) itself included,
+as 1.0 * 2**(e+1)), and each neighbour of v is in it, so round(v) is v rounded to
+the q-grid: k*q with k even for RNE ties (the last significand bit is k's). The
+q-grid is invariant under a shift by acc, so round(v) = acc + round_q(x), where
+round_q is floor or ceil (rd, ru; rz: floor for a positive binade, ceil for a
+negative one, the sum's sign being fixed inside it), nearest with ties away from
+zero in the binade's direction (rna), nearest with ties to even (rne: the tie's
+parity depends on acc's k, so a tie ends the run and the scalar step, which knows
+k, does it). A sum that lands on 2**(e+1) (rounded up from inside) is a value and a
+multiple of q: the next step may stay in the run. A sum on 2**e or 2**(e+1) exactly,
+below 2**e, or of the other sign, leaves the run: the test is on fl(acc + x), and
+fl is monotone, so 2**e < fl(v) < 2**(e+1) implies 2**e < v < 2**(e+1). Zero is
+never inside a run (runs are only in normal binades), so the sign of a zero sum is
+always the scalar step's: +0 for an exact zero sum, -0 under rd, -0 + -0 = -0
+(IEEE 754 §6.3), fnuz +0, and a nonzero sum rounded to zero keeps its sign. Within
+a run the partial sums are multiples of q of magnitude <= 2**(e+1), m + 2 bits, so
+``acc + q * cumsum(round_q(x / q))`` is exact in float64 up to the first step that
+leaves the run (and what follows it is discarded).
 """
 
 from __future__ import annotations
