@@ -153,6 +153,7 @@ class _Rounding:
         self.quanta = {e: 2.0 ** (e - self.m) for e in range(fmt.emin, fmt.emax + 1)}
         # Where float64's own zero sign (round to nearest) is the format's.
         self.float_zero = self.neg_zero and self.mode != "rd"
+        self.binades: dict = {}
 
 
 def _round_pair(rd, s, err, word):
@@ -336,6 +337,17 @@ def _reference_mul(plan, a, b):
     return float(apply(plan, mul_kernel, [np.array([a]), np.array([b])], 1)[0])
 
 
+def _binade(rd, acc):
+    """The `_Binade` of ``acc`` (one per binade and sign, kept on ``rd``)."""
+    if acc == 0 or not -rd.max <= acc <= rd.max:
+        return _NO_BINADE
+    key = (math.frexp(acc)[1], acc > 0)
+    b = rd.binades.get(key)
+    if b is None:
+        b = rd.binades[key] = _Binade(rd, acc)
+    return b
+
+
 class _Binade:
     """The run state: the open interval (lo, hi) the float64 sums stay in, its
     quantum q, and the direction of the directed modes in it."""
@@ -345,7 +357,7 @@ class _Binade:
     def __init__(self, rd, acc):
         # Runs only in a normal binade: there no result is zero or subnormal.
         self.ok = False
-        if acc == 0 or not -rd.max <= acc <= rd.max:
+        if rd is None or acc == 0 or not -rd.max <= acc <= rd.max:
             return
         e = math.frexp(acc)[1] - 1
         if e < rd.emin:
@@ -364,6 +376,9 @@ class _Binade:
         mode = rd.mode
         self.up = mode == "ru" or (mode == "rz" and acc < 0)
         self.ok = True
+
+
+_NO_BINADE = _Binade(None, 0.0)
 
 
 def _window(rd, b, xw, acc, lw=None):
@@ -415,21 +430,115 @@ def _window(rd, b, xw, acc, lw=None):
     return (len(xw) if ok[k] else k), c
 
 
+def _nearest_steps(xs, i, stop, acc, b, res):
+    """Scalar binade steps of rne/rna from term ``i`` while they stay in ``b`` and
+    off the grid's midpoints (single terms); returns (i, acc) where they stopped.
+
+    fl(s + big) - big is s on the q-grid, ties to even; d = s - r is exact, and
+    with s = fl(acc + x) off a midpoint, the exact sum (within half an ulp of s,
+    midpoints being a float64 number or more away) rounds to r as well."""
+    lo, hi, big = b.lo, b.hi, b.big
+    hq = 0.5 * b.q
+    while i < stop:
+        s = acc + xs[i]
+        if not lo < s < hi:
+            break
+        r = (s + big) - big
+        d = s - r
+        if d == hq or d == -hq:
+            break
+        acc = r
+        if res is not None:
+            res[i] = r
+        i += 1
+    return i, acc
+
+
+def _directed_steps(xs, i, stop, acc, b, res):
+    """Scalar binade steps of rz/ru/rd (single terms), as `_nearest_steps`: the side
+    of the exact sum is that of d = s - r, or of the TwoSum error where d is 0."""
+    lo, hi, big, q, up = b.lo, b.hi, b.big, b.q, b.up
+    while i < stop:
+        x = xs[i]
+        s = acc + x
+        if not lo < s < hi:
+            break
+        r = (s + big) - big
+        d = s - r
+        if d == 0:
+            bb = s - acc
+            d = (acc - (s - bb)) + (x - bb)       # TwoSum: s + d == acc + x exactly
+        if d > 0:
+            if up:
+                r += q
+        elif d < 0 and not up:
+            r -= q
+        acc = r
+        if res is not None:
+            res[i] = r
+        i += 1
+    return i, acc
+
+
+def _pair_steps(xs, ls, i, stop, acc, b, res, nearest):
+    """Scalar binade steps of terms ``hi + lo`` (exact products): s = fl(fl(acc + hi)
+    + lo) is within `_Binade`'s margin of the exact sum inside the binade, so off the
+    grid's midpoints (nearest) or points (directed) by more it rounds as that does;
+    a step with lo == 0 takes the single-term rule."""
+    lo_in, hi_in, big, q, up = b.lo_in, b.hi_in, b.big, b.q, b.up
+    margin, h2 = b.margin, b.h2
+    while i < stop:
+        x, lo = xs[i], ls[i]
+        if lo == 0:
+            j, acc = (_nearest_steps if nearest else _directed_steps)(xs, i, i + 1, acc, b, res)
+            if j == i:
+                break
+            i = j
+            continue
+        s = (acc + x) + lo
+        if not lo_in < s < hi_in:
+            break
+        r = (s + big) - big
+        d = s - r
+        if nearest:
+            if not -h2 < d < h2:
+                break
+        elif -margin < d < margin:
+            break
+        elif d > 0:
+            if up:
+                r += q
+        elif not up:
+            r -= q
+        acc = r
+        if res is not None:
+            res[i] = r
+        i += 1
+    return i, acc
+
+
 def _column(plan, rd, n, block, words, out, factors=None):
     """The sequential sum of one column of ``n`` terms, ``block(a, b)`` giving terms
     a:b as (float64 hi, lo or None): ``hi + lo`` exact; with ``out`` (float64, n)
     every partial sum is written there. ``factors`` (a, b): the terms are the exact
-    products a_i*b_i (hi NaN where the reference `fma` must take the step)."""
+    products a_i*b_i (hi NaN where the reference `fma` must take the step).
+
+    Scalar binade steps run until a step leaves the binade; after ``need`` of them
+    in one binade a vector window is tried, ``window`` terms long: doubled when it
+    fills, halved when it is cut early, and ``need`` doubled too, so that a random
+    walk, whose runs are short, stays scalar, and a long run is vector work."""
     mode = rd.mode
     vector = mode in ("rne", "rna", "rz", "ru", "rd")
     nearest = mode in ("rne", "rna")
+    sr = mode == "sr"
     acc = 0.0
-    window = _MIN_WINDOW * 4
+    window, need = _MIN_WINDOW * 4, _MIN_RUN
     for start in range(0, n, BLOCK):
         xa, la = block(start, min(start + BLOCK, n))
         xs = xa.tolist()
         ls = None if la is None else la.tolist()
         nb = len(xs)
+        res = None if out is None else [0.0] * nb
         i = 0
         if start == 0:
             if ls is None or ls[0] == 0:
@@ -443,91 +552,69 @@ def _column(plan, rd, n, block, words, out, factors=None):
             else:
                 words.consume(1)
             acc = r
-            if out is not None:
-                out[0] = acc
+            if res is not None:
+                res[0] = acc
             i = 1
-        b = _Binade(rd, acc) if vector else None
+        b = _binade(rd, acc) if vector else None
         run = 0
         while i < nb:
-            if b is not None and b.ok and run >= _MIN_RUN and nb - i >= _MIN_WINDOW:
-                w = min(window, nb - i)
-                k, c = _window(rd, b, xa[i:i + w], acc, None if la is None else la[i:i + w])
-                if k:
-                    acc = float(c[k - 1])
-                    if out is not None:
-                        out[start + i:start + i + k] = c[:k]
-                i += k
-                window = min(window * 2, _MAX_WINDOW) if k == w else \
-                    max(window // 2, _MIN_WINDOW) if k < w // 4 else window
-                run = 0 if k < w else run
-                if i >= nb:
-                    break
+            if b is not None and b.ok:
+                if run >= need and nb - i >= _MIN_WINDOW:
+                    w = min(window, nb - i)
+                    k, c = _window(rd, b, xa[i:i + w], acc,
+                                   None if la is None else la[i:i + w])
+                    if k:
+                        acc = float(c[k - 1])
+                        if res is not None:
+                            res[i:i + k] = c[:k].tolist()
+                    i += k
+                    if k == w:
+                        window, need = min(window * 2, _MAX_WINDOW), _MIN_RUN
+                        continue                      # the run goes on: another window
+                    run = 0
+                    if k < w // 4:
+                        window, need = max(window // 2, _MIN_WINDOW), min(need * 2, 1 << 12)
+                stop = nb if run >= need else min(nb, i + need - run)
+                i0 = i
+                if ls is not None:
+                    i, acc = _pair_steps(xs, ls, i, stop, acc, b, res, nearest)
+                elif nearest:
+                    i, acc = _nearest_steps(xs, i, stop, acc, b, res)
+                else:
+                    i, acc = _directed_steps(xs, i, stop, acc, b, res)
+                run += i - i0
+                if i >= nb or i == stop:
+                    continue
+            # The step on its own: leaving the binade, a tie, zero, specials, or any
+            # step of ro and sr.
             x = xs[i]
             lo = 0.0 if ls is None else ls[i]
-            r = None
-            if b is not None and b.ok and lo != 0:
-                s = (acc + x) + lo
-                if b.lo_in < s < b.hi_in:
-                    # |s - exact| < margin (see `_Binade`): off the grid's midpoints
-                    # (nearest) or points (directed) by more, s rounds as the exact sum.
-                    r = (s + b.big) - b.big
-                    d = s - r
-                    if nearest:
-                        if not -b.h2 < d < b.h2:
-                            r = None
-                    elif -b.margin < d < b.margin:
-                        r = None
-                    elif d > 0 and b.up:
-                        r += b.q
-                    elif d < 0 and not b.up:
-                        r -= b.q
-                    if r is not None:
-                        run += 1
-            elif b is not None and b.ok:
-                s = acc + x
-                if b.lo < s < b.hi:
-                    # Inside the binade: fl(s + big) - big is s on the q-grid (ties
-                    # even); d = s - r is exact and, with the TwoSum error where d is
-                    # 0, gives the side of the exact sum.
-                    r = (s + b.big) - b.big
-                    d = s - r
-                    if nearest:
-                        if d == 0.5 * b.q or d == -0.5 * b.q:
-                            r = None                  # a midpoint: the general step
-                    else:
-                        if d == 0:
-                            bb = s - acc
-                            d = (acc - (s - bb)) + (x - bb)   # TwoSum error
-                        if d > 0 and b.up:
-                            r += b.q
-                        elif d < 0 and not b.up:
-                            r -= b.q
-                    if r is not None:
-                        run += 1
-            if r is None:
-                if (acc != acc and x == x and lo == 0) or \
-                        ((acc == math.inf or acc == -math.inf) and -1e300 < x < 1e300):
-                    r = acc                           # NaN + a number, inf + a finite one
-                    words.word()
-                    words.consume(1)                  # the reference draws for it too
-                else:
-                    word = words.word()
-                    if -1e300 < x < 1e300:
-                        r = _add(rd, acc, x, word) if lo == 0 else _add3(rd, acc, x, lo, word)
-                    if r is None:
-                        words.settle()
-                        r = _reference_add(plan, acc, x) if factors is None else \
-                            _reference_fma(plan, float(factors[0][start + i]),
-                                           float(factors[1][start + i]), acc)
-                    else:
-                        words.consume(1)
-                if vector:
-                    b = _Binade(rd, r)
-                run = 0
+            if (acc != acc and x == x and lo == 0) or \
+                    ((acc == math.inf or acc == -math.inf) and -1e300 < x < 1e300):
+                r = acc                               # NaN + a number, inf + a finite one
+                words.word()
+                words.consume(1)                      # the reference draws for it too
+            else:
+                word = words.word() if sr else 0
+                r = None
+                if -1e300 < x < 1e300:
+                    r = _add(rd, acc, x, word) if lo == 0 else _add3(rd, acc, x, lo, word)
+                if r is None:
+                    words.settle()
+                    r = _reference_add(plan, acc, x) if factors is None else \
+                        _reference_fma(plan, float(factors[0][start + i]),
+                                       float(factors[1][start + i]), acc)
+                elif sr:
+                    words.consume(1)
+            if vector:
+                b = _binade(rd, r)
+            run = 0
             acc = r
-            if out is not None:
-                out[start + i] = acc
+            if res is not None:
+                res[i] = acc
             i += 1
+        if out is not None:
+            out[start:start + nb] = res
     words.settle()
     return acc
 
@@ -621,7 +708,7 @@ def _kahan_block(plan, rd, xs, acc, comp):
         return _reference_add(plan, a, b)
 
     quanta, top, big52 = rd.quanta, rd.max, 1.5 * _TWO52
-    b = _Binade(rd, acc)
+    b = _binade(rd, acc)
     for term in xs:
         # y = round(term - comp). Nearest modes: away from a power of two (where the
         # binade of the exact value could be the lower one) and from a midpoint of
@@ -665,7 +752,7 @@ def _kahan_block(plan, rd, xs, acc, comp):
             t = _add(rd, acc, y) if -1e300 < y < 1e300 and -1e300 < acc < 1e300 else None
             if t is None:
                 t, rounded = _reference_add(plan, acc, y), False
-            b = _Binade(rd, t)
+            b = _binade(rd, t)
         # Sterbenz: format values within a factor 2 of each other have an exact
         # difference in the format (with subnormals; without, when it is >= 2**emin).
         if rounded and (0.5 * acc <= t <= 2.0 * acc or 2.0 * acc <= t <= 0.5 * acc):
