@@ -167,8 +167,9 @@ def test_sr_reproduces_the_stepwise_stream(name):
         assert_bits(got, want, label)
         assert same_stream(g1, g2), label   # same words used
     # sr_bits: the limited-precision draws follow the reference too.
-    xs = datasets(name, n=80, seed=3)["mixed"]
-    for sr_bits in (1, 2, 5):
+    long = np.random.default_rng(3).random(1500).reshape(-1, 1)     # windows too
+    for xs in (datasets(name, n=80, seed=3)["mixed"], long):
+        sr_bits = 2 if xs is long else 5
         p1 = make_plan(name, "sr", rng=4, sr_bits=sr_bits)
         p2 = make_plan(name, "sr", rng=4, sr_bits=sr_bits)
         got = seqmod.sequential(p1, xs.reshape(-1, 1), True)
@@ -193,7 +194,7 @@ def test_sr_other_generators_take_the_reference():
         assert same_stream(g1, g2)
 
 
-@pytest.mark.parametrize("mode", ("rne", "rd", "ru", "rna"))
+@pytest.mark.parametrize("mode", ("rne", "rd", "ru", "rna", "sr"))
 def test_long_runs_vector_windows_and_blocks(mode, monkeypatch):
     # Small blocks and long runs: windows that fill, double, cross blocks and are cut.
     monkeypatch.setattr(seqmod, "BLOCK", 700)
@@ -202,22 +203,29 @@ def test_long_runs_vector_windows_and_blocks(mode, monkeypatch):
              "FP16": np.concatenate([[2.0 ** 12], rng.standard_normal(2999) * 4]),
              "FP8_E5M2": np.concatenate([[64.0], rng.random(2999) * 17 - 8])}
     seen = []
-    window = seqmod._window
+    window, sr_window = seqmod._window, seqmod._sr_window
 
-    def counted(*args):
-        k, c = window(*args)
-        xw = args[2]
-        seen.append(k == len(xw))
-        return k, c
+    def counted(real):
+        def run(*args):
+            k, c = real(*args)
+            seen.append(k == len(args[2]))
+            return k, c
+        return run
 
-    monkeypatch.setattr(seqmod, "_window", counted)
+    monkeypatch.setattr(seqmod, "_window", counted(window))
+    monkeypatch.setattr(seqmod, "_sr_window", counted(sr_window))
     for name, xs in cases.items():
-        assert_bits(lp.cumsum(xs, name, mode), stepwise_prefix(xs, name, mode), name)
+        g1, g2 = np.random.default_rng(1), np.random.default_rng(1)
+        got = lp.cumsum(xs, name, mode, rng=g1)
+        assert_bits(got, stepwise_prefix(xs, name, mode, rng=g2), name)
+        assert same_stream(g1, g2)
     a, b = rng.random(3000), rng.random(3000)   # products of two parts: lo != 0
     for name in ("BF16", "FP16"):
-        got = lp.dot(a, b, name, mode, fused=True)
+        g1, g2 = np.random.default_rng(2), np.random.default_rng(2)
+        got = lp.dot(a, b, name, mode, fused=True, rng=g1)
         with lp.flags():
-            assert_bits(got, lp.dot(a, b, name, mode, fused=True), name)
+            assert_bits(got, lp.dot(a, b, name, mode, fused=True, rng=g2), name)
+        assert same_stream(g1, g2)
     assert any(seen) and not all(seen)          # windows that filled, and windows cut
 
 

@@ -288,24 +288,28 @@ class _Words:
 
     def __init__(self, plan):
         self.bg = plan.rng.bit_generator if plan.mode == "sr" else None
+        self.arr = np.empty(0, np.uint64)
         self.buf: list[int] = []
         self.used = 0
         self.state = None
 
-    def take(self, n):
-        """The next ``n`` words (fewer may be used: `give_back` settles)."""
-        if self.bg is None:
-            return None
+    def _ensure(self, n):
         if self.used + n > len(self.buf):
             self.settle()
             self.state = self.bg.state
-            self.buf = self.bg.random_raw(max(n, 1024)).tolist()
-        return self.buf[self.used:self.used + n]
+            self.arr = self.bg.random_raw(max(n, 1024))
+            self.buf = self.arr.tolist()
+
+    def array(self, n):
+        """The next ``n`` words as an array (`consume` says how many were used)."""
+        self._ensure(n)
+        return self.arr[self.used:self.used + n]
 
     def word(self):
         if self.bg is None:
             return 0
-        return self.take(1)[0]
+        self._ensure(1)
+        return self.buf[self.used]
 
     def consume(self, k):
         self.used += k
@@ -317,7 +321,7 @@ class _Words:
         self.bg.state = self.state
         if self.used:
             self.bg.random_raw(self.used)
-        self.buf, self.used, self.state = [], 0, None
+        self.arr, self.buf, self.used, self.state = np.empty(0, np.uint64), [], 0, None
 
 
 def _reference_add(plan, acc, x):
@@ -379,6 +383,39 @@ class _Binade:
 
 
 _NO_BINADE = _Binade(None, 0.0)
+
+
+def _sr_window(rd, b, xw, acc, words):
+    """`_window` for "sr" (single terms): step i adds the i-th word's top bits to the
+    low 52 - m bits of the float64 round-to-odd of the exact sum, as the reference's
+    encoding path does. Inside the binade acc is a multiple of q, so that
+    round-to-odd is acc + ro(x) (on float64's ulp there, 2**-(52 - m) q), and its low
+    bits are those of ro(x)/ulp, an integer below 2**52 (larger ones: cut)."""
+    scale = 2.0 ** rd.shift
+    sign = 1.0 if b.lo > 0 else -1.0
+    big_t = xw * (sign * scale / b.q)              # |x| / ulp toward the binade's sign
+    f = np.floor(big_t)
+    inexact = big_t != f
+    y = f + (inexact & (np.floor(f * 0.5) * 2 == f))   # round to odd: exact integers
+    k = np.floor(y * (1.0 / scale))
+    frac = y - k * scale                           # the low 52 - m bits, exact
+    w = words.array(xw.size)
+    rnd = ((w >> np.uint64(rd.sr_drop)) << np.uint64(rd.sr_up)).astype(np.float64)
+    k += (frac + rnd) >= scale                     # the carry: up with P = frac/2**(52-m)
+    bad = np.abs(big_t) >= 2.0 ** 52
+    bad |= (big_t == 0) & (xw != 0)                # underflow: ro would be 1, not 0
+    c = np.cumsum(k)
+    c *= sign * b.q
+    c += acc
+    v = np.empty_like(xw)
+    v[0] = acc
+    v[1:] = c[:-1]
+    v += xw
+    ok = v > b.lo
+    ok &= v < b.hi
+    ok &= ~bad
+    n = int(np.argmin(ok))
+    return (len(xw) if ok[n] else n), c
 
 
 def _window(rd, b, xw, acc, lw=None):
@@ -528,9 +565,11 @@ def _column(plan, rd, n, block, words, out, factors=None):
     fills, halved when it is cut early, and ``need`` doubled too, so that a random
     walk, whose runs are short, stays scalar, and a long run is vector work."""
     mode = rd.mode
-    vector = mode in ("rne", "rna", "rz", "ru", "rd")
-    nearest = mode in ("rne", "rna")
+    scalar = mode in ("rne", "rna", "rz", "ru", "rd")     # binade steps in Python
     sr = mode == "sr"
+    sr_windows = sr and factors is None
+    vector = scalar or sr_windows                          # binade windows
+    nearest = mode in ("rne", "rna")
     acc = 0.0
     window, need = _MIN_WINDOW * 4, _MIN_RUN
     for start in range(0, n, BLOCK):
@@ -558,22 +597,26 @@ def _column(plan, rd, n, block, words, out, factors=None):
         b = _binade(rd, acc) if vector else None
         run = 0
         while i < nb:
-            if b is not None and b.ok:
-                if run >= need and nb - i >= _MIN_WINDOW:
-                    w = min(window, nb - i)
+            if b is not None and b.ok and run >= need and nb - i >= _MIN_WINDOW:
+                w = min(window, nb - i)
+                if sr_windows:
+                    k, c = _sr_window(rd, b, xa[i:i + w], acc, words)
+                    words.consume(k)
+                else:
                     k, c = _window(rd, b, xa[i:i + w], acc,
                                    None if la is None else la[i:i + w])
-                    if k:
-                        acc = float(c[k - 1])
-                        if res is not None:
-                            res[i:i + k] = c[:k].tolist()
-                    i += k
-                    if k == w:
-                        window, need = min(window * 2, _MAX_WINDOW), _MIN_RUN
-                        continue                      # the run goes on: another window
-                    run = 0
-                    if k < w // 4:
-                        window, need = max(window // 2, _MIN_WINDOW), min(need * 2, 1 << 12)
+                if k:
+                    acc = float(c[k - 1])
+                    if res is not None:
+                        res[i:i + k] = c[:k].tolist()
+                i += k
+                if k == w:
+                    window, need = min(window * 2, _MAX_WINDOW), _MIN_RUN
+                    continue                      # the run goes on: another window
+                run = 0
+                if k < w // 4:
+                    window, need = max(window // 2, _MIN_WINDOW), min(need * 2, 1 << 12)
+            if b is not None and b.ok and scalar:
                 stop = nb if run >= need else min(nb, i + need - run)
                 i0 = i
                 if ls is not None:
@@ -607,8 +650,10 @@ def _column(plan, rd, n, block, words, out, factors=None):
                 elif sr:
                     words.consume(1)
             if vector:
-                b = _binade(rd, r)
-            run = 0
+                new = _binade(rd, r)
+                # ro and sr take every step here: count those that stay in the binade.
+                run = run + 1 if new is b and not scalar else 0
+                b = new
             acc = r
             if res is not None:
                 res[i] = acc
