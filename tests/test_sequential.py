@@ -194,7 +194,7 @@ def test_sr_other_generators_take_the_reference():
         assert same_stream(g1, g2)
 
 
-@pytest.mark.parametrize("mode", ("rne", "rd", "ru", "rna", "sr"))
+@pytest.mark.parametrize("mode", ("rne", "rd", "ru", "rna", "ro", "sr"))
 def test_long_runs_vector_windows_and_blocks(mode, monkeypatch):
     # Small blocks and long runs: windows that fill, double, cross blocks and are cut.
     monkeypatch.setattr(seqmod, "BLOCK", 700)
@@ -227,6 +227,22 @@ def test_long_runs_vector_windows_and_blocks(mode, monkeypatch):
             assert_bits(got, lp.dot(a, b, name, mode, fused=True, rng=g2), name)
         assert same_stream(g1, g2)
     assert any(seen) and not all(seen)          # windows that filled, and windows cut
+
+
+@pytest.mark.parametrize("name", ("BF16", "FP16", "FP8_E5M2"))
+def test_windows_on_grid_terms(name, monkeypatch):
+    # A driftless walk inside [1, 2) of exact and inexact multiples of the quantum:
+    # long windows whose ro parities, rne ties and directed points all matter.
+    q = 2.0 ** -lp.format(name).mantissa_bits
+    rng = np.random.default_rng(15)
+    xs = np.concatenate([[1.5], rng.choice([q, -q, 2 * q, -2 * q, q / 2, -q / 2, q / 4,
+                                            -3 * q / 4, 0.0], 1500)])
+    calls = []
+    window = seqmod._window
+    monkeypatch.setattr(seqmod, "_window", lambda *a: calls.append(1) or window(*a))
+    for mode in ("rne", "rna", "rz", "ru", "rd", "ro"):
+        assert_bits(lp.cumsum(xs, name, mode), stepwise_prefix(xs, name, mode), mode)
+    assert calls
 
 
 @given(st.data())

@@ -442,6 +442,27 @@ def _window(rd, b, xw, acc, lw=None):
                 bad = None
             else:
                 bad &= lw != 0
+    elif mode == "ro":
+        # k_i = k_{i-1} + floor(t_i) + c_i, c_i making k_i odd when t_i is inexact:
+        # the parity of k_{i-1} is 1 after an inexact step, then changes with each
+        # exact t_j; before any, it is acc's. (Single terms only.)
+        f = np.floor(t)
+        inexact = t != f
+        g = np.where(inexact, 0.0, np.mod(f, 2.0))
+        gsum = np.cumsum(g)
+        idx = np.where(inexact, np.arange(t.size), -1)
+        np.maximum.accumulate(idx, out=idx)
+        last = np.empty_like(idx)
+        last[0] = -1
+        last[1:] = idx[:-1]                        # the last inexact step before i
+        before = np.empty_like(gsum)
+        before[0] = 0.0
+        before[1:] = gsum[:-1]
+        at_last = np.where(last >= 0, gsum[np.maximum(last, 0)], 0.0)
+        base = np.where(last >= 0, 1.0, (acc / b.q) % 2.0)
+        parity = np.mod(base + before - at_last, 2.0)
+        d = f + np.where(inexact, np.mod(parity + f + 1.0, 2.0), 0.0)
+        bad = (t == 0) & (xw != 0)                 # x*(1/q) underflowed: inexact unseen
     else:
         d = np.ceil(t) if b.up else np.floor(t)
         bad = (t == 0) & (xw != 0)                 # x*(1/q) underflowed: ceil/floor lost it
@@ -568,7 +589,7 @@ def _column(plan, rd, n, block, words, out, factors=None):
     scalar = mode in ("rne", "rna", "rz", "ru", "rd")     # binade steps in Python
     sr = mode == "sr"
     sr_windows = sr and factors is None
-    vector = scalar or sr_windows                          # binade windows
+    vector = scalar or (mode in ("ro", "sr") and factors is None)    # binade windows
     nearest = mode in ("rne", "rna")
     acc = 0.0
     window, need = _MIN_WINDOW * 4, _MIN_RUN
