@@ -1,8 +1,10 @@
-"""The reductions `sum` (pairwise, sequential, Kahan) and `dot`, every operation rounded.
+"""The reductions `sum` (pairwise, sequential, Kahan), `cumsum` and `dot`, every
+operation rounded.
 
-The reduced axis is a Python loop (a loop over levels for pairwise) over rows that
-the chunk driver vectorises; `sum`'s deprecated positional call is read here. They
-never modify their inputs and never read a global default.
+Pairwise is a loop over levels whose rows the chunk driver vectorises; sequential
+and Kahan sums, prefix sums and FMA chains are `lowprec.arith.sequential`'s; `sum`'s
+deprecated positional call is read here. They never modify their inputs and never
+read a global default.
 """
 
 from __future__ import annotations
@@ -142,8 +144,14 @@ def sum(x: ArrayLike, fmt: FormatLike, *args: Any,  # noqa: A001
     ``"kahan"``
         compensated summation (Kahan), every operation rounded to ``fmt``.
 
-    Work is vectorised across the other axes; the reduced axis is a Python loop
-    (sequential, Kahan) or a loop over ``log2(n)`` levels (pairwise).
+    Pairwise is a loop over ``log2(n)`` levels, vectorised across each. Sequential
+    and Kahan sums run by binade runs (`lowprec.arith.sequential`): while the partial
+    sums stay in one binade of the accumulator, many steps are one cumulative sum;
+    a few microseconds go to each change of binade. Bit for bit the step-by-step
+    result (one `add` per step; under ``"sr"`` the same random draws). Inside a
+    ``lp.flags()`` block, and for more than 64 sums at once, they are done step by
+    step, vectorised across the sums, so that the flag counts are those of one
+    `add` per step.
 
     The default order changed from ``"sequential"`` to ``"pairwise"`` (one default
     everywhere, as ``Tensor.sum``); pass ``order="sequential"`` for the old results.
@@ -284,6 +292,12 @@ def dot(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
     product is the inner loop of a matrix product, which the accumulation models of
     `lp.matmul` (``"fp32"``, ``"fp16"``) and an FMA chain run left to right, so
     the unfused and fused dots and ``matmul`` agree in order by default.
+
+    Sequential dots run at vector speed as `sum` does, the fused ones as a
+    sequential sum of the exact products (Dekker's ``hi + lo``; a single float64
+    for factors of at most 26 significant bits), bit for bit the FMA chain; inside
+    ``lp.flags()``, for NaN results and for factors past Dekker's range the chain is
+    run step by step.
 
     Parameters
     ----------
