@@ -45,6 +45,7 @@ import math
 
 import numpy as np
 
+from ..engine import parallel
 from ..engine.eft import two_prod_err_alloc
 from ..status import recording
 from .driver import Buffers, apply
@@ -71,7 +72,7 @@ def stepwise(plan, x, order="sequential", prefix=False):
     n, m = x.shape
     if n == 0:
         return np.zeros((0, m)) if prefix else np.zeros(m)
-    buffers = Buffers(max(1, min(1 << 17, m)))
+    buffers = Buffers(max(1, min(parallel.CHUNK, m)))
 
     def step(kernel, *operands):
         return apply(plan, kernel, [np.ascontiguousarray(v).reshape(-1) for v in operands],
