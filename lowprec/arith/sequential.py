@@ -654,6 +654,20 @@ def _column(plan, rd, n, block, words, out, factors=None):
             # step of ro and sr.
             x = xs[i]
             lo = 0.0 if ls is None else ls[i]
+            if scalar and -1e300 < x < 1e300:
+                # Into the binade of fl(acc + x): the binade steps round s = fl(acc + x)
+                # itself (acc need not be on that grid) when s is strictly inside.
+                b2 = _binade(rd, acc + x if lo == 0 else (acc + x) + lo)
+                if b2.ok:
+                    if ls is not None:
+                        j, r = _pair_steps(xs, ls, i, i + 1, acc, b2, res, nearest)
+                    elif nearest:
+                        j, r = _nearest_steps(xs, i, i + 1, acc, b2, res)
+                    else:
+                        j, r = _directed_steps(xs, i, i + 1, acc, b2, res)
+                    if j > i:
+                        acc, b, run, i = r, b2, 0, j
+                        continue
             if (acc != acc and x == x and lo == 0) or \
                     ((acc == math.inf or acc == -math.inf) and -1e300 < x < 1e300):
                 r = acc                               # NaN + a number, inf + a finite one
