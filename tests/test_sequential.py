@@ -197,11 +197,11 @@ def test_sr_other_generators_take_the_reference():
 @pytest.mark.parametrize("mode", ("rne", "rd", "ru", "rna", "ro", "sr"))
 def test_long_runs_vector_windows_and_blocks(mode, monkeypatch):
     # Small blocks and long runs: windows that fill, double, cross blocks and are cut.
-    monkeypatch.setattr(seqmod, "BLOCK", 700)
+    monkeypatch.setattr(seqmod, "BLOCK", 500)
     rng = np.random.default_rng(6)
-    cases = {"BF16": rng.random(3000), "FP32": rng.random(3000),
-             "FP16": np.concatenate([[2.0 ** 12], rng.standard_normal(2999) * 4]),
-             "FP8_E5M2": np.concatenate([[64.0], rng.random(2999) * 17 - 8])}
+    cases = {"BF16": rng.random(2000), "FP32": rng.random(2000),
+             "FP16": np.concatenate([[2.0 ** 12], rng.standard_normal(1999) * 4]),
+             "FP8_E5M2": np.concatenate([[64.0], rng.random(1999) * 17 - 8])}
     seen = []
     window, sr_window = seqmod._window, seqmod._sr_window
 
@@ -219,7 +219,7 @@ def test_long_runs_vector_windows_and_blocks(mode, monkeypatch):
         got = lp.cumsum(xs, name, mode, rng=g1)
         assert_bits(got, stepwise_prefix(xs, name, mode, rng=g2), name)
         assert same_stream(g1, g2)
-    a, b = rng.random(3000), rng.random(3000)   # products of two parts: lo != 0
+    a, b = rng.random(2000), rng.random(2000)   # products of two parts: lo != 0
     for name in ("BF16", "FP16"):
         g1, g2 = np.random.default_rng(2), np.random.default_rng(2)
         got = lp.dot(a, b, name, mode, fused=True, rng=g1)
