@@ -68,7 +68,18 @@ _TWO52 = 2.0 ** 52
 
 def stepwise(plan, x, order="sequential", prefix=False):
     """The reference: reduce axis 0 of the 2-D array ``x`` with one `apply` per step
-    (``order`` "sequential" or "kahan"); with ``prefix``, every partial sum (n, m)."""
+    (``order`` "sequential" or "kahan"); with ``prefix``, every partial sum (n, m).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from lowprec.engine.plan import plan
+    >>> stepwise(plan("bf16", "rne"), np.array([[256.0], [1.0], [1.0], [2.0]]), prefix=True)
+    array([[256.],
+           [256.],
+           [256.],
+           [258.]])
+    """
     n, m = x.shape
     if n == 0:
         return np.zeros((0, m)) if prefix else np.zeros(m)
@@ -702,7 +713,16 @@ def _column(plan, rd, n, block, words, out, factors=None):
 
 def sequential(plan, x, prefix=False):
     """Sequential sums of the columns of the 2-D array ``x`` (axis 0), as `stepwise`
-    computes them, bit for bit; ``prefix``: every partial sum, shape (n, m)."""
+    computes them, bit for bit; ``prefix``: every partial sum, shape (n, m).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from lowprec.engine.plan import plan
+    >>> x = np.ones((1000, 2))
+    >>> sequential(plan("bf16", "rne"), x), sequential(plan("bf16", "ru"), x)   # ru: 256 + 1 == 258
+    (array([256., 256.]), array([14848., 14848.]))
+    """
     if not fast_possible(plan, x):
         return stepwise(plan, x, "sequential", prefix)
     n, m = x.shape
@@ -729,7 +749,16 @@ def fused_dot(plan, a, b):
 
     ``fma(a_i, b_i, acc)`` is round(acc + hi + lo) for Dekker's exact product
     hi + lo (lo == 0 for factors of at most 26 significant bits): a sequential sum
-    of exact two-part terms."""
+    of exact two-part terms.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from lowprec.engine.plan import plan
+    >>> x = np.array([[-1.0], [1 + 2.0**-8]])
+    >>> fused_dot(plan("fp16", "rne"), np.array([[1.0], [1 + 2.0**-8]]), x)
+    array([0.00782776])
+    """
     if not (fast_possible(plan, a) and fast_possible(plan, b)):
         return None
     n, m = a.shape
@@ -752,7 +781,16 @@ def fused_dot(plan, a, b):
 
 def kahan_sum(plan, x):
     """Kahan's compensated sums of the columns of ``x``, every one of its four
-    operations per step rounded as `stepwise` rounds them, bit for bit."""
+    operations per step rounded as `stepwise` rounds them, bit for bit ("sr":
+    `stepwise` itself).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from lowprec.engine.plan import plan
+    >>> kahan_sum(plan("bf16", "rne"), np.ones((1000, 1)))
+    array([1000.])
+    """
     if not fast_possible(plan, x) or plan.mode == "sr":
         return stepwise(plan, x, "kahan")
     n, m = x.shape
