@@ -9,7 +9,7 @@ from .formats import (BF16, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E4M3FNUZ
 from .status import Flags, flags
 from .rounding import MODES, round, round_exact, threads
 from .bits import decode, encode, fields
-from .arith import add, div, dot, fma, mul, sqrt, sub, sum
+from .arith import add, cumsum, div, dot, fma, mul, sqrt, sub, sum
 from .tensorcore import MODELS, TensorCoreModel
 from .tensors import Tensor, context, get_context, matmul, result_format, tensor
 from .teaching import Explanation, explain
@@ -23,7 +23,7 @@ __all__ = [
     "FP8_E5M2FNUZ", "FP6_E2M3", "FP6_E3M2", "FP4_E2M1",
     "Flags", "flags", "MODES", "round", "round_exact", "threads", "encode", "decode",
     "fields",
-    "add", "sub", "mul", "div", "sqrt", "fma", "sum", "dot",
+    "add", "sub", "mul", "div", "sqrt", "fma", "sum", "cumsum", "dot",
     "matmul", "TensorCoreModel", "MODELS",
     "Tensor", "tensor", "context", "get_context", "result_format",
     "explain", "Explanation",

@@ -16,7 +16,8 @@ modify its inputs.
 
 The package's files, in layer order (docs/design/DESIGN.md, "Layout"): `fp64` (the
 FP64-target paths), `kernels` (per operation), `exact` (the exact integer path),
-`driver` (the chunk driver), `elementwise` and `reductions` (the public functions);
+`driver` (the chunk driver), `elementwise`, `sequential` (sequential sums by binade
+runs) and `reductions` (the public functions);
 this file re-exports their public names.
 """
 
@@ -24,6 +25,6 @@ from __future__ import annotations
 
 from .driver import MEMORY_CHUNKS as MEMORY_CHUNKS
 from .elementwise import add, div, fma, mul, sqrt, sub
-from .reductions import ORDERS, dot, sum  # noqa: A004
+from .reductions import ORDERS, cumsum, dot, sum  # noqa: A004
 
-__all__ = ["add", "sub", "mul", "div", "sqrt", "fma", "sum", "dot", "ORDERS"]
+__all__ = ["add", "sub", "mul", "div", "sqrt", "fma", "sum", "cumsum", "dot", "ORDERS"]

@@ -1,8 +1,10 @@
-"""The reductions `sum` (pairwise, sequential, Kahan) and `dot`, every operation rounded.
+"""The reductions `sum` (pairwise, sequential, Kahan), `cumsum` and `dot`, every
+operation rounded.
 
-The reduced axis is a Python loop (a loop over levels for pairwise) over rows that
-the chunk driver vectorises; `sum`'s deprecated positional call is read here. They
-never modify their inputs and never read a global default.
+Pairwise is a loop over levels whose rows the chunk driver vectorises; sequential
+and Kahan sums, prefix sums and FMA chains are `lowprec.arith.sequential`'s; `sum`'s
+deprecated positional call is read here. They never modify their inputs and never
+read a global default.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from ..engine import parallel
 from ..engine.checks import broadcast_shape, check_bool, check_int, check_mode
 from ..formats import FormatLike
 from .driver import Buffers, apply, operation_plan, raw_array
-from .kernels import add_kernel, copy_kernel, fma_kernel, mul_kernel, sub_kernel
+from .kernels import add_kernel, copy_kernel, fma_kernel, mul_kernel
+from .sequential import fused_dot, kahan_sum, sequential
 
-__all__ = ["sum", "dot", "ORDERS"]
+__all__ = ["sum", "cumsum", "dot", "ORDERS"]
 
 
 #: Summation orders of `sum` and `dot`.
@@ -53,19 +56,9 @@ def _reduce(plan, x, order):
                 pairs, carry = np.concatenate([pairs, last]), None
             level = pairs
         return step(copy_kernel, level[0]) if n == 1 else level[0]
-    acc = step(copy_kernel, x[0])
     if order == "sequential":
-        for i in range(1, n):
-            acc = step(add_kernel, acc, x[i])
-        return acc
-    comp = np.zeros(m)
-    for i in range(1, n):
-        # Kahan: comp carries the part of the previous term that the sum lost.
-        y = step(sub_kernel, x[i], comp)
-        t = step(add_kernel, acc, y)
-        comp = step(sub_kernel, step(sub_kernel, t, acc), y)
-        acc = t
-    return acc
+        return sequential(plan, x)
+    return kahan_sum(plan, x)
 
 
 def _check_order(order):
@@ -151,8 +144,14 @@ def sum(x: ArrayLike, fmt: FormatLike, *args: Any,  # noqa: A001
     ``"kahan"``
         compensated summation (Kahan), every operation rounded to ``fmt``.
 
-    Work is vectorised across the other axes; the reduced axis is a Python loop
-    (sequential, Kahan) or a loop over ``log2(n)`` levels (pairwise).
+    Pairwise is a loop over ``log2(n)`` levels, vectorised across each. Sequential
+    and Kahan sums run by binade runs (`lowprec.arith.sequential`): while the partial
+    sums stay in one binade of the accumulator, many steps are one cumulative sum;
+    a few microseconds go to each change of binade. Bit for bit the step-by-step
+    result (one `add` per step; under ``"sr"`` the same random draws). Inside a
+    ``lp.flags()`` block, and for more than 64 sums at once, they are done step by
+    step, vectorised across the sums, so that the flag counts are those of one
+    `add` per step.
 
     The default order changed from ``"sequential"`` to ``"pairwise"`` (one default
     everywhere, as ``Tensor.sum``); pass ``order="sequential"`` for the old results.
@@ -219,6 +218,63 @@ sum.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
 ])
 
 
+def cumsum(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *, axis: int | None = -1,
+           rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+           saturate: bool = False) -> NDArray[np.float64]:
+    """Sequential prefix sums of ``x`` along ``axis``, every addition rounded to ``fmt``.
+
+    ``out[0] = round(x[0])`` and ``out[i] = round(out[i-1] + x[i])``: the partial sums
+    of ``sum(x, fmt, mode, order="sequential")``, whose last one it is, bit for bit.
+    The cost is a few cumulative sums of the whole axis plus a few microseconds per
+    change of the accumulator's binade (see `sum`); inside a ``lp.flags()`` block
+    the sums are done step by step, so that the flag counts are those of one `add`
+    per step.
+
+    Parameters
+    ----------
+    x : array_like
+        Real values.
+    fmt : Format or str
+        Format of every partial sum.
+    mode, rng, subnormals, saturate
+        As in `add`; under ``"sr"`` the i-th rounding of a 1-D sum uses the
+        generator's i-th draw, as `add` called once per step would.
+    axis : int or None
+        The axis to accumulate along (default the last); None flattens ``x`` first,
+        as `numpy.cumsum` does.
+
+    Returns
+    -------
+    numpy.ndarray
+        Values of ``fmt``, the shape of ``x`` (1-D when ``axis`` is None).
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> lp.cumsum([256.0, 1.0, 1.0, 2.0], "bf16")        # 256 + 1 == 256 in BF16
+    array([256., 256., 256., 258.])
+    >>> lp.cumsum([[1.0, 2.0], [3.0, 4.0]], "fp16", axis=0)
+    array([[1., 2.],
+           [4., 6.]])
+    """
+    plan = operation_plan(fmt, mode, rng, subnormals, saturate)
+    a = raw_array(x)
+    if axis is None:
+        a = a.reshape(-1)
+        ax = 0
+    else:
+        ax = check_int("axis", axis)
+        if not -a.ndim <= ax < a.ndim:
+            raise ValueError(f"axis {ax} is out of bounds for an array of dimension {a.ndim}")
+        ax %= a.ndim
+    moved = np.moveaxis(a, ax, 0)
+    n, rest = moved.shape[0], moved.shape[1:]
+    with np.errstate(all="ignore"):
+        out = sequential(plan, moved.reshape(n, int(np.prod(rest, dtype=np.int64))),
+                         prefix=True)
+    return np.moveaxis(out.reshape(moved.shape), 0, ax)
+
+
 def dot(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
         order: str = "sequential", fused: bool = False,
         rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
@@ -236,6 +292,12 @@ def dot(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
     product is the inner loop of a matrix product, which the accumulation models of
     `lp.matmul` (``"fp32"``, ``"fp16"``) and an FMA chain run left to right, so
     the unfused and fused dots and ``matmul`` agree in order by default.
+
+    Sequential dots run at vector speed as `sum` does, the fused ones as a
+    sequential sum of the exact products (Dekker's ``hi + lo``; a single float64
+    for factors of at most 26 significant bits), bit for bit the FMA chain; inside
+    ``lp.flags()``, for NaN results and for factors past Dekker's range the chain is
+    run step by step.
 
     Parameters
     ----------
@@ -289,6 +351,8 @@ def dot(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
                                                np.ascontiguousarray(xb).ravel()),
                            xa.size).reshape(xa.shape)
             out = _reduce(plan, prods, order)
+        elif (fast := fused_dot(plan, xa, xb)) is not None:
+            out = fast
         else:
             acc = apply(plan, mul_kernel, (np.ascontiguousarray(xa[0]),
                                              np.ascontiguousarray(xb[0])), m)

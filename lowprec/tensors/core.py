@@ -260,6 +260,18 @@ class Tensor:
             order: str = "pairwise", keepdims: bool = False) -> Tensor:
         return HANDLED_FUNCTIONS[np.sum](self, axis=axis, acc=acc, order=order, keepdims=keepdims)
 
+    def cumsum(self, axis: int | None = None) -> Tensor:
+        """Sequential prefix sums in the Tensor's format (`lowprec.cumsum`, context
+        mode); ``axis=None`` flattens, as `numpy.cumsum`.
+
+        Examples
+        --------
+        >>> import lowprec as lp
+        >>> lp.tensor([256.0, 1.0, 1.0, 2.0], "bf16").cumsum()
+        Tensor([256.0, 256.0, 256.0, 258.0], fmt=BF16)
+        """
+        return HANDLED_FUNCTIONS[np.cumsum](self, axis=axis)
+
     def mean(self, axis: int | tuple[int, ...] | None = None, *, acc: FormatLike | None = None,
              order: str = "pairwise", keepdims: bool = False) -> Tensor:
         return HANDLED_FUNCTIONS[np.mean](self, axis=axis, acc=acc, order=order, keepdims=keepdims)

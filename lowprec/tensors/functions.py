@@ -1,7 +1,8 @@
 """`HANDLED_FUNCTIONS`: the NumPy functions a Tensor emulates, and `matmul` on Tensors.
 
 Functions that move values keep the format; joins promote their operands exactly;
-sums and means round through `arith.sum` in an accumulation format; selections and
+sums and means round through `arith.sum` in an accumulation format, prefix
+sums through `arith.cumsum` in the Tensor's; selections and
 reductions to max/min are exact; functions whose results are not values (indices,
 shapes, bools) answer in plain NumPy. Options that would store values outside the
 format (``out=``, ``dtype=``, ``initial=``, ``where=``) are refused by name. The
@@ -210,6 +211,14 @@ def _mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=np._NoVal
     return Tensor(np.asarray(arith.div(s, float(n), a.fmt, ctx.mode, **ctx.kwargs())), a.fmt)
 
 
+def _cumsum(a, axis=None, dtype=None, out=None):
+    """Sequential prefix sums in the Tensor's format (context mode and options);
+    ``axis=None`` flattens, as NumPy."""
+    _refuse("cumsum", out=out, dtype=dtype)
+    ctx = get_context()
+    return Tensor(arith.cumsum(a._v, a.fmt, ctx.mode, axis=axis, **ctx.kwargs()), a.fmt)
+
+
 def _dot(a, b, out=None):
     _refuse("dot", out=out)
     if np.ndim(values_of(a)) == 0 or np.ndim(values_of(b)) == 0:
@@ -309,7 +318,7 @@ HANDLED_FUNCTIONS.update({
     np.concatenate: _joined(np.concatenate), np.stack: _joined(np.stack),
     np.vstack: _joined(np.vstack), np.hstack: _joined(np.hstack),
     np.where: _where, np.clip: _clip,
-    np.sum: _sum, np.mean: _mean, np.dot: _dot, np.matmul: _matmul_function,
+    np.sum: _sum, np.mean: _mean, np.cumsum: _cumsum, np.dot: _dot, np.matmul: _matmul_function,
     np.max: _reduce_exact(np.max), np.amax: _reduce_exact(np.max),
     np.min: _reduce_exact(np.min), np.amin: _reduce_exact(np.min),
     np.zeros_like: _like(0.0), np.ones_like: _like(1.0), np.full_like: _full_like,
