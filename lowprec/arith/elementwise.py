@@ -7,6 +7,8 @@ never modify their inputs and never read a global default.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -20,7 +22,7 @@ __all__ = ["add", "sub", "mul", "div", "sqrt", "fma"]
 def _elementwise(kernel, operands, fmt, mode, rng, subnormals, saturate):
     plan = operation_plan(fmt, mode, rng, subnormals, saturate)
     flat, shape, scalar = broadcast_operands(*operands)
-    out = apply(plan, kernel, flat, int(np.prod(shape, dtype=np.int64)))
+    out = apply(plan, kernel, flat, math.prod(shape))
     out = out.reshape(shape)
     return out[()] if scalar else out
 

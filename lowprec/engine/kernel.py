@@ -27,7 +27,8 @@ from .eft import odd
 from .float64 import ABS, EXP, QUIET
 from .inputs import Reader
 from .parallel import in_spans
-from .plan import Plan
+from .plan import cached_plan
+from .scratch import give, take
 
 __all__ = ["round_into", "run", "finish", "round_fp64", "draw", "steps_toward_lo"]
 
@@ -205,8 +206,9 @@ def _round_by_table(plan, x, out, ubuf):
         on_grid = np.flatnonzero(low == 0)
         out[on_grid] = zero_low[top16[on_grid]]
 
-def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None):
-    """Round the float64 chunk ``x`` into ``out`` with an unbounded top exponent.
+def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None, spare=None):
+    """Round the float64 chunk ``x`` into ``out`` with an unbounded top exponent
+    (``spare``: a work buffer of at least its size, or None to allocate one).
 
     Returns the largest 2**floor(log2|x|) seen (inf for inf/NaN) so the caller can
     skip the overflow rules when no element comes near ``max``."""
@@ -245,10 +247,8 @@ def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None):
         np.subtract(plan.two_one, e, out=inv)          # bits of 2**-q
         np.multiply(x, fbuf, out=out)                  # exact: scaling by a power of two
         rand = draw(plan, fbuf) if plan.mode == "sr" else None
-        spare = plan.spare
-        if spare is None or spare.size < out.size:
-            spare = plan.spare = np.empty(out.size, np.float64)
-        _to_integer(out, plan.mode, spare[:out.size], rand)
+        spare = np.empty(out.size, np.float64) if spare is None else spare[:out.size]
+        _to_integer(out, plan.mode, spare, rand)
         np.multiply(out, ef, out=out)   # exact, or beyond max (the overflow rules follow)
     if not plan.fmt.has_negative_zero:
         out += 0.0                                    # -0 + +0 is +0 under RNE
@@ -325,8 +325,8 @@ def _classify(plan, x, out, masks, counts):
         if small.any():
             xs = np.ascontiguousarray(x[small])
             r = np.empty_like(xs)
-            sub_plan = Plan(fmt, plan.mode if plan.mode != "sr" else "rne", True,
-                             plan.saturate, None, None)
+            sub_plan = cached_plan(fmt, plan.mode if plan.mode != "sr" else "rne", True,
+                                   plan.saturate, None)
             _round_chunk(sub_plan, xs, r, np.empty(xs.size, np.uint64), np.empty_like(xs))
             flushed = int(np.count_nonzero((r != 0) & (np.abs(r) < fmt.smallest_normal)))
     counts["inexact"] += int(np.count_nonzero(inexact))
@@ -343,16 +343,17 @@ def _classify(plan, x, out, masks, counts):
         n_inf = int(np.count_nonzero(masks["inf_in"]))
         counts["saturated" if saturating else "invalid"] += n_inf
 
-def round_into(plan, x, out, ubuf, fbuf, counts=None):
+def round_into(plan, x, out, ubuf, fbuf, counts=None, spare=None):
     """The per-chunk step every caller shares: round ``x`` into ``out``, apply the
     overflow rules, and add the flag counts to ``counts`` (None: nobody listens).
+    ``ubuf``, ``fbuf`` (and ``spare``, when given) are work buffers of ``x``'s size.
 
     Returns the largest 2**floor(log2|x|) of the chunk (inf when it holds inf or
     NaN), or None from the table lookup, which never needs it."""
     if counts is None and plan.by_table:
         _round_by_table(plan, x, out, ubuf)
         return None
-    top = _round_chunk(plan, x, out, ubuf, fbuf)
+    top = _round_chunk(plan, x, out, ubuf, fbuf, spare=spare)
     masks = _overflow(plan, x, out) if top >= plan.safe_top else None
     if counts is not None:
         _classify(plan, x, out, masks, counts)
@@ -378,30 +379,42 @@ def run(plan, reader, sink=None):
         listener.add(counts)
     return None if sink is not None else out.reshape(reader.shape)
 
+class _SpanBuffers:
+    """The rounding's work buffers for chunks of ``n`` elements (the conversion's
+    come from the reader)."""
+
+    def __init__(self, n):
+        self.u, self.f, self.spare = np.empty(n, np.uint64), np.empty(n), np.empty(n)
+        self.sink = None      # the values handed to a sink, made on first use
+
 def _run_span(plan, reader, out, sink, span, counts):
     """Convert and round elements ``start:stop`` of ``reader`` chunk by chunk, into
-    ``out`` (or a buffer handed to ``sink``); add the flag counts to ``counts``."""
+    ``out`` (or a buffer handed to ``sink``); add the flag counts to ``counts``.
+    The caller holds `np.errstate` (each worker thread its own)."""
     start, stop = span
     n = min(parallel.CHUNK, stop - start)
-    ubuf, fbuf = np.empty(n, np.uint64), np.empty(n, np.float64)
-    plan.spare = np.empty(n, np.float64)
+    work = take("round", n, _SpanBuffers)   # small spans reuse this thread's buffers
+    ubuf, fbuf, spare = work.u, work.f, work.spare
     bufs = reader.buffers(n)
-    rbuf = np.empty(n, np.float64) if sink is not None else None
-    with np.errstate(all="ignore"):   # per thread: inf - inf inside the kernel is expected
-        for a in range(start, stop, parallel.CHUNK):
-            b = min(a + parallel.CHUNK, stop)
-            k = b - a
-            xs, lo = reader.read(a, b, bufs)
-            os = out[a:b] if sink is None else rbuf[:k]
-            if lo is not None and plan.identity:
-                xs, lo = round_fp64(plan, xs, lo, bufs.moved[:k], counts), None
-            elif lo is not None:    # Format refuses p > 51 but for FP64 itself
-                xs = odd(xs, lo, bufs.odd[:k])
-            top = round_into(plan, xs, os, ubuf[:k], fbuf[:k], counts)
-            if counts is not None and top is not None and not top < np.inf:
-                counts["invalid"] += reader.signalling(a, b)   # only chunks with inf/NaN
-            if sink is not None:
-                sink(a, b, os)
+    if sink is not None and work.sink is None:
+        work.sink = np.empty(n)
+    for a in range(start, stop, parallel.CHUNK):
+        b = min(a + parallel.CHUNK, stop)
+        k = b - a
+        xs, lo = reader.read(a, b, bufs)
+        os = out[a:b] if sink is None else work.sink[:k]
+        if lo is not None and plan.identity:
+            xs, lo = round_fp64(plan, xs, lo, bufs.moved[:k], counts), None
+        elif lo is not None:    # Format refuses p > 51 but for FP64 itself
+            xs = odd(xs, lo, bufs.odd[:k])
+        if k < n:
+            ubuf, fbuf, spare = ubuf[:k], fbuf[:k], spare[:k]
+        top = round_into(plan, xs, os, ubuf, fbuf, counts, spare)
+        if counts is not None and top is not None and not top < np.inf:
+            counts["invalid"] += reader.signalling(a, b)   # only chunks with inf/NaN
+        if sink is not None:
+            sink(a, b, os)
+    give("round", n, work)
 
 def round_fp64(plan, hi, lo, out, counts):
     """Round the chunk ``hi + lo`` to FP64 itself into ``out`` (returned), where
