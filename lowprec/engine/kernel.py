@@ -28,7 +28,6 @@ from .float64 import ABS, EXP, QUIET
 from .inputs import Reader
 from .parallel import in_spans
 from .plan import cached_plan
-from .scratch import give, take
 
 __all__ = ["round_into", "run", "finish", "round_fp64", "draw", "steps_toward_lo"]
 
@@ -208,7 +207,8 @@ def _round_by_table(plan, x, out, ubuf):
 
 def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None, spare=None):
     """Round the float64 chunk ``x`` into ``out`` with an unbounded top exponent
-    (``spare``: a work buffer of at least its size, or None to allocate one).
+    (``fbuf`` and ``spare``: work buffers of at least its size, or None to allocate
+    them where they are needed).
 
     Returns the largest 2**floor(log2|x|) seen (inf for inf/NaN) so the caller can
     skip the overflow rules when no element comes near ``max``."""
@@ -243,6 +243,8 @@ def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None, spare=None):
             small = np.less(x.view(np.uint64) & ABS, plan.tiny_bits)
             e += small.astype(np.uint64) * plan.m_bits
         np.subtract(e, plan.m_bits, out=e)             # bits of 2**q, q = e - m
+        if fbuf is None:
+            fbuf = np.empty(x.size)
         inv = fbuf.view(np.uint64)
         np.subtract(plan.two_one, e, out=inv)          # bits of 2**-q
         np.multiply(x, fbuf, out=out)                  # exact: scaling by a power of two
@@ -346,7 +348,8 @@ def _classify(plan, x, out, masks, counts):
 def round_into(plan, x, out, ubuf, fbuf, counts=None, spare=None):
     """The per-chunk step every caller shares: round ``x`` into ``out``, apply the
     overflow rules, and add the flag counts to ``counts`` (None: nobody listens).
-    ``ubuf``, ``fbuf`` (and ``spare``, when given) are work buffers of ``x``'s size.
+    ``ubuf``, ``fbuf`` and ``spare`` are work buffers of ``x``'s size (``fbuf`` and
+    ``spare`` may be None: made where a path needs them).
 
     Returns the largest 2**floor(log2|x|) of the chunk (inf when it holds inf or
     NaN), or None from the table lookup, which never needs it."""
@@ -377,15 +380,9 @@ def run(plan, reader, sink=None):
                           lambda p, span, tally: _run_span(p, reader, out, sink, span, tally))
     if listener is not None:
         listener.add(counts)
-    return None if sink is not None else out.reshape(reader.shape)
-
-class _SpanBuffers:
-    """The rounding's work buffers for chunks of ``n`` elements (the conversion's
-    come from the reader)."""
-
-    def __init__(self, n):
-        self.u, self.f, self.spare = np.empty(n, np.uint64), np.empty(n), np.empty(n)
-        self.sink = None      # the values handed to a sink, made on first use
+    if sink is not None:
+        return None
+    return out if reader.shape == out.shape else out.reshape(reader.shape)
 
 def _run_span(plan, reader, out, sink, span, counts):
     """Convert and round elements ``start:stop`` of ``reader`` chunk by chunk, into
@@ -393,16 +390,16 @@ def _run_span(plan, reader, out, sink, span, counts):
     The caller holds `np.errstate` (each worker thread its own)."""
     start, stop = span
     n = min(parallel.CHUNK, stop - start)
-    work = take("round", n, _SpanBuffers)   # small spans reuse this thread's buffers
-    ubuf, fbuf, spare = work.u, work.f, work.spare
+    ubuf = np.empty(n, np.uint64)
+    # One chunk: the paths that need more buffers make them; more: made once, reused.
+    fbuf, spare = (None, None) if n == stop - start else (np.empty(n), np.empty(n))
     bufs = reader.buffers(n)
-    if sink is not None and work.sink is None:
-        work.sink = np.empty(n)
+    rbuf = np.empty(n, np.float64) if sink is not None else None
     for a in range(start, stop, parallel.CHUNK):
         b = min(a + parallel.CHUNK, stop)
         k = b - a
         xs, lo = reader.read(a, b, bufs)
-        os = out[a:b] if sink is None else work.sink[:k]
+        os = out[a:b] if sink is None else rbuf[:k]
         if lo is not None and plan.identity:
             xs, lo = round_fp64(plan, xs, lo, bufs.moved[:k], counts), None
         elif lo is not None:    # Format refuses p > 51 but for FP64 itself
@@ -414,7 +411,6 @@ def _run_span(plan, reader, out, sink, span, counts):
             counts["invalid"] += reader.signalling(a, b)   # only chunks with inf/NaN
         if sink is not None:
             sink(a, b, os)
-    give("round", n, work)
 
 def round_fp64(plan, hi, lo, out, counts):
     """Round the chunk ``hi + lo`` to FP64 itself into ``out`` (returned), where

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..formats import FormatLike
+from ..formats import Format, FormatLike
 from ..formats import format as _format
 from .cache import Latest
 from .checks import as_generator, check_bool, check_int, check_mode, check_rng
@@ -81,6 +81,10 @@ class Plan:
 # custom formats keeps only the latest.
 _PLANS = Latest(128)
 
+# (format spec as given, its name, mode, subnormals, saturate) -> Plan, for options
+# that passed `plan`'s checks with exactly these types (a str spec or a Format, bools).
+_CHECKED = Latest(128)
+
 def cached_plan(fmt, mode, subnormals, saturate, sr_bits):
     """The `Plan` of checked options (``subnormals`` a bool or None, ``saturate`` a
     bool), built on first use; its ``rng`` is None."""
@@ -95,6 +99,18 @@ def plan(fmt: FormatLike, mode: str, *, rng: object = None, subnormals: object =
     """Check the options of one rounding and plan it: the one check every entry point
     shares. A wrong-typed option is a `TypeError` naming it, whatever the mode
     (``subnormals="no"`` is truthy, ``rng=True`` would be seed 1)."""
+    fast: tuple[object, ...] | None = None
+    if (rng is None and sr_bits is None and type(saturate) is bool
+            and (subnormals is None or type(subnormals) is bool) and type(mode) is str):
+        # Options that passed the checks before, with these very types: the same plan.
+        if type(fmt) is str:
+            fast = (fmt, None, mode, subnormals, saturate)
+        elif type(fmt) is Format:
+            fast = (fmt, fmt.name, mode, subnormals, saturate)
+        if fast is not None:
+            found = _CHECKED.get(fast)
+            if found is not None:
+                return found
     fmt = _format(fmt)
     check_mode(mode)
     check_rng(rng)
@@ -107,4 +123,8 @@ def plan(fmt: FormatLike, mode: str, *, rng: object = None, subnormals: object =
         if mode != "sr":
             raise ValueError("sr_bits applies only to mode='sr'")
     found = cached_plan(fmt, mode, subnormals, saturate, sr_bits)
-    return found.with_rng(as_generator(rng)) if mode == "sr" else found
+    if mode == "sr":
+        return found.with_rng(as_generator(rng))
+    if fast is not None:
+        _CHECKED.put(fast, found)
+    return found
