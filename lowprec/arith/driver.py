@@ -107,6 +107,7 @@ def apply(plan, kernel, operands, n, buffers=None):
     out = np.empty(n, np.float64)
     listener = recording()
     wide = plan.identity      # FP64: no spare bits for round-to-odd
+    float64s = all(x.dtype == np.float64 for x in operands)   # every chunk is its own hi
 
     def span_task(plan, span, counts):
         start, stop = span
@@ -128,11 +129,15 @@ def apply(plan, kernel, operands, n, buffers=None):
                                       bufs.spare[:k])
             raw = operands if k == n else [x[a:b] for x in operands]
             overflow_in_chunk = counts["overflow"]
-            parts = [_parts(xc) for xc in raw]
-            if any(lo is not None for _, lo in parts):
-                hi, lo = with_exact(plan, kernel, raw, parts, w, counts)
+            if float64s:
+                parts = None
+                hi, lo = kernel(plan, *raw, w, counts)
             else:
-                hi, lo = kernel(plan, *(h for h, _ in parts), w, counts)
+                parts = [_parts(xc) for xc in raw]
+                if any(lo is not None for _, lo in parts):
+                    hi, lo = with_exact(plan, kernel, raw, parts, w, counts)
+                else:
+                    hi, lo = kernel(plan, *(h for h, _ in parts), w, counts)
             if wide:
                 x = hi if lo is None else round_fp64(plan, hi, lo, hi, counts)
             else:
@@ -143,7 +148,7 @@ def apply(plan, kernel, operands, n, buffers=None):
             if listening is not None and not top < np.inf:
                 counts["invalid"] += signalling_nans(*raw)
             if wide and plan.saturate and counts["overflow"] != overflow_in_chunk:
-                _fp64_clamp(plan, kernel, out[a:b], [h for h, _ in parts])
+                _fp64_clamp(plan, kernel, out[a:b], raw if parts is None else [h for h, _ in parts])
         if wide and plan.saturate:
             # Every FP64 overflow the kernels counted is saturated, as `round` counts
             # other formats' (the rounding kernel sees FP64 results as exact).

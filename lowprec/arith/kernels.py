@@ -10,6 +10,8 @@ operands, and never rounds to the format: the chunk driver does that, once.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..engine.eft import (
@@ -144,7 +146,7 @@ def sub_kernel(plan, a, b, w, counts):
 
 def _add_error(plan, a, b, s, w, counts):
     t = two_sum_err(a, b, s, w.l, w.t1)
-    if not np.isfinite(np.add.reduce(t)):
+    if not math.isfinite(np.add.reduce(t)):
         _add_special(plan, a, b, s, t, counts)
     if plan.identity:
         # fl(a + b) == ±max with an error of its sign: max < |a + b| < max + ulp/2.
@@ -195,7 +197,7 @@ def _mul_error(plan, a, b, p, w, counts):
         if not w.u.any():
             return None      # factors of <= 26 bits, product in range: exact in float64
         e = two_prod_err(a, b, p, w.l, w.t1, w.t2, w.t3, w.t4)
-        if np.isfinite(np.add.reduce(e)):
+        if math.isfinite(np.add.reduce(e)):
             return e
     e = two_prod_err(a, b, p, w.l, w.t1, w.t2, w.t3, w.t4)
     idx = np.flatnonzero(_out_of_range(p) | ~np.isfinite(e))
@@ -324,11 +326,33 @@ def _sqrt_slow(plan, a, ref, counts):
     return hi, lo
 
 
+def _short_factors(a, b, buf):
+    """Whether every ``a`` and ``b`` (finite) has a significand of at most 26 bits."""
+    np.bitwise_or(a.view(_U), b.view(_U), out=buf)
+    np.bitwise_and(buf, _LOW27, out=buf)
+    return not buf.any()
+
+
 def fma_kernel(plan, a, b, c, w, counts):
     p = np.multiply(a, b, out=w.t5)
+    in_range = _in_range(p.view(_U), w.u)
+    c_in_range = in_range and (np.bitwise_and(c.view(_U), _ABS, out=w.u).max() <= _HI_BITS)
+    if c_in_range and _short_factors(a, b, w.u):
+        # Factors of <= 26 bits, product in range: p == a*b exactly (its error term is
+        # zero), so the Dekker split is skipped.
+        if plan.identity:
+            e = w.t6
+            e.fill(0.0)
+            hi, lo = _fma_sum(plan, p, e, c)
+        else:
+            # TwoSum: hi + lo == p + c == a*b + c exactly, hi = RN of it; three_sum with
+            # e == 0 returns this very pair.
+            hi = np.add(p, c, out=w.h)
+            lo = two_sum_err(p, c, hi, w.l, w.t1)
+        _fma_zero_sign(plan, hi, lo, p, c, slice(None))
+        return hi, lo
     e = two_prod_err(a, b, p, w.t6, w.t1, w.t2, w.t3, w.t4)
-    ok = (_in_range(p.view(_U), w.u) and np.isfinite(np.add.reduce(e))
-          and (np.bitwise_and(c.view(_U), _ABS, out=w.u).max() <= _HI_BITS))
+    ok = c_in_range and math.isfinite(np.add.reduce(e))
     if not ok:
         bad = _out_of_range(p) | ~np.isfinite(e) | ((c.view(_U) & _ABS) > _HI_BITS)
         good, idx = np.flatnonzero(~bad), np.flatnonzero(bad)

@@ -113,9 +113,9 @@ def odd(hi, lo, out):
     same side of every point of a format of at most 51 bits, and of its midpoints,
     as ``v`` does, so rounding it once in any mode rounds ``v`` correctly.
     """
-    nz = lo != 0
-    if not nz.any():
+    if not np.count_nonzero(lo):                # -0.0 counts as zero, NaN does not
         return hi
+    nz = lo != 0
     hb, ob = hi.view(np.uint64), out.view(np.uint64)
     np.bitwise_xor(hb, lo.view(np.uint64), out=ob)
     np.right_shift(ob, np.uint64(63), out=ob)     # 1 where lo points toward zero

@@ -62,7 +62,7 @@ def _to_integer(t, mode, buf, rand):
         np.trunc(t, out=buf)
         frac = np.subtract(t, buf)
         np.abs(frac, out=frac)           # distance from the neighbour nearer zero, exact
-        np.less(rand, frac, out=frac)    # rand = prev(w): P = P(w <= f) = floor(f*2**r)/2**r
+        np.less_equal(rand, frac, out=frac)   # rand = w (`_uniform_w`): P = floor(f*2**r)/2**r
         np.copysign(frac, t, out=frac)
         np.add(buf, frac, out=t)
 
@@ -70,6 +70,11 @@ def draw(plan, buf):
     """Fill ``buf`` with prev(w), w uniform on {1, 2, ..., 2**r} / 2**r (r = sr_bits,
     default 53), so that ``buf < f`` exactly when ``w <= f``: probability
     floor(f * 2**r) / 2**r, the rule of the encoding path."""
+    return np.nextafter(_uniform_w(plan, buf), -1.0, out=buf)
+
+def _uniform_w(plan, buf):
+    """Fill ``buf`` with w of `draw` itself (the kernel's own paths test ``w <= f``,
+    which holds exactly when prev(w) < f, and save the step to prev(w))."""
     plan.rng.random(buf.size, out=buf)     # multiples of 2**-53 in [0, 1)
     r = 53 if plan.sr_bits is None else plan.sr_bits
     if r < 53:
@@ -77,7 +82,6 @@ def draw(plan, buf):
         np.floor(buf, out=buf)
         buf *= 2.0 ** -r
     buf += 2.0 ** -r                       # w, exact
-    np.nextafter(buf, -1.0, out=buf)
     return buf
 
 _RAW64 = (np.random.PCG64, np.random.PCG64DXSM, np.random.SFC64, np.random.Philox)
@@ -168,7 +172,7 @@ def _round_subnormal_range(plan, xs):
     quantum is 2**(emin - m): scale it to 1, round to an integer, scale back."""
     q = plan.fmt.emin - plan.fmt.mantissa_bits
     xs *= 2.0 ** -q                 # exact: |xs| < 2**m after, and q >= -1020
-    rand = draw(plan, np.empty_like(xs)) if plan.mode == "sr" else None
+    rand = _uniform_w(plan, np.empty_like(xs)) if plan.mode == "sr" else None
     _to_integer(xs, plan.mode, np.empty_like(xs), rand)
     xs *= 2.0 ** q                  # exact: an integer of at most m bits times 2**q
     return xs
@@ -220,7 +224,7 @@ def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None, spare=None):
             small = np.less(x.view(np.uint64) & ABS, plan.tiny_bits) & (x != 0)
             if small.any():
                 t = x[small] * 2.0 ** 1022
-                r = draw(plan, np.empty_like(t)) if plan.mode == "sr" else None
+                r = _uniform_w(plan, np.empty_like(t)) if plan.mode == "sr" else None
                 _to_integer(t, plan.mode, np.empty_like(t), r)
                 out[small] = t * 2.0 ** -1022
     elif plan.encoding and lo_e is None:
@@ -248,7 +252,7 @@ def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None, spare=None):
         inv = fbuf.view(np.uint64)
         np.subtract(plan.two_one, e, out=inv)          # bits of 2**-q
         np.multiply(x, fbuf, out=out)                  # exact: scaling by a power of two
-        rand = draw(plan, fbuf) if plan.mode == "sr" else None
+        rand = _uniform_w(plan, fbuf) if plan.mode == "sr" else None
         spare = np.empty(out.size, np.float64) if spare is None else spare[:out.size]
         _to_integer(out, plan.mode, spare, rand)
         np.multiply(out, ef, out=out)   # exact, or beyond max (the overflow rules follow)
