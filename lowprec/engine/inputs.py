@@ -133,8 +133,9 @@ class Reader:
             # The common case, read in place.
             self.shape, self.size, self.flat = x.shape, x.size, x.reshape(-1)
             self.nan_bits = self._NAN_BITS[_FLOAT64]
-            self._read = Reader._read_float64
+            self._read, self.in_place = Reader._read_float64, True
             return
+        self.in_place = False      # whether chunks are views of float64 input, with no lo
         if lo is not None:                       # a float64 (hi, lo) pair, as round_exact's
             self._setup_pair(np.asarray(x, np.float64), np.asarray(lo, np.float64))
             return
@@ -155,7 +156,7 @@ class Reader:
         dt = self.flat.dtype
         self.nan_bits = self._nan_bits(dt)
         if dt == np.float64 and self.flat.flags.c_contiguous:
-            self._read = Reader._read_float64
+            self._read, self.in_place = Reader._read_float64, True
         elif kind in "iu" and dt.itemsize == 8:
             self._read = Reader._read_int64
         elif long_double:

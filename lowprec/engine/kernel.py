@@ -256,7 +256,7 @@ def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None, spare=None):
         spare = np.empty(out.size, np.float64) if spare is None else spare[:out.size]
         _to_integer(out, plan.mode, spare, rand)
         np.multiply(out, ef, out=out)   # exact, or beyond max (the overflow rules follow)
-    if not plan.fmt.has_negative_zero:
+    if plan.no_negative_zero:
         out += 0.0                                    # -0 + +0 is +0 under RNE
     return top
 
@@ -394,6 +394,13 @@ def _run_span(plan, reader, out, sink, span, counts):
     The caller holds `np.errstate` (each worker thread its own)."""
     start, stop = span
     n = min(parallel.CHUNK, stop - start)
+    if n == stop - start and sink is None and reader.in_place:
+        # One chunk of float64 input: rounded where it lies, the buffers made on demand.
+        top = round_into(plan, reader.flat[start:stop], out[start:stop],
+                         np.empty(n, np.uint64), None, counts)
+        if counts is not None and top is not None and not top < np.inf:
+            counts["invalid"] += reader.signalling(start, stop)
+        return
     ubuf = np.empty(n, np.uint64)
     # One chunk: the paths that need more buffers make them; more: made once, reused.
     fbuf, spare = (None, None) if n == stop - start else (np.empty(n), np.empty(n))

@@ -55,6 +55,7 @@ class Plan:
         self.safe_top = 2.0 ** fmt.emax
         self.tiny_bits = np.uint64((fmt.emin + 1023) << 52)
         self.max = fmt.max
+        self.no_negative_zero = not fmt.has_negative_zero
         self.rng = None
         self.sr_bits = sr_bits
         # m <= 3: round by table lookup (built on first use) unless flags are counted.
