@@ -394,7 +394,7 @@ def _run_span(plan, reader, out, sink, span, counts):
     The caller holds `np.errstate` (each worker thread its own)."""
     start, stop = span
     n = min(parallel.CHUNK, stop - start)
-    if n == stop - start and sink is None and reader.in_place:
+    if 0 < n == stop - start and sink is None and reader.in_place:
         # One chunk of float64 input: rounded where it lies, the buffers made on demand.
         top = round_into(plan, reader.flat[start:stop], out[start:stop],
                          np.empty(n, np.uint64), None, counts)
