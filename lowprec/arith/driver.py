@@ -55,16 +55,18 @@ def broadcast_operands(*xs):
     """Real operands in their own dtypes, broadcast; returns (flat list, shape, scalar)."""
     arrays = [raw_array(x) for x in xs]
     shape = arrays[0].shape
-    if any(x.shape != shape for x in arrays):
-        shape = broadcast_shape(*(x.shape for x in arrays))
-    scalar = not shape and all(x.ndim == 0 for x in arrays)
+    for x in arrays:
+        if x.shape != shape:
+            shape = broadcast_shape(*(x.shape for x in arrays))
+            break
+    scalar = not shape      # the broadcast shape is () only when every operand is 0-d
     flat = []
-    n = math.prod(shape)
     for x in arrays:
         if x.shape == shape:
-            flat.append(np.ascontiguousarray(x).reshape(-1))
+            flat.append(x if x.ndim == 1 and x.flags.c_contiguous
+                        else np.ascontiguousarray(x).reshape(-1))
         elif x.size == 1:
-            flat.append(np.broadcast_to(x.reshape(-1), (n,)))   # stride 0, no copy
+            flat.append(np.broadcast_to(x.reshape(-1), (math.prod(shape),)))   # stride 0
         else:
             flat.append(np.ascontiguousarray(np.broadcast_to(x, shape)).reshape(-1))
     return flat, shape, scalar

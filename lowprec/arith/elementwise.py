@@ -23,8 +23,9 @@ def _elementwise(kernel, operands, fmt, mode, rng, subnormals, saturate):
     plan = operation_plan(fmt, mode, rng, subnormals, saturate)
     flat, shape, scalar = broadcast_operands(*operands)
     out = apply(plan, kernel, flat, math.prod(shape))
-    out = out.reshape(shape)
-    return out[()] if scalar else out
+    if scalar:
+        return out[0]                   # a NumPy scalar, as out.reshape(())[()]
+    return out if out.shape == shape else out.reshape(shape)
 
 
 # -- public operations ------------------------------------------------------------

@@ -22,6 +22,7 @@ from ..engine.eft import (
     two_sum,
     two_sum_err,
 )
+from ..engine.float64 import operand
 from .fp64 import (
     MAX64,
     fp64_past_max,
@@ -36,7 +37,7 @@ __all__ = ["Work", "add_kernel", "sub_kernel", "mul_kernel", "div_kernel", "sqrt
 
 
 _U = np.uint64
-_ABS = _U(0x7FFF_FFFF_FFFF_FFFF)
+_ABS = operand(0x7FFF_FFFF_FFFF_FFFF)
 # Fast-path range: exponents in [-960, 1020] keep every product, remainder and
 # error term of the transformations below normal and finite.
 _LO_BITS = _U((1023 - 960) << 52)
@@ -46,7 +47,7 @@ _HI_BITS = _U((1023 + 1021) << 52)
 def _in_range(bits, buf):
     """Whether every |value| (given as raw bits) lies in the fast-path range."""
     np.bitwise_and(bits, _ABS, out=buf)
-    return buf.min() >= _LO_BITS and buf.max() <= _HI_BITS
+    return np.minimum.reduce(buf) >= _LO_BITS and np.maximum.reduce(buf) <= _HI_BITS
 
 
 def _out_of_range(x):
@@ -82,6 +83,7 @@ class Work:
 
 
 _ALL = slice(None)
+_HALF_QUANTUM_MASKS = [operand((1 << (51 - m)) - 1) for m in range(51)]
 
 
 def _needs_error(plan, hi, w):
@@ -96,7 +98,7 @@ def _needs_error(plan, hi, w):
     m = plan.fmt.mantissa_bits
     if m > 50 or hi.size < 256:      # tiny arrays: the test would cost more than it saves
         return _ALL
-    np.bitwise_and(hi.view(_U), _U((1 << (51 - m)) - 1), out=w.u)
+    np.bitwise_and(hi.view(_U), _HALF_QUANTUM_MASKS[m], out=w.u)
     need = np.equal(w.u, 0, out=w.b)
     count = np.count_nonzero(need)
     if count == 0:
@@ -182,7 +184,7 @@ def _add_special(plan, a, b, s, t, counts):
     s[idx], t[idx] = si, ti
 
 
-_LOW27 = _U((1 << 27) - 1)
+_LOW27 = operand((1 << 27) - 1)
 
 
 def mul_kernel(plan, a, b, w, counts):

@@ -24,7 +24,7 @@ from ..status import FLAG_NAMES, recording
 from . import parallel
 from .cache import Latest
 from .eft import odd
-from .float64 import ABS, EXP, QUIET
+from .float64 import ABS, EXP, QUIET, operand
 from .inputs import Reader
 from .parallel import in_spans
 from .plan import cached_plan
@@ -84,6 +84,9 @@ def _uniform_w(plan, buf):
     buf += 2.0 ** -r                       # w, exact
     return buf
 
+_EXP = operand(int(EXP))
+_max, _min = np.maximum.reduce, np.minimum.reduce   # ndarray.max without its Python layer
+
 _RAW64 = (np.random.PCG64, np.random.PCG64DXSM, np.random.SFC64, np.random.Philox)
 
 def _random_bits(rng, n):
@@ -97,12 +100,12 @@ def _round_nearest_even(plan, x, out, ubuf):
     e = max(floor(log2|x|), emin). Returns None (use the scaling path) for chunks
     with inf, NaN or values so large that C would overflow."""
     e = ubuf
-    np.bitwise_and(x.view(np.uint64), EXP, out=e)
+    np.bitwise_and(x.view(np.uint64), _EXP, out=e)
     ef = e.view(np.float64)                       # 2**floor(log2|x|), never NaN
-    top = ef.max()
+    top = _max(ef)
     if not top < plan.magic_top:
         return None
-    bottom = ef.min()
+    bottom = _min(ef)
     small = None
     if bottom < plan.lo_f:
         # Below 2**emin the quantum stays 2**(emin - m): clamp e. A few such
@@ -138,13 +141,13 @@ def _round_on_encoding(plan, x, out, ubuf):
     bit (ro); add that many random bits (sr: the carry happens with probability
     equal to the dropped fraction). Smaller |x| go through the scaling path."""
     xb, e, ob = x.view(np.uint64), ubuf, out.view(np.uint64)
-    np.bitwise_and(xb, EXP, out=e)
+    np.bitwise_and(xb, _EXP, out=e)
     ef = e.view(np.float64)                     # 2**floor(log2|x|), or inf
-    top = ef.max()
+    top = _max(ef)
     small = None
-    if ef.min() < plan.lo_f:
+    if _min(ef) < plan.lo_f:
         small = np.flatnonzero(ef < plan.lo_f)
-    mode, keep = plan.mode, ~plan.low_mask
+    mode, keep = plan.mode, plan.keep_mask
     if mode == "rz":
         np.bitwise_and(xb, keep, out=ob)
     elif mode == "rna":
@@ -183,7 +186,7 @@ _TABLES = Latest(32)
 
 _TOP16 = slice(3, None, 4) if sys.byteorder == "little" else slice(0, None, 4)
 
-_LOW48 = np.uint64((1 << 48) - 1)
+_LOW48 = operand((1 << 48) - 1)
 
 def _table_for(plan):
     """(results for nonzero low bits, results for zero low bits) of ``plan``."""
@@ -234,9 +237,9 @@ def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None, spare=None):
         pass
     else:
         e = ubuf
-        np.bitwise_and(x.view(np.uint64), EXP, out=e)   # bits of 2**floor(log2|x|)
+        np.bitwise_and(x.view(np.uint64), _EXP, out=e)  # bits of 2**floor(log2|x|)
         ef = e.view(np.float64)                          # never NaN: fmax is safe
-        top = ef.max()
+        top = _max(ef)
         lo = plan.lo_f if lo_e is None else lo_e
         if ef.min() < lo:
             np.copyto(ef, lo, where=ef < lo)

@@ -16,7 +16,7 @@ from ..formats import Format, FormatLike
 from ..formats import format as _format
 from .cache import Latest
 from .checks import as_generator, check_bool, check_int, check_mode, check_rng
-from .float64 import ONE_BITS
+from .float64 import ONE_BITS, operand
 
 __all__ = ["Plan", "plan", "cached_plan"]
 
@@ -34,15 +34,16 @@ class Plan:
         self.subnormals = fmt.subnormals if subnormals is None else bool(subnormals)
         m = fmt.mantissa_bits
         self.identity = fmt.p == 53
-        self.m_bits = np.uint64(m << 52)
+        self.m_bits = operand(m << 52)
         self.shift = np.uint64(52 - m)
-        self.low_mask = np.uint64((1 << (52 - m)) - 1)
-        self.half_low = np.uint64((1 << (52 - m)) >> 1)
+        self.low_mask = operand((1 << (52 - m)) - 1)
+        self.keep_mask = operand(~((1 << (52 - m)) - 1) & (2**64 - 1))
+        self.half_low = operand((1 << (52 - m)) >> 1)
         # With m = 0 the sticky bit of ro would land in the exponent: scale instead.
         self.encoding = (mode in _ENCODING_MODES and self.subnormals and not self.identity
                          and not (mode == "ro" and m == 0))
         self.magic = mode == "rne" and self.subnormals and not self.identity
-        self.magic_bits = np.uint64(((52 - m) << 52) + (1 << 51))
+        self.magic_bits = operand(((52 - m) << 52) + (1 << 51))
         self.magic_top = 2.0 ** min(971 + m, 1023)   # keeps C = 1.5 * 2**(e + 52 - m) finite
         self.zero_risk = 2.0 ** (fmt.emin - m)       # below it a result can be zero
         self.lo_f = 2.0 ** fmt.emin
@@ -50,7 +51,7 @@ class Plan:
         # finite values need none (rounding has an unbounded exponent range).
         self.clamp_top = m < 2
         self.hi_f = 2.0 ** min(fmt.emax + 1, 1023)
-        self.two_one = np.uint64(2 * ONE_BITS)
+        self.two_one = operand(2 * ONE_BITS)
         # With every |x| below 2**emax no element can round beyond max.
         self.safe_top = 2.0 ** fmt.emax
         self.tiny_bits = np.uint64((fmt.emin + 1023) << 52)
