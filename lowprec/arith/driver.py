@@ -31,6 +31,7 @@ __all__ = ["MEMORY_CHUNKS", "raw_array", "broadcast_operands", "operation_plan",
 
 _U = np.uint64
 _REAL_KINDS = ("f", "b", "i", "u")
+_SMALL_BROADCAST = 4096     # elements: below, a broadcast scalar is copied
 #: Bound on the extra memory of one operation, in float64 chunks of ``CHUNK`` elements
 #: per thread (48 MiB at 2**17), whatever the input's size and dtype.
 MEMORY_CHUNKS = 48
@@ -66,7 +67,10 @@ def broadcast_operands(*xs):
             flat.append(x if x.ndim == 1 and x.flags.c_contiguous
                         else np.ascontiguousarray(x).reshape(-1))
         elif x.size == 1:
-            flat.append(np.broadcast_to(x.reshape(-1), (math.prod(shape),)))   # stride 0
+            n = math.prod(shape)
+            # A scalar against a small operand: copied (cheaper than a view); else stride 0.
+            flat.append(x.reshape(-1).repeat(n) if n <= _SMALL_BROADCAST
+                        else np.broadcast_to(x.reshape(-1), (n,)))
         else:
             flat.append(np.ascontiguousarray(np.broadcast_to(x, shape)).reshape(-1))
     return flat, shape, scalar
