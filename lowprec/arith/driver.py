@@ -9,6 +9,8 @@ result twice and never modify its inputs.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..engine import parallel
@@ -18,6 +20,7 @@ from ..engine.inputs import as_array, as_real_array, signalling_nans
 from ..engine.kernel import round_fp64, round_into
 from ..engine.parallel import in_spans
 from ..engine.plan import plan as _rounding_plan
+from ..engine.scratch import give, take
 from ..status import recording
 from .exact import with_exact
 from .kernels import Work, div_kernel
@@ -27,6 +30,8 @@ __all__ = ["MEMORY_CHUNKS", "raw_array", "broadcast_operands", "operation_plan",
 
 
 _U = np.uint64
+_REAL_KINDS = ("f", "b", "i", "u")
+_SMALL_BROADCAST = 4096     # elements: below, a broadcast scalar is copied
 #: Bound on the extra memory of one operation, in float64 chunks of ``CHUNK`` elements
 #: per thread (48 MiB at 2**17), whatever the input's size and dtype.
 MEMORY_CHUNKS = 48
@@ -37,7 +42,10 @@ def raw_array(x):
     not converted (each chunk is converted on its own: `_parts`). Python numbers that
     NumPy keeps as objects (ints beyond 64 bits) stay an object array."""
     a = as_array(x)
-    if a.dtype.kind == "O":
+    kind = a.dtype.kind
+    if kind in _REAL_KINDS:
+        return a              # floats, bools, integers: as_real_array takes every one
+    if kind == "O":
         as_real_array(x)      # Python ints and floats only; an object ndarray raises
     else:
         as_real_array(np.empty(0, a.dtype))   # TypeError for complex, strings (no copy of a)
@@ -47,15 +55,22 @@ def raw_array(x):
 def broadcast_operands(*xs):
     """Real operands in their own dtypes, broadcast; returns (flat list, shape, scalar)."""
     arrays = [raw_array(x) for x in xs]
-    shape = broadcast_shape(*(x.shape for x in arrays))
-    scalar = all(x.ndim == 0 for x in arrays)
+    shape = arrays[0].shape
+    for x in arrays:
+        if x.shape != shape:
+            shape = broadcast_shape(*(x.shape for x in arrays))
+            break
+    scalar = not shape      # the broadcast shape is () only when every operand is 0-d
     flat = []
-    n = int(np.prod(shape, dtype=np.int64))
     for x in arrays:
         if x.shape == shape:
-            flat.append(np.ascontiguousarray(x).reshape(-1))
+            flat.append(x if x.ndim == 1 and x.flags.c_contiguous
+                        else np.ascontiguousarray(x).reshape(-1))
         elif x.size == 1:
-            flat.append(np.broadcast_to(x.reshape(-1), (n,)))   # stride 0, no copy
+            n = math.prod(shape)
+            # A scalar against a small operand: copied (cheaper than a view); else stride 0.
+            flat.append(x.reshape(-1).repeat(n) if n <= _SMALL_BROADCAST
+                        else np.broadcast_to(x.reshape(-1), (n,)))
         else:
             flat.append(np.ascontiguousarray(np.broadcast_to(x, shape)).reshape(-1))
     return flat, shape, scalar
@@ -84,6 +99,7 @@ class Buffers:
         self.size = size
         self.work = Work(size)
         self.u, self.f, self.x = np.empty(size, _U), np.empty(size), np.empty(size)
+        self.spare = np.empty(size)
 
 
 def apply(plan, kernel, operands, n, buffers=None):
@@ -91,49 +107,64 @@ def apply(plan, kernel, operands, n, buffers=None):
 
     Each chunk of the operands is converted to float64 on its own (`_parts`), and
     its elements that float64 cannot hold exactly take the exact path
-    (`with_exact`), so the memory beyond the output is a few chunks per thread."""
+    (`with_exact`), so the memory beyond the output is a few chunks per thread.
+    ``buffers`` (`Buffers`) serve the first span when they are large enough; other
+    spans take their own (small ones reuse this thread's, `scratch`)."""
     out = np.empty(n, np.float64)
     listener = recording()
     wide = plan.identity      # FP64: no spare bits for round-to-odd
+    float64s = all(x.dtype == np.float64 for x in operands)   # every chunk is its own hi
 
     def span_task(plan, span, counts):
         start, stop = span
         size = min(parallel.CHUNK, stop - start)
-        bufs = buffers if span[0] == 0 and buffers is not None and buffers.size >= size \
-            else Buffers(size)
-        if plan.spare is None or plan.spare.size < size:
-            plan.spare = np.empty(size)
+        own = None
+        if start == 0 and buffers is not None and buffers.size >= size:
+            bufs = buffers
+        else:
+            bufs = own = take("arith", size, Buffers)
         listening = None if listener is None else counts
         overflow_before = counts["overflow"]
-        with np.errstate(all="ignore"):
-            for a in range(start, stop, parallel.CHUNK):
-                b = min(a + parallel.CHUNK, stop)
-                k = b - a
-                w = bufs.work if k == bufs.size else bufs.work.take(k)
-                raw = [x[a:b] for x in operands]
-                overflow_in_chunk = counts["overflow"]
+        for a in range(start, stop, parallel.CHUNK):
+            b = min(a + parallel.CHUNK, stop)
+            k = b - a
+            if k == bufs.size:
+                w, u, f, xb, spare = bufs.work, bufs.u, bufs.f, bufs.x, bufs.spare
+            else:
+                w, u, f, xb, spare = (bufs.work.take(k), bufs.u[:k], bufs.f[:k], bufs.x[:k],
+                                      bufs.spare[:k])
+            raw = operands if k == n else [x[a:b] for x in operands]
+            overflow_in_chunk = counts["overflow"]
+            if float64s:
+                parts = None
+                hi, lo = kernel(plan, *raw, w, counts)
+            else:
                 parts = [_parts(xc) for xc in raw]
                 if any(lo is not None for _, lo in parts):
                     hi, lo = with_exact(plan, kernel, raw, parts, w, counts)
                 else:
                     hi, lo = kernel(plan, *(h for h, _ in parts), w, counts)
-                if wide:
-                    x = hi if lo is None else round_fp64(plan, hi, lo, hi, counts)
-                else:
-                    x = hi if lo is None else odd(hi, lo, bufs.x[:k])
-                top = round_into(plan, x, out[a:b], bufs.u[:k], bufs.f[:k], listening)
-                # A signalling NaN operand makes a NaN result: only chunks holding inf or
-                # NaN are read again for them, on the operands' own bits (invalid).
-                if listening is not None and not top < np.inf:
-                    counts["invalid"] += signalling_nans(*raw)
-                if wide and plan.saturate and counts["overflow"] != overflow_in_chunk:
-                    _fp64_clamp(plan, kernel, out[a:b], [h for h, _ in parts])
+            if wide:
+                x = hi if lo is None else round_fp64(plan, hi, lo, hi, counts)
+            else:
+                x = hi if lo is None else odd(hi, lo, xb)
+            top = round_into(plan, x, out[a:b], u, f, listening, spare)
+            # A signalling NaN operand makes a NaN result: only chunks holding inf or
+            # NaN are read again for them, on the operands' own bits (invalid).
+            if listening is not None and not top < np.inf:
+                counts["invalid"] += signalling_nans(*raw)
+            if wide and plan.saturate and counts["overflow"] != overflow_in_chunk:
+                _fp64_clamp(plan, kernel, out[a:b], raw if parts is None else [h for h, _ in parts])
         if wide and plan.saturate:
             # Every FP64 overflow the kernels counted is saturated, as `round` counts
             # other formats' (the rounding kernel sees FP64 results as exact).
             counts["saturated"] += counts["overflow"] - overflow_before
+        if own is not None:
+            give("arith", size, own)
 
-    counts = in_spans(plan, n, True, span_task)
+    # The kernels count into a dict whoever listens: FP64's saturation reads it.
+    with np.errstate(all="ignore"):   # inf - inf inside the kernels is expected
+        counts = in_spans(plan, n, True, span_task)
     if listener is not None:
         listener.add(counts)
     return out

@@ -7,6 +7,8 @@ never modify their inputs and never read a global default.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -20,9 +22,10 @@ __all__ = ["add", "sub", "mul", "div", "sqrt", "fma"]
 def _elementwise(kernel, operands, fmt, mode, rng, subnormals, saturate):
     plan = operation_plan(fmt, mode, rng, subnormals, saturate)
     flat, shape, scalar = broadcast_operands(*operands)
-    out = apply(plan, kernel, flat, int(np.prod(shape, dtype=np.int64)))
-    out = out.reshape(shape)
-    return out[()] if scalar else out
+    out = apply(plan, kernel, flat, math.prod(shape))
+    if scalar:
+        return out[0]                   # a NumPy scalar, as out.reshape(())[()]
+    return out if out.shape == shape else out.reshape(shape)
 
 
 # -- public operations ------------------------------------------------------------

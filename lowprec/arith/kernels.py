@@ -10,6 +10,8 @@ operands, and never rounds to the format: the chunk driver does that, once.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..engine.eft import (
@@ -20,6 +22,7 @@ from ..engine.eft import (
     two_sum,
     two_sum_err,
 )
+from ..engine.float64 import operand
 from .fp64 import (
     MAX64,
     fp64_past_max,
@@ -34,7 +37,7 @@ __all__ = ["Work", "add_kernel", "sub_kernel", "mul_kernel", "div_kernel", "sqrt
 
 
 _U = np.uint64
-_ABS = _U(0x7FFF_FFFF_FFFF_FFFF)
+_ABS = operand(0x7FFF_FFFF_FFFF_FFFF)
 # Fast-path range: exponents in [-960, 1020] keep every product, remainder and
 # error term of the transformations below normal and finite.
 _LO_BITS = _U((1023 - 960) << 52)
@@ -44,7 +47,7 @@ _HI_BITS = _U((1023 + 1021) << 52)
 def _in_range(bits, buf):
     """Whether every |value| (given as raw bits) lies in the fast-path range."""
     np.bitwise_and(bits, _ABS, out=buf)
-    return buf.min() >= _LO_BITS and buf.max() <= _HI_BITS
+    return np.minimum.reduce(buf) >= _LO_BITS and np.maximum.reduce(buf) <= _HI_BITS
 
 
 def _out_of_range(x):
@@ -80,6 +83,7 @@ class Work:
 
 
 _ALL = slice(None)
+_HALF_QUANTUM_MASKS = [operand((1 << (51 - m)) - 1) for m in range(51)]
 
 
 def _needs_error(plan, hi, w):
@@ -94,7 +98,7 @@ def _needs_error(plan, hi, w):
     m = plan.fmt.mantissa_bits
     if m > 50 or hi.size < 256:      # tiny arrays: the test would cost more than it saves
         return _ALL
-    np.bitwise_and(hi.view(_U), _U((1 << (51 - m)) - 1), out=w.u)
+    np.bitwise_and(hi.view(_U), _HALF_QUANTUM_MASKS[m], out=w.u)
     need = np.equal(w.u, 0, out=w.b)
     count = np.count_nonzero(need)
     if count == 0:
@@ -144,7 +148,7 @@ def sub_kernel(plan, a, b, w, counts):
 
 def _add_error(plan, a, b, s, w, counts):
     t = two_sum_err(a, b, s, w.l, w.t1)
-    if not np.isfinite(np.add.reduce(t)):
+    if not math.isfinite(np.add.reduce(t)):
         _add_special(plan, a, b, s, t, counts)
     if plan.identity:
         # fl(a + b) == ±max with an error of its sign: max < |a + b| < max + ulp/2.
@@ -180,7 +184,7 @@ def _add_special(plan, a, b, s, t, counts):
     s[idx], t[idx] = si, ti
 
 
-_LOW27 = _U((1 << 27) - 1)
+_LOW27 = operand((1 << 27) - 1)
 
 
 def mul_kernel(plan, a, b, w, counts):
@@ -195,7 +199,7 @@ def _mul_error(plan, a, b, p, w, counts):
         if not w.u.any():
             return None      # factors of <= 26 bits, product in range: exact in float64
         e = two_prod_err(a, b, p, w.l, w.t1, w.t2, w.t3, w.t4)
-        if np.isfinite(np.add.reduce(e)):
+        if math.isfinite(np.add.reduce(e)):
             return e
     e = two_prod_err(a, b, p, w.l, w.t1, w.t2, w.t3, w.t4)
     idx = np.flatnonzero(_out_of_range(p) | ~np.isfinite(e))
@@ -324,11 +328,33 @@ def _sqrt_slow(plan, a, ref, counts):
     return hi, lo
 
 
+def _short_factors(a, b, buf):
+    """Whether every ``a`` and ``b`` (finite) has a significand of at most 26 bits."""
+    np.bitwise_or(a.view(_U), b.view(_U), out=buf)
+    np.bitwise_and(buf, _LOW27, out=buf)
+    return not buf.any()
+
+
 def fma_kernel(plan, a, b, c, w, counts):
     p = np.multiply(a, b, out=w.t5)
+    in_range = _in_range(p.view(_U), w.u)
+    c_in_range = in_range and (np.bitwise_and(c.view(_U), _ABS, out=w.u).max() <= _HI_BITS)
+    if c_in_range and _short_factors(a, b, w.u):
+        # Factors of <= 26 bits, product in range: p == a*b exactly (its error term is
+        # zero), so the Dekker split is skipped.
+        if plan.identity:
+            e = w.t6
+            e.fill(0.0)
+            hi, lo = _fma_sum(plan, p, e, c)
+        else:
+            # TwoSum: hi + lo == p + c == a*b + c exactly, hi = RN of it; three_sum with
+            # e == 0 returns this very pair.
+            hi = np.add(p, c, out=w.h)
+            lo = two_sum_err(p, c, hi, w.l, w.t1)
+        _fma_zero_sign(plan, hi, lo, p, c, slice(None))
+        return hi, lo
     e = two_prod_err(a, b, p, w.t6, w.t1, w.t2, w.t3, w.t4)
-    ok = (_in_range(p.view(_U), w.u) and np.isfinite(np.add.reduce(e))
-          and (np.bitwise_and(c.view(_U), _ABS, out=w.u).max() <= _HI_BITS))
+    ok = c_in_range and math.isfinite(np.add.reduce(e))
     if not ok:
         bad = _out_of_range(p) | ~np.isfinite(e) | ((c.view(_U) & _ABS) > _HI_BITS)
         good, idx = np.flatnonzero(~bad), np.flatnonzero(bad)

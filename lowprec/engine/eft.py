@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from .float64 import operand
+
 __all__ = ["two_sum", "two_sum_into", "two_sum_err", "split", "two_prod_err",
            "two_prod_err_alloc", "three_sum", "three_sum_parts", "odd"]
 
 _U = np.uint64
-_SPLIT_ADD = _U(1 << 26)
-_SPLIT_MASK = _U(0xFFFF_FFFF_F800_0000)      # clears the low 27 of 52 fraction bits
+_SPLIT_ADD = operand(1 << 26)
+_SPLIT_MASK = operand(0xFFFF_FFFF_F800_0000)      # clears the low 27 of 52 fraction bits
+_SIGN_SHIFT = operand(63)
 
 
 def two_sum(a, b):
@@ -113,12 +116,12 @@ def odd(hi, lo, out):
     same side of every point of a format of at most 51 bits, and of its midpoints,
     as ``v`` does, so rounding it once in any mode rounds ``v`` correctly.
     """
-    nz = lo != 0
-    if not nz.any():
+    if not np.count_nonzero(lo):                # -0.0 counts as zero, NaN does not
         return hi
+    nz = lo != 0
     hb, ob = hi.view(np.uint64), out.view(np.uint64)
     np.bitwise_xor(hb, lo.view(np.uint64), out=ob)
-    np.right_shift(ob, np.uint64(63), out=ob)     # 1 where lo points toward zero
+    np.right_shift(ob, _SIGN_SHIFT, out=ob)       # 1 where lo points toward zero
     ob &= nz
     np.subtract(hb, ob, out=ob)                 # even hi, lo toward zero: the lower neighbour
     ob |= nz                                    # even hi, lo away from zero: the upper one

@@ -18,6 +18,8 @@ from .eft import two_sum, two_sum_into
 __all__ = ["as_array", "as_real_array", "Reader", "read_input", "float64_operand",
            "signalling_nans"]
 
+_FLOAT64 = np.dtype(np.float64)
+
 
 def as_array(x):
     """``np.asarray(x)``, except for a list or tuple that NumPy would make float64 while
@@ -126,6 +128,14 @@ class Reader:
                  np.dtype(np.float64): (np.uint64, 0x7FF0_0000_0000_0000, 1 << 51)}
 
     def __init__(self, x, lo=None):
+        if (type(x) is np.ndarray and x.dtype == _FLOAT64 and x.flags.c_contiguous
+                and x.dtype.isnative and lo is None):
+            # The common case, read in place.
+            self.shape, self.size, self.flat = x.shape, x.size, x.reshape(-1)
+            self.nan_bits = self._NAN_BITS[_FLOAT64]
+            self._read, self.in_place = Reader._read_float64, True
+            return
+        self.in_place = False      # whether chunks are views of float64 input, with no lo
         if lo is not None:                       # a float64 (hi, lo) pair, as round_exact's
             self._setup_pair(np.asarray(x, np.float64), np.asarray(lo, np.float64))
             return
@@ -146,7 +156,7 @@ class Reader:
         dt = self.flat.dtype
         self.nan_bits = self._nan_bits(dt)
         if dt == np.float64 and self.flat.flags.c_contiguous:
-            self._read = Reader._read_float64
+            self._read, self.in_place = Reader._read_float64, True
         elif kind in "iu" and dt.itemsize == 8:
             self._read = Reader._read_int64
         elif long_double:

@@ -24,10 +24,10 @@ from ..status import FLAG_NAMES, recording
 from . import parallel
 from .cache import Latest
 from .eft import odd
-from .float64 import ABS, EXP, QUIET
+from .float64 import ABS, EXP, QUIET, operand
 from .inputs import Reader
 from .parallel import in_spans
-from .plan import Plan
+from .plan import cached_plan
 
 __all__ = ["round_into", "run", "finish", "round_fp64", "draw", "steps_toward_lo"]
 
@@ -62,7 +62,7 @@ def _to_integer(t, mode, buf, rand):
         np.trunc(t, out=buf)
         frac = np.subtract(t, buf)
         np.abs(frac, out=frac)           # distance from the neighbour nearer zero, exact
-        np.less(rand, frac, out=frac)    # rand = prev(w): P = P(w <= f) = floor(f*2**r)/2**r
+        np.less_equal(rand, frac, out=frac)   # rand = w (`_uniform_w`): P = floor(f*2**r)/2**r
         np.copysign(frac, t, out=frac)
         np.add(buf, frac, out=t)
 
@@ -70,6 +70,11 @@ def draw(plan, buf):
     """Fill ``buf`` with prev(w), w uniform on {1, 2, ..., 2**r} / 2**r (r = sr_bits,
     default 53), so that ``buf < f`` exactly when ``w <= f``: probability
     floor(f * 2**r) / 2**r, the rule of the encoding path."""
+    return np.nextafter(_uniform_w(plan, buf), -1.0, out=buf)
+
+def _uniform_w(plan, buf):
+    """Fill ``buf`` with w of `draw` itself (the kernel's own paths test ``w <= f``,
+    which holds exactly when prev(w) < f, and save the step to prev(w))."""
     plan.rng.random(buf.size, out=buf)     # multiples of 2**-53 in [0, 1)
     r = 53 if plan.sr_bits is None else plan.sr_bits
     if r < 53:
@@ -77,8 +82,10 @@ def draw(plan, buf):
         np.floor(buf, out=buf)
         buf *= 2.0 ** -r
     buf += 2.0 ** -r                       # w, exact
-    np.nextafter(buf, -1.0, out=buf)
     return buf
+
+_EXP = operand(int(EXP))
+_max, _min = np.maximum.reduce, np.minimum.reduce   # ndarray.max without its Python layer
 
 _RAW64 = (np.random.PCG64, np.random.PCG64DXSM, np.random.SFC64, np.random.Philox)
 
@@ -93,12 +100,12 @@ def _round_nearest_even(plan, x, out, ubuf):
     e = max(floor(log2|x|), emin). Returns None (use the scaling path) for chunks
     with inf, NaN or values so large that C would overflow."""
     e = ubuf
-    np.bitwise_and(x.view(np.uint64), EXP, out=e)
+    np.bitwise_and(x.view(np.uint64), _EXP, out=e)
     ef = e.view(np.float64)                       # 2**floor(log2|x|), never NaN
-    top = ef.max()
+    top = _max(ef)
     if not top < plan.magic_top:
         return None
-    bottom = ef.min()
+    bottom = _min(ef)
     small = None
     if bottom < plan.lo_f:
         # Below 2**emin the quantum stays 2**(emin - m): clamp e. A few such
@@ -134,13 +141,13 @@ def _round_on_encoding(plan, x, out, ubuf):
     bit (ro); add that many random bits (sr: the carry happens with probability
     equal to the dropped fraction). Smaller |x| go through the scaling path."""
     xb, e, ob = x.view(np.uint64), ubuf, out.view(np.uint64)
-    np.bitwise_and(xb, EXP, out=e)
+    np.bitwise_and(xb, _EXP, out=e)
     ef = e.view(np.float64)                     # 2**floor(log2|x|), or inf
-    top = ef.max()
+    top = _max(ef)
     small = None
-    if ef.min() < plan.lo_f:
+    if _min(ef) < plan.lo_f:
         small = np.flatnonzero(ef < plan.lo_f)
-    mode, keep = plan.mode, ~plan.low_mask
+    mode, keep = plan.mode, plan.keep_mask
     if mode == "rz":
         np.bitwise_and(xb, keep, out=ob)
     elif mode == "rna":
@@ -168,7 +175,7 @@ def _round_subnormal_range(plan, xs):
     quantum is 2**(emin - m): scale it to 1, round to an integer, scale back."""
     q = plan.fmt.emin - plan.fmt.mantissa_bits
     xs *= 2.0 ** -q                 # exact: |xs| < 2**m after, and q >= -1020
-    rand = draw(plan, np.empty_like(xs)) if plan.mode == "sr" else None
+    rand = _uniform_w(plan, np.empty_like(xs)) if plan.mode == "sr" else None
     _to_integer(xs, plan.mode, np.empty_like(xs), rand)
     xs *= 2.0 ** q                  # exact: an integer of at most m bits times 2**q
     return xs
@@ -179,7 +186,7 @@ _TABLES = Latest(32)
 
 _TOP16 = slice(3, None, 4) if sys.byteorder == "little" else slice(0, None, 4)
 
-_LOW48 = np.uint64((1 << 48) - 1)
+_LOW48 = operand((1 << 48) - 1)
 
 def _table_for(plan):
     """(results for nonzero low bits, results for zero low bits) of ``plan``."""
@@ -205,8 +212,10 @@ def _round_by_table(plan, x, out, ubuf):
         on_grid = np.flatnonzero(low == 0)
         out[on_grid] = zero_low[top16[on_grid]]
 
-def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None):
-    """Round the float64 chunk ``x`` into ``out`` with an unbounded top exponent.
+def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None, spare=None):
+    """Round the float64 chunk ``x`` into ``out`` with an unbounded top exponent
+    (``fbuf`` and ``spare``: work buffers of at least its size, or None to allocate
+    them where they are needed).
 
     Returns the largest 2**floor(log2|x|) seen (inf for inf/NaN) so the caller can
     skip the overflow rules when no element comes near ``max``."""
@@ -218,7 +227,7 @@ def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None):
             small = np.less(x.view(np.uint64) & ABS, plan.tiny_bits) & (x != 0)
             if small.any():
                 t = x[small] * 2.0 ** 1022
-                r = draw(plan, np.empty_like(t)) if plan.mode == "sr" else None
+                r = _uniform_w(plan, np.empty_like(t)) if plan.mode == "sr" else None
                 _to_integer(t, plan.mode, np.empty_like(t), r)
                 out[small] = t * 2.0 ** -1022
     elif plan.encoding and lo_e is None:
@@ -228,9 +237,9 @@ def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None):
         pass
     else:
         e = ubuf
-        np.bitwise_and(x.view(np.uint64), EXP, out=e)   # bits of 2**floor(log2|x|)
+        np.bitwise_and(x.view(np.uint64), _EXP, out=e)  # bits of 2**floor(log2|x|)
         ef = e.view(np.float64)                          # never NaN: fmax is safe
-        top = ef.max()
+        top = _max(ef)
         lo = plan.lo_f if lo_e is None else lo_e
         if ef.min() < lo:
             np.copyto(ef, lo, where=ef < lo)
@@ -241,16 +250,16 @@ def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None):
             small = np.less(x.view(np.uint64) & ABS, plan.tiny_bits)
             e += small.astype(np.uint64) * plan.m_bits
         np.subtract(e, plan.m_bits, out=e)             # bits of 2**q, q = e - m
+        if fbuf is None:
+            fbuf = np.empty(x.size)
         inv = fbuf.view(np.uint64)
         np.subtract(plan.two_one, e, out=inv)          # bits of 2**-q
         np.multiply(x, fbuf, out=out)                  # exact: scaling by a power of two
-        rand = draw(plan, fbuf) if plan.mode == "sr" else None
-        spare = plan.spare
-        if spare is None or spare.size < out.size:
-            spare = plan.spare = np.empty(out.size, np.float64)
-        _to_integer(out, plan.mode, spare[:out.size], rand)
+        rand = _uniform_w(plan, fbuf) if plan.mode == "sr" else None
+        spare = np.empty(out.size, np.float64) if spare is None else spare[:out.size]
+        _to_integer(out, plan.mode, spare, rand)
         np.multiply(out, ef, out=out)   # exact, or beyond max (the overflow rules follow)
-    if not plan.fmt.has_negative_zero:
+    if plan.no_negative_zero:
         out += 0.0                                    # -0 + +0 is +0 under RNE
     return top
 
@@ -325,8 +334,8 @@ def _classify(plan, x, out, masks, counts):
         if small.any():
             xs = np.ascontiguousarray(x[small])
             r = np.empty_like(xs)
-            sub_plan = Plan(fmt, plan.mode if plan.mode != "sr" else "rne", True,
-                             plan.saturate, None, None)
+            sub_plan = cached_plan(fmt, plan.mode if plan.mode != "sr" else "rne", True,
+                                   plan.saturate, None)
             _round_chunk(sub_plan, xs, r, np.empty(xs.size, np.uint64), np.empty_like(xs))
             flushed = int(np.count_nonzero((r != 0) & (np.abs(r) < fmt.smallest_normal)))
     counts["inexact"] += int(np.count_nonzero(inexact))
@@ -343,16 +352,18 @@ def _classify(plan, x, out, masks, counts):
         n_inf = int(np.count_nonzero(masks["inf_in"]))
         counts["saturated" if saturating else "invalid"] += n_inf
 
-def round_into(plan, x, out, ubuf, fbuf, counts=None):
+def round_into(plan, x, out, ubuf, fbuf, counts=None, spare=None):
     """The per-chunk step every caller shares: round ``x`` into ``out``, apply the
     overflow rules, and add the flag counts to ``counts`` (None: nobody listens).
+    ``ubuf``, ``fbuf`` and ``spare`` are work buffers of ``x``'s size (``fbuf`` and
+    ``spare`` may be None: made where a path needs them).
 
     Returns the largest 2**floor(log2|x|) of the chunk (inf when it holds inf or
     NaN), or None from the table lookup, which never needs it."""
     if counts is None and plan.by_table:
         _round_by_table(plan, x, out, ubuf)
         return None
-    top = _round_chunk(plan, x, out, ubuf, fbuf)
+    top = _round_chunk(plan, x, out, ubuf, fbuf, spare=spare)
     masks = _overflow(plan, x, out) if top >= plan.safe_top else None
     if counts is not None:
         _classify(plan, x, out, masks, counts)
@@ -376,32 +387,44 @@ def run(plan, reader, sink=None):
                           lambda p, span, tally: _run_span(p, reader, out, sink, span, tally))
     if listener is not None:
         listener.add(counts)
-    return None if sink is not None else out.reshape(reader.shape)
+    if sink is not None:
+        return None
+    return out if reader.shape == out.shape else out.reshape(reader.shape)
 
 def _run_span(plan, reader, out, sink, span, counts):
     """Convert and round elements ``start:stop`` of ``reader`` chunk by chunk, into
-    ``out`` (or a buffer handed to ``sink``); add the flag counts to ``counts``."""
+    ``out`` (or a buffer handed to ``sink``); add the flag counts to ``counts``.
+    The caller holds `np.errstate` (each worker thread its own)."""
     start, stop = span
     n = min(parallel.CHUNK, stop - start)
-    ubuf, fbuf = np.empty(n, np.uint64), np.empty(n, np.float64)
-    plan.spare = np.empty(n, np.float64)
+    if 0 < n == stop - start and sink is None and reader.in_place:
+        # One chunk of float64 input: rounded where it lies, the buffers made on demand.
+        top = round_into(plan, reader.flat[start:stop], out[start:stop],
+                         np.empty(n, np.uint64), None, counts)
+        if counts is not None and top is not None and not top < np.inf:
+            counts["invalid"] += reader.signalling(start, stop)
+        return
+    ubuf = np.empty(n, np.uint64)
+    # One chunk: the paths that need more buffers make them; more: made once, reused.
+    fbuf, spare = (None, None) if n == stop - start else (np.empty(n), np.empty(n))
     bufs = reader.buffers(n)
     rbuf = np.empty(n, np.float64) if sink is not None else None
-    with np.errstate(all="ignore"):   # per thread: inf - inf inside the kernel is expected
-        for a in range(start, stop, parallel.CHUNK):
-            b = min(a + parallel.CHUNK, stop)
-            k = b - a
-            xs, lo = reader.read(a, b, bufs)
-            os = out[a:b] if sink is None else rbuf[:k]
-            if lo is not None and plan.identity:
-                xs, lo = round_fp64(plan, xs, lo, bufs.moved[:k], counts), None
-            elif lo is not None:    # Format refuses p > 51 but for FP64 itself
-                xs = odd(xs, lo, bufs.odd[:k])
-            top = round_into(plan, xs, os, ubuf[:k], fbuf[:k], counts)
-            if counts is not None and top is not None and not top < np.inf:
-                counts["invalid"] += reader.signalling(a, b)   # only chunks with inf/NaN
-            if sink is not None:
-                sink(a, b, os)
+    for a in range(start, stop, parallel.CHUNK):
+        b = min(a + parallel.CHUNK, stop)
+        k = b - a
+        xs, lo = reader.read(a, b, bufs)
+        os = out[a:b] if sink is None else rbuf[:k]
+        if lo is not None and plan.identity:
+            xs, lo = round_fp64(plan, xs, lo, bufs.moved[:k], counts), None
+        elif lo is not None:    # Format refuses p > 51 but for FP64 itself
+            xs = odd(xs, lo, bufs.odd[:k])
+        if k < n:
+            ubuf, fbuf, spare = ubuf[:k], fbuf[:k], spare[:k]
+        top = round_into(plan, xs, os, ubuf, fbuf, counts, spare)
+        if counts is not None and top is not None and not top < np.inf:
+            counts["invalid"] += reader.signalling(a, b)   # only chunks with inf/NaN
+        if sink is not None:
+            sink(a, b, os)
 
 def round_fp64(plan, hi, lo, out, counts):
     """Round the chunk ``hi + lo`` to FP64 itself into ``out`` (returned), where

@@ -9,7 +9,6 @@ results and flags never depend on the number of threads. Tests patch `CHUNK` and
 from __future__ import annotations
 
 import concurrent.futures
-import copy
 import os
 import threading
 import warnings
@@ -120,17 +119,24 @@ def in_spans(plan, n, counting, task):
     whole chunks, one per thread (`threads`), and return the summed flag counts
     (None, and each task's ``counts`` None, unless ``counting``).
 
-    Each span gets its own copy of ``plan`` (its scratch buffer) and its own
-    counts; the caller's thread does the first span. "sr" runs as one span."""
+    The plan is read-only, so every span shares it; each span has its own counts.
+    The caller's thread does the first span, in the caller's `np.errstate`; the
+    pool's threads each open their own (it is thread-local). One span (inputs below
+    ``2 * PARALLEL_MIN``, one thread, or "sr", whose draws are in element order) is
+    one direct call, with no pool."""
     n_spans = 1 if plan.mode == "sr" else max(1, min(_THREADS, n // PARALLEL_MIN))
+    if n_spans == 1:
+        tally = dict.fromkeys(FLAG_NAMES, 0) if counting else None
+        task(plan, (0, n), tally)
+        return tally
     chunks = -(-n // CHUNK)                               # ceil(n / CHUNK)
     step = max(1, -(-chunks // n_spans)) * CHUNK          # whole chunks per span
-    spans = [(start, min(start + step, n)) for start in range(0, n, step)] or [(0, 0)]
+    spans = [(start, min(start + step, n)) for start in range(0, n, step)]
     tallies = [dict.fromkeys(FLAG_NAMES, 0) if counting else None for _ in spans]
     futures = []
     if len(spans) > 1:
         pool = _pool(len(spans) - 1)
-        futures = [pool.submit(task, _own_copy(plan), span, tally)
+        futures = [pool.submit(_in_errstate, task, plan, span, tally)
                    for span, tally in zip(spans[1:], tallies[1:])]
     task(plan, spans[0], tallies[0])
     for future in futures:
@@ -139,8 +145,7 @@ def in_spans(plan, n, counting, task):
         return tallies[0]
     return {k: sum(t[k] for t in tallies) for k in FLAG_NAMES}
 
-def _own_copy(plan):
-    """A copy of ``plan`` for another thread: shared settings, its own scratch buffer."""
-    twin = copy.copy(plan)
-    twin.spare = None
-    return twin
+def _in_errstate(task, plan, span, tally):
+    """``task`` on a worker thread, where the caller's `np.errstate` does not reach."""
+    with np.errstate(all="ignore"):   # inf - inf inside the kernels is expected
+        task(plan, span, tally)

@@ -2,41 +2,48 @@
 
 Every entry point that rounds (`lp.round`, `lp.round_exact`, `lp.encode`, the
 arithmetic) calls `plan` with (format, mode, rng, subnormals, saturate, sr_bits): a
-wrong-typed option is a `TypeError` naming it, whatever the mode.
+wrong-typed option is a `TypeError` naming it, whatever the mode. The constants of a
+rounding are computed once per set of options and cached: a `Plan` is read-only, so
+that calls and threads share it; only "sr" attaches its generator, per call, to a
+copy of its own (`Plan.with_rng`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..formats import FormatLike
+from ..formats import Format, FormatLike
 from ..formats import format as _format
+from .cache import Latest
 from .checks import as_generator, check_bool, check_int, check_mode, check_rng
-from .float64 import ONE_BITS
+from .float64 import ONE_BITS, operand
 
-__all__ = ["Plan", "plan"]
+__all__ = ["Plan", "plan", "cached_plan"]
 
 
 _ENCODING_MODES = ("rz", "rna", "ro", "sr")  # cheaper on the float64 encoding
 
 
 class Plan:
-    """Constants of one (format, mode, options) rounding, computed once per call."""
+    """Constants of one (format, mode, options) rounding: computed once per set of
+    options (`cached_plan`) and read-only after, as calls and threads share them.
+    ``rng`` is None but on the per-call copy that "sr" makes (`with_rng`)."""
 
-    def __init__(self, fmt, mode, subnormals, saturate, sr_bits, rng):
+    def __init__(self, fmt, mode, subnormals, saturate, sr_bits):
         self.fmt, self.mode, self.saturate = fmt, mode, bool(saturate)
         self.subnormals = fmt.subnormals if subnormals is None else bool(subnormals)
         m = fmt.mantissa_bits
         self.identity = fmt.p == 53
-        self.m_bits = np.uint64(m << 52)
+        self.m_bits = operand(m << 52)
         self.shift = np.uint64(52 - m)
-        self.low_mask = np.uint64((1 << (52 - m)) - 1)
-        self.half_low = np.uint64((1 << (52 - m)) >> 1)
+        self.low_mask = operand((1 << (52 - m)) - 1)
+        self.keep_mask = operand(~((1 << (52 - m)) - 1) & (2**64 - 1))
+        self.half_low = operand((1 << (52 - m)) >> 1)
         # With m = 0 the sticky bit of ro would land in the exponent: scale instead.
         self.encoding = (mode in _ENCODING_MODES and self.subnormals and not self.identity
                          and not (mode == "ro" and m == 0))
         self.magic = mode == "rne" and self.subnormals and not self.identity
-        self.magic_bits = np.uint64(((52 - m) << 52) + (1 << 51))
+        self.magic_bits = operand(((52 - m) << 52) + (1 << 51))
         self.magic_top = 2.0 ** min(971 + m, 1023)   # keeps C = 1.5 * 2**(e + 52 - m) finite
         self.zero_risk = 2.0 ** (fmt.emin - m)       # below it a result can be zero
         self.lo_f = 2.0 ** fmt.emin
@@ -44,34 +51,82 @@ class Plan:
         # finite values need none (rounding has an unbounded exponent range).
         self.clamp_top = m < 2
         self.hi_f = 2.0 ** min(fmt.emax + 1, 1023)
-        self.two_one = np.uint64(2 * ONE_BITS)
+        self.two_one = operand(2 * ONE_BITS)
         # With every |x| below 2**emax no element can round beyond max.
         self.safe_top = 2.0 ** fmt.emax
         self.tiny_bits = np.uint64((fmt.emin + 1023) << 52)
         self.max = fmt.max
-        self.rng = as_generator(rng) if mode == "sr" else None
-        if sr_bits is not None:
-            sr_bits = check_int("sr_bits", sr_bits, minimum=1)
-            if sr_bits > 53:
-                raise ValueError(f"sr_bits must be an int in [1, 53], got {sr_bits!r}")
-            if mode != "sr":
-                raise ValueError("sr_bits applies only to mode='sr'")
+        self.no_negative_zero = not fmt.has_negative_zero
+        self.rng = None
         self.sr_bits = sr_bits
-        self.spare = None  # a work buffer, sized by the first chunk
         # m <= 3: round by table lookup (built on first use) unless flags are counted.
         self.by_table = (mode != "sr" and not self.identity and m <= 3)
         # Where the mode sends an overflow under IEEE 754 (unbounded exponent first).
         self.inf_for = {"rne": "both", "rna": "both", "sr": "both", "rz": "none",
                         "ro": "none", "ru": "pos", "rd": "neg"}[mode]
+        self.__dict__["_frozen"] = True
+
+    def __setattr__(self, name, value):
+        if self.__dict__.get("_frozen"):
+            raise AttributeError(f"a Plan is shared by calls and threads: {name} is read-only")
+        object.__setattr__(self, name, value)
+
+    def with_rng(self, rng):
+        """A copy of this plan that draws from the Generator ``rng`` (one call's)."""
+        twin = object.__new__(Plan)
+        twin.__dict__.update(self.__dict__)
+        twin.__dict__["rng"] = rng
+        return twin
+
+
+# (format, its name, mode, subnormals, saturate, sr_bits) -> Plan; a sweep over
+# custom formats keeps only the latest.
+_PLANS = Latest(128)
+
+# (format spec as given, its name, mode, subnormals, saturate) -> Plan, for options
+# that passed `plan`'s checks with exactly these types (a str spec or a Format, bools).
+_CHECKED = Latest(128)
+
+def cached_plan(fmt, mode, subnormals, saturate, sr_bits):
+    """The `Plan` of checked options (``subnormals`` a bool or None, ``saturate`` a
+    bool), built on first use; its ``rng`` is None."""
+    key = (fmt, fmt.name, mode, subnormals, saturate, sr_bits)
+    found = _PLANS.get(key)
+    if found is None:
+        found = _PLANS.put(key, Plan(fmt, mode, subnormals, saturate, sr_bits))
+    return found
 
 def plan(fmt: FormatLike, mode: str, *, rng: object = None, subnormals: object = None,
          saturate: object = False, sr_bits: object = None) -> Plan:
     """Check the options of one rounding and plan it: the one check every entry point
     shares. A wrong-typed option is a `TypeError` naming it, whatever the mode
     (``subnormals="no"`` is truthy, ``rng=True`` would be seed 1)."""
+    fast: tuple[object, ...] | None = None
+    if (rng is None and sr_bits is None and type(saturate) is bool
+            and (subnormals is None or type(subnormals) is bool) and type(mode) is str):
+        # Options that passed the checks before, with these very types: the same plan.
+        if type(fmt) is str:
+            fast = (fmt, None, mode, subnormals, saturate)
+        elif type(fmt) is Format:
+            fast = (fmt, fmt.name, mode, subnormals, saturate)
+        if fast is not None:
+            found = _CHECKED.get(fast)
+            if found is not None:
+                return found
     fmt = _format(fmt)
     check_mode(mode)
     check_rng(rng)
     subnormals = check_bool("subnormals", subnormals, optional=True)
     saturate = check_bool("saturate", saturate)
-    return Plan(fmt, mode, subnormals, saturate, sr_bits, rng)
+    if sr_bits is not None:
+        sr_bits = check_int("sr_bits", sr_bits, minimum=1)
+        if sr_bits > 53:
+            raise ValueError(f"sr_bits must be an int in [1, 53], got {sr_bits!r}")
+        if mode != "sr":
+            raise ValueError("sr_bits applies only to mode='sr'")
+    found = cached_plan(fmt, mode, subnormals, saturate, sr_bits)
+    if mode == "sr":
+        return found.with_rng(as_generator(rng))
+    if fast is not None:
+        _CHECKED.put(fast, found)
+    return found

@@ -294,13 +294,14 @@ class Tensor:
         if method != "__call__":
             raise TypeError(f"lowprec.Tensor does not support numpy.{name}.{method}: "
                             "use the Tensor's sum/max/min methods or lp.sum")
-        if kwargs.get("out") is not None:
-            raise TypeError(f"lowprec.Tensor does not support out= (numpy.{name}): "
-                            "results are new Tensors")
-        extra = set(kwargs) - {"out"}
-        if extra:
-            raise TypeError(f"lowprec.Tensor does not support numpy.{name} with "
-                            f"{', '.join(sorted(extra))}=")
+        if kwargs:
+            if kwargs.get("out") is not None:
+                raise TypeError(f"lowprec.Tensor does not support out= (numpy.{name}): "
+                                "results are new Tensors")
+            extra = set(kwargs) - {"out"}
+            if extra:
+                raise TypeError(f"lowprec.Tensor does not support numpy.{name} with "
+                                f"{', '.join(sorted(extra))}=")
         handler = HANDLED_UFUNCS.get(name)
         if handler is None:
             raise TypeError(f"lowprec.Tensor does not support numpy.{name}: it cannot "
@@ -321,28 +322,28 @@ class Tensor:
     # (NumPy hands a Tensor operand to __array_ufunc__, which returns a Tensor; NumPy's
     # stubs say ndarray, hence the casts.)
     def __add__(self, other: ArrayLike | Tensor) -> Tensor:
-        return cast(Tensor, np.add(self, other))
+        return _operator("add", np.add, self, other)
 
     def __radd__(self, other: ArrayLike | Tensor) -> Tensor:
-        return cast(Tensor, np.add(other, self))
+        return _operator("add", np.add, other, self)
 
     def __sub__(self, other: ArrayLike | Tensor) -> Tensor:
-        return cast(Tensor, np.subtract(self, other))
+        return _operator("subtract", np.subtract, self, other)
 
     def __rsub__(self, other: ArrayLike | Tensor) -> Tensor:
-        return cast(Tensor, np.subtract(other, self))
+        return _operator("subtract", np.subtract, other, self)
 
     def __mul__(self, other: ArrayLike | Tensor) -> Tensor:
-        return cast(Tensor, np.multiply(self, other))
+        return _operator("multiply", np.multiply, self, other)
 
     def __rmul__(self, other: ArrayLike | Tensor) -> Tensor:
-        return cast(Tensor, np.multiply(other, self))
+        return _operator("multiply", np.multiply, other, self)
 
     def __truediv__(self, other: ArrayLike | Tensor) -> Tensor:
-        return cast(Tensor, np.true_divide(self, other))
+        return _operator("divide", np.true_divide, self, other)
 
     def __rtruediv__(self, other: ArrayLike | Tensor) -> Tensor:
-        return cast(Tensor, np.true_divide(other, self))
+        return _operator("divide", np.true_divide, other, self)
 
     def __pow__(self, other: ArrayLike | Tensor) -> Tensor:
         return cast(Tensor, np.power(self, other))
@@ -371,6 +372,21 @@ class Tensor:
     __le__ = _comparison_operator(operator.le, np.less_equal)
     __gt__ = _comparison_operator(operator.gt, np.greater)
     __ge__ = _comparison_operator(operator.ge, np.greater_equal)
+
+
+#: Operand types for which ``np.add(a, b)`` is exactly the handler's ``add(a, b)``: NumPy
+#: would hand them to `Tensor.__array_ufunc__` with no keyword (no other override).
+_DIRECT = frozenset({Tensor, np.ndarray, float, int})
+
+
+def _operator(name: str, ufunc: np.ufunc, a: Any, b: Any) -> Tensor:
+    """``ufunc(a, b)`` for an operator of `Tensor`, calling its handler directly when
+    NumPy's dispatch could only reach it (the cost of a small operation)."""
+    if type(a) in _DIRECT and type(b) in _DIRECT:
+        handler = HANDLED_UFUNCS.get(name)
+        if handler is not None:
+            return cast(Tensor, handler(a, b))
+    return cast(Tensor, ufunc(a, b))
 
 
 def format_of_dtype(x: Any) -> Format | None:
@@ -435,10 +451,11 @@ def tensor(data: ArrayLike | Tensor, fmt: FormatLike | None = None, mode: str | 
 
 def _common_format(xs):
     """The result format of the Tensor operands among ``xs`` (promoted pairwise)."""
-    fmts = [x._fmt for x in xs if isinstance(x, Tensor)]
-    fmt = fmts[0]
-    for f in fmts[1:]:
-        fmt = result_format(fmt, f)
+    fmt = None
+    for x in xs:
+        if isinstance(x, Tensor):
+            # Same format (the usual case): no promotion to look up.
+            fmt = x._fmt if fmt is None else fmt if x._fmt is fmt else result_format(fmt, x._fmt)
     return fmt
 
 

@@ -9,17 +9,20 @@ package exports the function `context`, which would shadow such a module.)
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ..engine.cache import Latest
 from ..engine.checks import as_generator, check_bool, check_mode
 from ..formats import Format
 from ..rounding import round as _round
+from ..status import recording
 from ..tensorcore import Model, resolve_model
 
 __all__ = ["context", "get_context", "round_ctx"]
@@ -110,9 +113,25 @@ def round_ctx(x: ArrayLike, fmt: Format, mode: str | None,
               rng: np.random.Generator | int | None = None) -> Any:
     """``round(x, fmt)`` with the context's mode and rng where ``mode``/``rng`` are None."""
     ctx = _CONTEXT.get()
+    if mode is None and rng is None and type(x) in (float, int) and ctx.mode != "sr":
+        # A Python number (``t * 0.5``): its rounding depends on these keys alone, and
+        # with nobody counting flags a rounding done before gives the same value.
+        v = cast(float, x)
+        sign = math.copysign(1.0, v) < 0 if type(x) is float else v < 0   # -0.0 is not 0.0
+        key = (type(x), v, sign, fmt, fmt.name, ctx.mode, ctx.subnormals, ctx.saturate)
+        found = _SCALARS.get(key) if recording() is None else None
+        if found is None:
+            found = _round(x, fmt, ctx.mode, subnormals=ctx.subnormals, saturate=ctx.saturate)
+            if recording() is None:
+                _SCALARS.put(key, found)
+        return found
     kw = ctx.kwargs()
     if rng is not None:
         kw["rng"] = rng
     # ``mode is None``, not ``not mode``: mode="" or 0 is an error (rounding's own
     # checks of mode and rng raise it), not the default.
     return _round(x, fmt, ctx.mode if mode is None else mode, **kw)
+
+
+# (Python number, its sign, format, name, mode, subnormals, saturate) -> its rounding.
+_SCALARS = Latest(256)

@@ -26,7 +26,9 @@ def _kernel(fn):
     def handler(*inputs):
         vals, fmt = operands(*inputs)
         ctx = get_context()
-        return Tensor(np.asarray(fn(*vals, fmt, ctx.mode, **ctx.kwargs())), fmt)
+        r = fn(*vals, fmt, ctx.mode, rng=ctx.rng, subnormals=ctx.subnormals,
+               saturate=ctx.saturate)
+        return Tensor(r if type(r) is np.ndarray else np.asarray(r), fmt)
     return handler
 
 

@@ -1,0 +1,358 @@
+"""Small calls made cheap (issue 14), held to the same answers as before.
+
+A call reuses what it can: its `Plan` (cached per options, read-only; "sr" attaches
+its generator to a copy of its own), and, below `scratch.SMALL` elements, this
+thread's work buffers. These tests hold that nothing leaks between calls or threads
+through what is reused (results never alias a reused buffer, a cached plan never
+carries a generator), and hold the two kernel shortcuts to oracles this code did not
+produce: `fma` without Dekker's split where every product of a chunk is exact (the
+Fraction value, rounded by `lowprec.testing.reference_round`), and stochastic
+rounding's rule ``P(up) = floor(f * 2**r) / 2**r`` at its boundary ``f = k / 2**r``
+on each of the kernel's paths.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import lowprec as lp
+import lowprec.engine.parallel as parallel
+from helpers import assert_same
+from lowprec import testing as lpt
+from lowprec.engine import scratch
+from lowprec.engine.plan import cached_plan, plan
+
+DETERMINISTIC = ["rne", "rna", "rz", "ru", "rd", "ro"]
+
+
+def reference(xs, fmt, mode, **opts):
+    return np.array([lpt.reference_round(float(v), fmt, mode, **opts) for v in xs])
+
+
+# -- cached plans -----------------------------------------------------------------------
+
+def test_a_plan_is_cached_per_options_and_read_only():
+    a = plan("bf16", "rne")
+    assert plan(lp.BF16, "rne") is cached_plan(lp.BF16, "rne", None, False, None)
+    assert a is plan("bf16", "rne")
+    assert plan("bf16", "rne", saturate=True) is not a
+    with pytest.raises(AttributeError, match="read-only"):
+        a.max = 1.0
+    assert a.max == lp.BF16.max
+
+
+def test_the_fast_plan_lookup_still_checks_every_option():
+    plan("bf16", "rne")                             # cached under these options
+    with pytest.raises(TypeError, match="subnormals"):
+        plan("bf16", "rne", subnormals=1)            # 1 == True, but not a bool
+    with pytest.raises(TypeError, match="saturate"):
+        plan("bf16", "rne", saturate=np.float64(0))
+    with pytest.raises(ValueError, match="unknown rounding mode"):
+        plan("bf16", "RNE")
+    with pytest.raises(TypeError, match="rng"):
+        lp.round(1.0, "bf16", rng=True)
+
+
+def test_a_named_copy_of_a_format_keeps_its_own_name():
+    mine = lp.Format(8, 7, name="MyBF16")            # equal to BF16, another name
+    assert plan(mine, "rne").fmt.name == "MyBF16"
+    assert plan(lp.BF16, "rne").fmt.name == "BF16"
+
+
+def test_sr_plans_never_share_a_generator_with_the_cache():
+    cached = cached_plan(lp.FP16, "sr", None, False, None)
+    g1, g2 = np.random.default_rng(1), np.random.default_rng(2)
+    p1 = plan("fp16", "sr", rng=g1)
+    p2 = plan("fp16", "sr", rng=g2)
+    assert p1.rng is g1 and p2.rng is g2 and cached.rng is None
+    assert p1 is not cached and p2 is not cached
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "fp16", "e4m3", "fp4", "e2m3", "fp64"])
+@pytest.mark.parametrize("n", [1, 10, 1000, 5000])
+def test_sr_same_seed_same_result_whatever_ran_in_between(fmt, n):
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(n) * 2.0 ** rng.integers(-8, 4, n)
+    first = lp.round(x, fmt, "sr", rng=11)
+    lp.round(x, fmt, "sr", rng=np.random.default_rng(12))     # another generator
+    lp.add(x, x, fmt, "sr", rng=13)
+    lp.round(x, fmt, "rne")
+    again = lp.round(x, fmt, "sr", rng=11)
+    assert np.array_equal(first.view(np.uint64), again.view(np.uint64))
+    with lp.flags():                                  # listening takes other paths
+        listened = lp.round(x, fmt, "sr", rng=11)
+    assert np.array_equal(first.view(np.uint64), listened.view(np.uint64))
+
+
+# -- reused buffers ----------------------------------------------------------------------
+
+CALLS = {
+    "round": lambda x, y: lp.round(x, "bf16"),
+    "round-e4m3-rz": lambda x, y: lp.round(x, "e4m3", "rz"),
+    "round-fp16-float32": lambda x, y: lp.round(x.astype(np.float32), "fp16", "ru"),
+    "add": lambda x, y: lp.add(x, y, "bf16"),
+    "mul-ro": lambda x, y: lp.mul(x, y, "fp16", "ro"),
+    "div": lambda x, y: lp.div(x, y, "e5m2"),
+    "fma": lambda x, y: lp.fma(x, y, x, "tf32", "rd"),
+    "sum": lambda x, y: lp.sum(x.reshape(-1, 2), "bf16", axis=0),
+    "tensor-add": lambda x, y: (lp.tensor(x, "bf16") + lp.tensor(y, "bf16"))._v,
+    "encode": lambda x, y: lp.encode(x, "fp16"),
+}
+
+
+@pytest.mark.parametrize("n", [2, 10, 1000])
+@pytest.mark.parametrize("call", list(CALLS))
+def test_results_never_alias_reused_buffers(call, n):
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal(n), rng.standard_normal(n)
+    f = CALLS[call]
+    want = f(x.copy(), y.copy())
+    first = f(x, y)
+    kept = first.copy()
+    second = f(x, y)
+    assert not np.shares_memory(first, second)
+    first[...] = 7            # a caller writing into its result
+    third = f(x, y)
+    assert np.array_equal(second, kept) and np.array_equal(third, kept)
+    assert np.array_equal(want, kept)
+    assert np.all(first == 7)
+
+
+def test_scratch_is_per_thread_and_a_nested_taker_gets_its_own():
+    a = scratch.take("test", 8, np.empty)
+    assert scratch.take("test", 8, np.empty) is not a         # a is still taken
+    scratch.give("test", 8, a)
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(scratch.take("test", 8, np.empty)))
+    t.start()
+    t.join()
+    assert seen[0] is not a                                   # another thread: its own
+    assert scratch.take("test", 8, np.empty) is a
+    big = scratch.SMALL + 1
+    b = scratch.take("test", big, np.empty)
+    scratch.give("test", big, b)
+    assert scratch.take("test", big, np.empty) is not b       # large: never kept
+
+
+def test_scratch_keeps_a_bounded_number_of_sizes():
+    for n in range(1, 3 * scratch.KEPT):
+        scratch.give("bounded", n, np.empty(n))
+    kept = [n for n in range(1, 3 * scratch.KEPT)
+            if scratch.take("bounded", n, lambda k: None) is not None]
+    assert len(kept) == scratch.KEPT and kept == list(range(2 * scratch.KEPT, 3 * scratch.KEPT))
+
+
+@pytest.mark.parametrize("mode", ["rne", "ro", "sr"])
+def test_two_threads_rounding_different_formats_at_once(mode):
+    rng = np.random.default_rng(5)
+    xs = [rng.standard_normal(n) * 2.0 ** rng.integers(-20, 20, n) for n in (10, 300, 2000)]
+    jobs = [("bf16", "add"), ("e4m3", "round"), ("fp16", "fma"), ("fp4", "round")]
+    kw = {"rng": 9} if mode == "sr" else {}
+
+    def compute(fmt, op):
+        if op == "round":
+            return [lp.round(x, fmt, mode, **kw) for x in xs]
+        if op == "add":
+            return [lp.add(x, x[::-1], fmt, mode, **kw) for x in xs]
+        return [lp.fma(x, x[::-1], x, fmt, mode, **kw) for x in xs]
+
+    single = {job: compute(*job) for job in jobs}
+    if mode != "sr":
+        for x, got in zip(xs, single[("e4m3", "round")]):
+            sample = x[:50]
+            assert_same(got[:50], reference(sample, "e4m3", mode), sample)
+    got = {job: [] for job in jobs}
+    errors = []
+    barrier = threading.Barrier(len(jobs))
+
+    def work(job):
+        barrier.wait()
+        try:
+            for _ in range(20):
+                got[job].append(compute(*job))
+        except Exception as exc:     # noqa: BLE001 - collected, asserted below
+            errors.append(exc)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(job,)) for job in jobs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not errors, errors[0]
+    for job in jobs:
+        for results in got[job]:
+            for r, s in zip(results, single[job]):
+                assert np.array_equal(r.view(np.uint64), s.view(np.uint64)), job
+
+
+def test_threads_of_the_pool_share_a_plan_without_changing_results(monkeypatch):
+    monkeypatch.setattr(parallel, "CHUNK", 64)
+    monkeypatch.setattr(parallel, "PARALLEL_MIN", 128)
+    x = np.random.default_rng(8).standard_normal(2000) * 1e-3
+    before = lp.threads(3)
+    try:
+        with lp.flags() as threaded:
+            got = lp.add(x, x[::-1], "fp16", "ru")
+    finally:
+        lp.threads(before)
+    with lp.flags() as single:
+        want = lp.add(x, x[::-1], "fp16", "ru")
+    assert np.array_equal(got, want) and threaded.as_dict() == single.as_dict()
+    exact = [Fraction(a) + Fraction(b) for a, b in zip(x[:40], x[::-1][:40])]
+    assert_same(got[:40], [lpt.reference_round(v, "fp16", "ru") for v in exact])
+
+
+# -- fma without the split where every product is exact ---------------------------------
+
+def _fma_reference(a, b, c, fmt, mode, **opts):
+    out = []
+    for x, y, z in zip(a.tolist(), b.tolist(), c.tolist()):
+        v = Fraction(x) * Fraction(y) + Fraction(z)
+        if v == 0:
+            # IEEE 754 6.3: an exact zero sum is +0 (-0 under rd), unless both terms
+            # are zeros of one sign.
+            p_neg = math.copysign(1.0, x) * math.copysign(1.0, y) < 0
+            both = (x == 0 or y == 0) and z == 0 and p_neg == (math.copysign(1.0, z) < 0)
+            neg = p_neg if both else mode == "rd"
+            out.append(-0.0 if neg else 0.0)
+        else:
+            out.append(lpt.reference_round(v, fmt, mode, **opts))
+    return np.array(out)
+
+
+def _short(rng, n, bits=8, spread=30):
+    """Random float64 values with ``bits``-bit significands (their products are exact)."""
+    m = rng.integers(2 ** (bits - 1), 2**bits, n) * rng.choice([-1.0, 1.0], n)
+    return np.ldexp(m.astype(float), rng.integers(-spread, spread, n) - bits)
+
+
+def _fma_cases(fmt, rng):
+    """Three chunks of operands: every product exact and in range (ties, cancellations
+    to zero, the subnormal boundary and the overflow threshold of ``fmt`` among the
+    results); zero products; and the first with some products that are not exact."""
+    f = lp.format(fmt)
+    a, b = _short(rng, 400), _short(rng, 400)
+    c = -a * b + _short(rng, 400, spread=4) * 2.0 ** rng.integers(-30, 0, 400)
+    # Exact ties: 3 * 0.5 + c lands halfway between two values of fmt in [1, 2).
+    half = 2.0 ** -f.p
+    ties_c = 1.0 + half * (2 * np.arange(20) + 1) - 1.5
+    # Exact cancellations (+0, or -0 under rd).
+    cancel_a, cancel_b = np.array([1.5, -1.5]), np.array([2.0, 2.0])
+    cancel_c = np.array([-3.0, 3.0])
+    with np.errstate(over="ignore"):
+        # The largest value and the midpoint past it (the overflow threshold).
+        edge = np.array([f.smallest_normal, f.smallest_subnormal, f.max,
+                         f.max + half * 2.0 ** f.emax])
+    short = (edge.view(np.uint64) & np.uint64(2**27 - 1)) == 0     # FP64's max is not
+    edge = edge[np.isfinite(edge) & (edge > 2.0 ** -900) & short]
+    edge_a, edge_b = np.repeat(edge, 2), np.tile([1.0, 0.75], edge.size)
+    edge_c = np.tile([0.0, f.smallest_subnormal / 4], edge.size)
+    A = np.concatenate([a, np.full(20, 3.0), cancel_a, edge_a])
+    B = np.concatenate([b, np.full(20, 0.5), cancel_b, edge_b])
+    C = np.concatenate([c, ties_c, cancel_c, edge_c])
+    zeros = (np.array([0.0, -0.0, 0.0, 2.0, -0.0]), np.array([3.0, 3.0, -5.0, 0.0, -0.0]),
+             np.array([-0.0, -0.0, -0.0, 1.0, 0.0]))
+    mixed_a, mixed_b = A.copy(), B.copy()
+    mixed_a[::37] = rng.standard_normal(mixed_a[::37].size)     # 53-bit factors
+    mixed_b[::41] = 1 / 3
+    return (A, B, C), zeros, (mixed_a, mixed_b, C)
+
+
+def _no_split(*args):
+    raise AssertionError("Dekker's split on a chunk whose products are all exact")
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "fp16", "tf32", "fp32", "e4m3", "e5m2", "fp4", "e3m2",
+                                 "fp64"])
+@pytest.mark.parametrize("mode", DETERMINISTIC)
+def test_fma_with_exact_products_is_the_correctly_rounded_value(monkeypatch, fmt, mode):
+    exact, zeros, mixed = _fma_cases(fmt, np.random.default_rng(len(fmt) * 7 + len(mode)))
+    for (a, b, c), split in ((exact, False), (zeros, True), (mixed, True)):
+        with monkeypatch.context() as m:
+            if not split:
+                m.setattr(lp.arith.kernels, "two_prod_err", _no_split)
+            got = lp.fma(a, b, c, fmt, mode)
+        assert_same(got, _fma_reference(a, b, c, fmt, mode), a, b, c)
+
+
+@pytest.mark.parametrize("saturate", [False, True])
+def test_fma_flags_with_exact_products_are_those_of_the_rounding(saturate):
+    rng = np.random.default_rng(6)
+    a, b = _short(rng, 300, spread=12), _short(rng, 300, spread=12)
+    c = _short(rng, 300, spread=12)
+    with lp.flags() as fused:
+        got = lp.fma(a, b, c, "e4m3", "rne", saturate=saturate)
+    exact = [Fraction(x) * Fraction(y) + Fraction(z) for x, y, z in zip(a, b, c)]
+    with lp.flags() as rounded:
+        want = lp.round_exact(np.array([float(v) for v in exact]),
+                              np.array([float(v - Fraction(float(v))) for v in exact]),
+                              "e4m3", "rne", saturate=saturate)
+    assert_same(got, want)
+    assert fused.as_dict() == rounded.as_dict()
+
+
+# -- stochastic rounding's rule at its boundary, on every path ----------------------------
+
+SR_PATHS = {
+    # (format, subnormals, x = down + f * gap for a gap of the format there)
+    "fp4-encoding": ("fp4", None, lambda f: 2.0 + f * 1.0),           # normal range
+    "fp4-subnormal": ("fp4", None, lambda f: 0.0 + f * 0.5),          # below 2**emin
+    "e2m3-subnormal": ("e2m3", None, lambda f: 0.125 + f * 0.125),
+    "bf16-encoding": ("bf16", None, lambda f: 1.0 + f * 2.0**-7),
+    "bf16-scaling": ("bf16", False, lambda f: 1.0 + f * 2.0**-7),      # no encoding path
+    "fp16-subnormal": ("fp16", None, lambda f: f * 2.0**-24),
+}
+
+
+@pytest.mark.parametrize("r", [1, 2, 3])
+@pytest.mark.parametrize("path", list(SR_PATHS))
+def test_sr_probability_is_floor_f_2r_over_2r_at_the_boundary(path, r):
+    fmt, subnormals, point = SR_PATHS[path]
+    n = 20_000
+    for k in range(1, 2**r):
+        f = k / 2**r
+        below = point(f - 2.0**-20)   # P(up) = (k - 1) / 2**r
+        at = point(f)                 # P(up) = k / 2**r: w <= f, not w < f
+        down, up = (lpt.reference_round(at, fmt, m) for m in ("rd", "ru"))
+        for x, p in ((below, (k - 1) / 2**r), (at, k / 2**r)):
+            got = lp.round(np.full(n, x), fmt, "sr", rng=k, sr_bits=r, subnormals=subnormals)
+            assert set(np.unique(got)) <= {down, up}
+            share = np.mean(got == up)
+            if p == 0:
+                assert share == 0, (path, x)
+            else:
+                assert abs(share - p) <= 5 * math.sqrt(p * (1 - p) / n), (path, x, share, p)
+
+
+# -- Python numbers as Tensor operands ------------------------------------------------------
+
+def test_a_python_number_operand_is_rounded_once_and_counted_each_time():
+    t = lp.tensor([0.0, -0.0, 1.5, 3.0], "bf16")
+    for _ in range(2):                         # the second time, the rounding is reused
+        tenth = Fraction(lpt.reference_round(0.1, "bf16"))
+        want = [0.0, -0.0, lpt.reference_round(Fraction(1.5) * tenth, "bf16"),
+                lpt.reference_round(3 * tenth, "bf16")]
+        assert_same((t * 0.1).values, want)
+        assert_same((t + -0.0).values, [0.0, -0.0, 1.5, 3.0])
+        assert_same((t + 0.0).values, [0.0, 0.0, 1.5, 3.0])
+        assert_same((t + 2**60 + 1).values, [2.0**60] * 4)
+    with lp.flags() as f:
+        t * 0.1
+    with lp.flags() as parts:
+        lp.round(0.1, "bf16")
+        lp.mul(t.values, lpt.reference_round(0.1, "bf16"), "bf16")
+    assert f.as_dict() == parts.as_dict() and f.inexact >= 1
+    with lp.context(mode="ru"):
+        assert (t[2:3] * 0.1).item() == lpt.reference_round(
+            Fraction(1.5) * Fraction(lpt.reference_round(0.1, "bf16", "ru")), "bf16", "ru")
