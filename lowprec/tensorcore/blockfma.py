@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from ..engine.float64 import EXP
+from ..engine.float64 import EXP, SIGN
 from ..formats import FP16, FP32, Format
 from ..rounding import round as _round
 from ..status import quiet
@@ -27,6 +27,10 @@ __all__ = ["BlockFMA", "k_spans", "pow2", "round_fp16", "products_fit_float32"]
 
 _ZERO_EXP = -16000          # exponent of a zero operand: no sum of two reaches any real one
 _FLOOR_EXP = -600           # below every exponent a product or an addend can have
+_FP16_FLOOR = np.float64(2.0**-14).view(np.uint64)          # FP16's smallest normal
+_FP16_SHIFT = np.uint64((42 << 52) | (1 << 51))             # 2**e -> 1.5 * 2**(e + 42)
+_FP16_BIG = np.float64(2.0**15).view(np.uint64) + _FP16_SHIFT   # c of |s| >= 2**15
+_FP16_TINY = np.float64(2.0**-24).view(np.uint64)           # FP16's smallest subnormal
 
 
 def k_spans(K, k, width, bytes_per_entry, memory_bound):
@@ -63,21 +67,40 @@ def pow2(e):
     return ((e.astype(np.int64) + 1023).astype(np.uint64) << np.uint64(52)).view(np.float64)
 
 
-def round_fp16(s):
+def round_fp16(s, out=None, work=None):
     """RNE of float64 values to FP16 (IEEE overflow, signed zeros, inf and NaN kept):
-    five fast passes where NumPy's float64 -> float16 cast is done in software."""
+    four passes and two reductions where NumPy's float64 -> float16 cast is done in
+    software.
+
+    ``out`` and ``work``, float64 arrays of ``s``'s shape that do not overlap ``s``
+    (made when absent), receive the result and the rounding constants."""
     # The kernel's rule: = lp.round(s, FP16) ("rne") bit for bit for every float64 array.
-    c = (s.view(np.uint64) & EXP).view(np.float64)          # 2**floor(log2|s|)
-    np.maximum(c, 2.0**-14, out=c)                          # subnormals: quantum 2**-24
-    # c = 1.5 * 2**(e + 42) has float64 ulp 2**(e - 10), FP16's quantum at s, and
-    # s + c stays in c's binade: fl(s + c) - c is s rounded to nearest even, exactly.
-    c *= 1.5 * 2.0**42
-    out = s + c
+    if out is None:
+        out = np.empty_like(s)
+    c = np.empty_like(s) if work is None else work
+    cb = c.view(np.uint64)
+    np.bitwise_and(s.view(np.uint64), EXP, out=cb)          # 2**floor(log2|s|)
+    least = cb.min(initial=_FP16_FLOOR)
+    if least < _FP16_FLOOR:                                 # subnormals: quantum 2**-24
+        np.maximum(c, 2.0**-14, out=c)                      # (inf and NaN give inf)
+    # c = 1.5 * 2**(e + 42) (exponent field + 42, fraction .1) has float64 ulp
+    # 2**(e - 10), FP16's quantum at s, and s + c stays in c's binade: fl(s + c) - c
+    # is s rounded to nearest even, exactly.
+    cb += _FP16_SHIFT
+    # Past 2**15 c may be wrong (its exponent field wraps from |s| >= 2**982): every
+    # |s| >= 65520 (= 65504 + ulp/2, a tie to the even 2**16) overflows, NaN stays.
+    big = cb.max(initial=0) >= _FP16_BIG        # c's bits grow with |s| (or wrap past 2**63)
+    np.add(s, c, out=out)
     out -= c
-    np.copysign(out, s, out=out)                            # a zero keeps s's sign
-    top = np.max(np.abs(out), initial=0.0)
-    if not top <= 65504.0:                                  # overflow, inf or NaN
-        beyond = ~(np.abs(out) <= 65504.0)
+    if least < _FP16_TINY:
+        # A nonzero result has s's sign already; a zero one (+0 from x - x, where
+        # |s| <= 2**-25) takes it.
+        np.bitwise_and(s.view(np.uint64), SIGN, out=cb)
+        np.bitwise_or(out.view(np.uint64), cb, out=out.view(np.uint64))
+    if not big:
+        return out
+    beyond = ~(np.abs(s) < 65520.0)
+    if beyond.any():
         sb = s[beyond]
         out[beyond] = np.where(np.isnan(sb), sb, np.copysign(np.inf, sb))  # NaN keeps its sign
     return out
