@@ -165,6 +165,10 @@ class BlockFMA:
     bits of a zeroed uint64, is directly the bit pattern of ``2.0**E``.
     """
 
+    #: Whether spans whose data allow it form float32 products and int32 sums (the
+    #: tests turn it off to compare them with the float64 terms, which compute the same).
+    float32_terms = True
+
     def __init__(self, params, fmt, out, memory_bound):
         self.p, self.fmt, self.out, self.memory_bound = params, fmt, out, memory_bound
         self.fp16 = out == FP16
@@ -218,7 +222,8 @@ class BlockFMA:
         # int32 (each below 2**(F + 2)): the products can be formed in float32 and
         # summed as int32 (half the traffic). Which spans can is up to their data
         # (`_fit_float32`) unless the format settles it.
-        narrow = 2 * self.fmt.p <= 24 and k * 2 ** (self.F + 2) <= 2**31
+        narrow = (self.float32_terms and 2 * self.fmt.p <= 24
+                  and k * 2 ** (self.F + 2) <= 2**31)
         always = narrow and products_fit_float32(self.fmt)
         self.c_in_int32 = k * 2 ** (self.F + 2) + 2 ** (self.F + 1) <= 2**31
         if narrow:
