@@ -34,6 +34,17 @@ _MID29 = np.uint64(1 << 28)              # ... of a value halfway between two FP
 _FLOAT32, _CAST, _CHECKED, _EXACT = 0, 1, 2, 3
 
 
+#: Outputs from which einsum's outer products are faster than NumPy's broadcast multiply.
+_EINSUM_MIN = 4096
+
+
+def _products_into(x, y, out):
+    """The outer products x * y of (..., rows, 1) and (..., 1, cols) into ``out``, for
+    factors that are all nonzero: einsum's sum over the one index m is 0 + x * y, which
+    is x * y bit for bit (inf and NaN included) except that a zero product is +0."""
+    return np.einsum("...im,...mj->...ij", x, y, out=out)
+
+
 class Sequential:
     """Exact products added left to right, every addition rounded (RNE) to ``acc``."""
 
@@ -147,6 +158,13 @@ class Sequential:
             at = np.ascontiguousarray(np.moveaxis(a[..., span], -1, 0))[..., None]
             bt = np.ascontiguousarray(np.moveaxis(b[:, span, :], 1, 0))[:, :, None, :]
             how = self._plan(at, bt)
+            # Steps whose factors are all nonzero have no zero products, whose signs
+            # `_products_into` may lose.
+            K1 = at.shape[0]
+            nonzero = ~((at == 0).reshape(K1, -1).any(axis=1)
+                        | (bt == 0).reshape(K1, -1).any(axis=1))
+            mul = [_products_into if x and acc.size >= _EINSUM_MIN else np.multiply
+                   for x in nonzero]
             # Runs of steps computed the same way.
             edges = np.flatnonzero(np.diff(how)) + 1
             for k0, k1 in zip([0, *edges], [*edges, len(how)]):
@@ -159,14 +177,14 @@ class Sequential:
                     p32 = np.empty_like(acc32)
                     a32, b32 = at[k0:k1].astype(np.float32), bt[k0:k1].astype(np.float32)
                     for k in range(k1 - k0):
-                        np.multiply(a32[k], b32[k], out=p32)
+                        mul[k0 + k](a32[k], b32[k], out=p32)
                         acc32 += p32
                     del a32, b32, p32
                     np.copyto(acc, acc32)
                     continue
                 for k in range(k0, k1):
                     # Products of two significands of at most 26 bits are exact in float64.
-                    np.multiply(at[k], bt[k], out=p)
+                    mul[k](at[k], bt[k], out=p)
                     if way == _EXACT:
                         acc = self._exact(acc, p)
                         continue
