@@ -343,7 +343,7 @@ def test_round_fp16_on_arrays_of_each_kind_alone_and_mixed():
 BLOCK_CASES = [("v100", "fp16"), ("t4", "fp16"), ("a100", "fp16"), ("a100", "bf16"),
                ("a100", "tf32"), ("ada", "e4m3"), ("h100", "fp16"), ("h100", "bf16"),
                ("h100", "tf32"), ("h100", "e5m2"), ("h100-mma", "e4m3"), ("b200", "fp16"),
-               ("b200", "bf16"), ("b200", "e4m3")]
+               ("b200", "bf16"), ("b200", "e4m3"), ("b200-mma", "e5m2")]
 
 
 def _block_operands(rng, fmt, m, k, n, wild):

@@ -222,10 +222,11 @@ class BlockFMA:
         # int32 (each below 2**(F + 2)): the products can be formed in float32 and
         # summed as int32 (half the traffic). Which spans can is up to their data
         # (`_fit_float32`) unless the format settles it.
+        terms = min(self.p.block, K) if self.p.mma_split else k   # products per `_block`
         narrow = (self.float32_terms and 2 * self.fmt.p <= 24
-                  and k * 2 ** (self.F + 2) <= 2**31)
+                  and terms * 2 ** (self.F + 2) <= 2**31)
         always = narrow and products_fit_float32(self.fmt)
-        self.c_in_int32 = k * 2 ** (self.F + 2) + 2 ** (self.F + 1) <= 2**31
+        self.c_in_int32 = terms * 2 ** (self.F + 2) + 2 ** (self.F + 1) <= 2**31
         if narrow:
             self.t32 = np.empty((k,) + shape, dtype=np.float32)
             self.ti = np.empty((k + 1,) + shape, dtype=np.int32)
