@@ -348,7 +348,7 @@ class BlockFMA:
         # Exact products (they fit float32); einsum's sum over the one index m is
         # 0 + a * b, twice as fast as NumPy's broadcast multiply here; the sign of a
         # zero is lost, which the int32 terms lose anyway.
-        np.einsum("kbim,kbmj->kbij", a32, b32, out=t32)
+        np.einsum("kbim,kbmj->kbij", a32, b32, out=t32, optimize=False)
         np.multiply(t32, self.scale32, out=t32)  # exact, or below 1 (truncated to 0)
         np.copyto(ti[:kk], t32, casting="unsafe")   # float -> int conversion truncates
         tc = np.multiply(c, scale, out=self.tc)  # before self.s, which may be c, is written

@@ -42,7 +42,7 @@ def _products_into(x, y, out):
     """The outer products x * y of (..., rows, 1) and (..., 1, cols) into ``out``, for
     factors that are all nonzero: einsum's sum over the one index m is 0 + x * y, which
     is x * y bit for bit (inf and NaN included) except that a zero product is +0."""
-    return np.einsum("...im,...mj->...ij", x, y, out=out)
+    return np.einsum("...im,...mj->...ij", x, y, out=out, optimize=False)
 
 
 class Sequential:
