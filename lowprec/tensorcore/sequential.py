@@ -67,7 +67,7 @@ class Sequential:
     k_unit, entry_bytes = 1, 32
 
     def target_outputs(self, K):
-        return 1 << 14
+        return 1 << 15
 
     def bytes_per_output(self, K):
         # Work buffers: accumulator, product, sum, mask bits (float64), accumulator
