@@ -339,9 +339,9 @@ class BlockFMA:
         kk = a32.shape[0]
         t32, ti = self.t32[:kk], self.ti[:kk + 1]
         if lowest < self.F - 126:
-            # Nonzero products have exponents of at least F - 126 (FP16, FP8: -48 and
-            # less; other formats: `_fit_float32`), so a scale clamped at 2**127
-            # (float32's largest power of two) only ever multiplies zeros.
+            # Nonzero products have exponents of at least F - 126 (FP16 and FP8
+            # products: -48 and up; other formats: `_fit_float32`), so a scale clamped
+            # at 2**127 (float32's largest power of two) only ever multiplies zeros.
             np.copyto(self.scale32, np.minimum(scale, 2.0**127), casting="unsafe")
         else:
             np.copyto(self.scale32, scale, casting="unsafe")   # exact: a power of two
