@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from ..engine.float64 import EXP
+from ..engine.float64 import EXP, SIGN
 from ..formats import FP16, FP32, Format
 from ..rounding import round as _round
 from ..status import quiet
@@ -27,6 +27,10 @@ __all__ = ["BlockFMA", "k_spans", "pow2", "round_fp16", "products_fit_float32"]
 
 _ZERO_EXP = -16000          # exponent of a zero operand: no sum of two reaches any real one
 _FLOOR_EXP = -600           # below every exponent a product or an addend can have
+_FP16_FLOOR = np.float64(2.0**-14).view(np.uint64)          # FP16's smallest normal
+_FP16_SHIFT = np.uint64((42 << 52) | (1 << 51))             # 2**e -> 1.5 * 2**(e + 42)
+_FP16_BIG = np.float64(2.0**15).view(np.uint64) + _FP16_SHIFT   # c of |s| >= 2**15
+_FP16_TINY = np.float64(2.0**-24).view(np.uint64)           # FP16's smallest subnormal
 
 
 def k_spans(K, k, width, bytes_per_entry, memory_bound):
@@ -63,21 +67,40 @@ def pow2(e):
     return ((e.astype(np.int64) + 1023).astype(np.uint64) << np.uint64(52)).view(np.float64)
 
 
-def round_fp16(s):
+def round_fp16(s, out=None, work=None):
     """RNE of float64 values to FP16 (IEEE overflow, signed zeros, inf and NaN kept):
-    five fast passes where NumPy's float64 -> float16 cast is done in software."""
+    four passes and two reductions where NumPy's float64 -> float16 cast is done in
+    software.
+
+    ``out`` and ``work``, float64 arrays of ``s``'s shape that do not overlap ``s``
+    (made when absent), receive the result and the rounding constants."""
     # The kernel's rule: = lp.round(s, FP16) ("rne") bit for bit for every float64 array.
-    c = (s.view(np.uint64) & EXP).view(np.float64)          # 2**floor(log2|s|)
-    np.maximum(c, 2.0**-14, out=c)                          # subnormals: quantum 2**-24
-    # c = 1.5 * 2**(e + 42) has float64 ulp 2**(e - 10), FP16's quantum at s, and
-    # s + c stays in c's binade: fl(s + c) - c is s rounded to nearest even, exactly.
-    c *= 1.5 * 2.0**42
-    out = s + c
+    if out is None:
+        out = np.empty_like(s)
+    c = np.empty_like(s) if work is None else work
+    cb = c.view(np.uint64)
+    np.bitwise_and(s.view(np.uint64), EXP, out=cb)          # 2**floor(log2|s|)
+    least = cb.min(initial=_FP16_FLOOR)
+    if least < _FP16_FLOOR:                                 # subnormals: quantum 2**-24
+        np.maximum(c, 2.0**-14, out=c)                      # (inf and NaN give inf)
+    # c = 1.5 * 2**(e + 42) (exponent field + 42, fraction .1) has float64 ulp
+    # 2**(e - 10), FP16's quantum at s, and s + c stays in c's binade: fl(s + c) - c
+    # is s rounded to nearest even, exactly.
+    cb += _FP16_SHIFT
+    # Past 2**15 c may be wrong (its exponent field wraps from |s| >= 2**982): every
+    # |s| >= 65520 (= 65504 + ulp/2, a tie to the even 2**16) overflows, NaN stays.
+    big = cb.max(initial=0) >= _FP16_BIG        # c's bits grow with |s| (or wrap past 2**63)
+    np.add(s, c, out=out)
     out -= c
-    np.copysign(out, s, out=out)                            # a zero keeps s's sign
-    top = np.max(np.abs(out), initial=0.0)
-    if not top <= 65504.0:                                  # overflow, inf or NaN
-        beyond = ~(np.abs(out) <= 65504.0)
+    if least < _FP16_TINY:
+        # A nonzero result has s's sign already; a zero one (+0 from x - x, where
+        # |s| <= 2**-25) takes it.
+        np.bitwise_and(s.view(np.uint64), SIGN, out=cb)
+        np.bitwise_or(out.view(np.uint64), cb, out=out.view(np.uint64))
+    if not big:
+        return out
+    beyond = ~(np.abs(s) < 65520.0)
+    if beyond.any():
         sb = s[beyond]
         out[beyond] = np.where(np.isnan(sb), sb, np.copysign(np.inf, sb))  # NaN keeps its sign
     return out
@@ -142,6 +165,10 @@ class BlockFMA:
     bits of a zeroed uint64, is directly the bit pattern of ``2.0**E``.
     """
 
+    #: Whether spans whose data allow it form float32 products and int32 sums (the
+    #: tests turn it off to compare them with the float64 terms, which compute the same).
+    float32_terms = True
+
     def __init__(self, params, fmt, out, memory_bound):
         self.p, self.fmt, self.out, self.memory_bound = params, fmt, out, memory_bound
         self.fp16 = out == FP16
@@ -191,12 +218,16 @@ class BlockFMA:
         self.s = np.empty(shape)
         self.t = None                     # float64 terms: made on first use
         self.t_shape = (k + 1,) + shape
-        # Products exactly float32 and sums of truncated terms inside int32: the
-        # products can be formed in float32 and summed as int32 (half the traffic).
-        self.narrow = (products_fit_float32(self.fmt)
-                       and (k + 1) * 2 ** (self.F + 2) <= 2**31)
-        self.c_in_int32 = k * 2 ** (self.F + 2) + 2 ** (self.F + 1) <= 2**31
-        if self.narrow:
+        # Products exactly float32 and sums of the products' truncated terms inside
+        # int32 (each below 2**(F + 2)): the products can be formed in float32 and
+        # summed as int32 (half the traffic). Which spans can is up to their data
+        # (`_fit_float32`) unless the format settles it.
+        terms = min(self.p.block, K) if self.p.mma_split else k   # products per `_block`
+        narrow = (self.float32_terms and 2 * self.fmt.p <= 24
+                  and terms * 2 ** (self.F + 2) <= 2**31)
+        always = narrow and products_fit_float32(self.fmt)
+        self.c_in_int32 = terms * 2 ** (self.F + 2) + 2 ** (self.F + 1) <= 2**31
+        if narrow:
             self.t32 = np.empty((k,) + shape, dtype=np.float32)
             self.ti = np.empty((k + 1,) + shape, dtype=np.int32)
             self.tc = np.empty(shape)
@@ -213,6 +244,8 @@ class BlockFMA:
             # (1023 + 2 * 127) * 16 and 2 * _ZERO_EXP fit in int16.
             ea = _exponents(at, self.fmt.emin, bias=1023, unit=16)
             eb = _exponents(bt, self.fmt.emin, unit=16)
+            # (Once an inf or NaN is seen, the float64 terms carry it to the end.)
+            self.narrow = narrow and not self.special and (always or self._fit_float32(at, bt))
             at32 = at.astype(np.float32) if self.narrow else None
             bt32 = bt.astype(np.float32) if self.narrow else None
             for j0 in range(0, at.shape[0], self.k):
@@ -224,6 +257,22 @@ class BlockFMA:
                 else:
                     d, tiny = self._block(ops, d, tiny)
         return d.copy() if d is self.s else d
+
+    def _fit_float32(self, at, bt):
+        """Whether every product of finite ``at`` and ``bt`` (of at most 24 bits) is 0
+        or an exact normal float32 whose exponent e_a + e_b is at least F - 126, so
+        that the scale 2**(F - E) of an output with a nonzero product is a float32."""
+        lo, hi = [], []
+        for x in (at, bt):
+            mag = np.abs(x)
+            hi.append(float(mag.max(initial=0.0)))
+            lo.append(float(np.min(mag, where=mag > 0, initial=np.inf)))
+            del mag
+        if math.inf in lo:
+            return True                                  # every product is 0
+        # e_a + e_b >= floor(log2 lo_a) + floor(log2 lo_b), and |a * b| < 2**(e + 2).
+        e = math.frexp(lo[0])[1] + math.frexp(lo[1])[1] - 2
+        return e >= self.F - 126 and hi[0] * hi[1] < 2.0**128   # products of <= 12 bits: exact
 
     def _mma_split(self, ops, c, tiny):
         """§4: halves {k mod 4 in (0, 1)} and {2, 3}, then one rounded addition of c."""
@@ -263,7 +312,7 @@ class BlockFMA:
         inverse = np.subtract(self.lanes, self.f_bits, out=ebits).view(np.float64)
         # Terms: exact products (at most 2 * 12 significant bits) and c, scaled by a
         # power of two, then truncated toward zero: sign * floor(|term| * 2**(F - E)).
-        if self.narrow and not self.special:
+        if a32 is not None and not self.special:
             s = self._narrow_sum(a32, b32, c, scale, inverse, lowest)
         else:
             if self.t is None:
@@ -290,12 +339,16 @@ class BlockFMA:
         kk = a32.shape[0]
         t32, ti = self.t32[:kk], self.ti[:kk + 1]
         if lowest < self.F - 126:
-            # Nonzero products have exponents far above 2**-100, so a scale clamped
+            # Nonzero products have exponents of at least F - 126 (FP16 and FP8
+            # products: -48 and up; other formats: `_fit_float32`), so a scale clamped
             # at 2**127 (float32's largest power of two) only ever multiplies zeros.
             np.copyto(self.scale32, np.minimum(scale, 2.0**127), casting="unsafe")
         else:
             np.copyto(self.scale32, scale, casting="unsafe")   # exact: a power of two
-        np.multiply(a32, b32, out=t32)           # exact: products fit float32
+        # Exact products (they fit float32); einsum's sum over the one index m is
+        # 0 + a * b, twice as fast as NumPy's broadcast multiply here; the sign of a
+        # zero is lost, which the int32 terms lose anyway.
+        np.einsum("kbim,kbmj->kbij", a32, b32, out=t32, optimize=False)
         np.multiply(t32, self.scale32, out=t32)  # exact, or below 1 (truncated to 0)
         np.copyto(ti[:kk], t32, casting="unsafe")   # float -> int conversion truncates
         tc = np.multiply(c, scale, out=self.tc)  # before self.s, which may be c, is written

@@ -5,7 +5,11 @@ loop over K does.
 `Sequential` is the kernel of the ``"fp32"`` and ``"fp16"`` models, vectorised over
 the outputs of a chunk (the one Python loop runs over K). Each addition is rounded
 once, from its exact value; the accumulator's roundings go through the fast paths
-whose rule `lowprec.round` states (`_cast`). A kernel: ndarrays and `Format`\\ s in,
+whose rule `lowprec.round` states (`_cast`, `round_fp16`). Each step takes the
+cheapest of four equal ways to compute it (float32 arithmetic, float64 then one cast,
+float64 then one cast with a check for the one case a double rounding can miss, and
+TwoSum with the kernel), chosen from the operands' exponents; `Sequential.reference`
+is the plain loop, kept for the tests. A kernel: ndarrays and `Format`\\ s in,
 float64 ndarrays out; it never imports `Tensor` or reads a context default.
 """
 
@@ -22,6 +26,24 @@ from .blockfma import k_spans, products_fit_float32, round_fp16
 
 __all__ = ["Sequential"]
 
+_LOW29 = np.uint64((1 << 29) - 1)        # the float64 fraction bits below FP32's last
+_MID29 = np.uint64(1 << 28)              # ... of a value halfway between two FP32s
+
+# How a step is computed (`Sequential._plan`): each gives RNE(acc + p) in the
+# accumulator, bit for bit as the others.
+_FLOAT32, _CAST, _CHECKED, _EXACT = 0, 1, 2, 3
+
+
+#: Outputs from which einsum's outer products are faster than NumPy's broadcast multiply.
+_EINSUM_MIN = 4096
+
+
+def _products_into(x, y, out):
+    """The outer products x * y of (..., rows, 1) and (..., 1, cols) into ``out``, for
+    factors that are all nonzero: einsum's sum over the one index m is 0 + x * y, which
+    is x * y bit for bit (inf and NaN included) except that a zero product is +0."""
+    return np.einsum("...im,...mj->...ij", x, y, out=out, optimize=False)
+
 
 class Sequential:
     """Exact products added left to right, every addition rounded (RNE) to ``acc``."""
@@ -36,56 +58,150 @@ class Sequential:
         # |p| < 2**-30 |acc| (both roundings give acc) or |p| >= 2**17 (both overflow).
         # Another accumulator (a hand-built model): TwoSum and the kernel, every step.
         self.innocuous = acc in (FP32, FP16) and 2 * fmt.p <= (24 if acc == FP32 else 22)
+        # FP32 from products of at most 24 bits: float32 arithmetic where the data's
+        # exponents make every product an exact normal float32 (`_plan`).
+        self.narrow = acc == FP32 and 2 * fmt.p <= 24
 
-    #: Smallest span of K, and bytes per operand entry of a span (float32 copies).
-    k_unit, entry_bytes = 1, 8
+    #: Smallest span of K, and bytes per operand entry of a span: float64 and float32
+    #: copies, and the temporaries of `_plan` (magnitudes, a mask, their minimum).
+    k_unit, entry_bytes = 1, 32
 
     def target_outputs(self, K):
         return 1 << 15
 
     def bytes_per_output(self, K):
-        # The accumulator, a product, a sum and TwoSum's error with their
-        # temporaries, the final rounding: at most 12 float64 arrays.
-        return 96
+        # Work buffers: accumulator, product, sum, mask bits (float64), accumulator
+        # (float32), a bool mask; the kernel's TwoSum with its temporaries and the
+        # final rounding in the rare steps that need them: at most 16 float64 arrays.
+        return 128
 
     def empty(self, c):
         return self._finish(self._cast(np.array(c, dtype=np.float64)))   # no additions: c
 
-    def _cast(self, s):
+    def _cast(self, s, out=None, work=None):
         if self.to_fp32:
-            return s.astype(np.float32).astype(np.float64)   # one IEEE rounding
+            if out is None:
+                return s.astype(np.float32).astype(np.float64)   # one IEEE rounding
+            np.copyto(work, s, casting="unsafe")                 # one IEEE rounding
+            np.copyto(out, work)
+            return out
         if self.to_fp16:
-            return round_fp16(s)                             # lp.round(s, FP16), every float64
-        return quiet(_round, s, self.acc)                    # any other format: the kernel
+            return round_fp16(s, out, work)                      # lp.round(s, FP16), every float64
+        return quiet(_round, s, self.acc)                        # any other format: the kernel
 
     def _finish(self, d):
         return d if self.out == self.acc else quiet(_round, d, self.out)
+
+    def _exact(self, acc, p):
+        """RNE(acc + p) from TwoSum and the kernel: the reference's step."""
+        s, t = two_sum(acc, p)
+        r = self._cast(s)
+        fix = (t != 0) & np.isfinite(s)
+        if fix.any():
+            r[fix] = quiet(_round_exact, s[fix], t[fix], self.acc)
+        return r
+
+    def reference(self, a, b, c):
+        """The plain loop, one step at a time, without the fast paths (for the tests)."""
+        acc = self._cast(np.array(c, dtype=np.float64))
+        for k in range(a.shape[-1]):
+            # Products of two significands of at most 26 bits are exact in float64.
+            p = a[..., :, k, None] * b[..., None, k, :]
+            acc = self._cast(acc + p) if self.innocuous else self._exact(acc, p)
+        return self._finish(acc)
+
+    def _plan(self, at, bt):
+        """How to compute each step of a span, from its operands' exponents.
+
+        ``at`` (K, ..., rows, 1) and ``bt`` (K, ..., 1, cols): per k, the smallest
+        nonzero and the largest magnitude of its products' factors bound every product.
+        """
+        K = at.shape[0]
+        if self.float32:
+            return np.full(K, _FLOAT32)
+        if self.innocuous and not self.narrow:
+            return np.full(K, _CAST)                  # FP16 accumulator
+        if not self.to_fp32:
+            return np.full(K, _EXACT)
+        lo, hi, lsb, none = np.ones(K), np.ones(K), np.zeros(K), np.zeros(K, dtype=bool)
+        for x in (at, bt):
+            mag = np.abs(x.reshape(K, -1))
+            hi = hi * mag.max(axis=1, initial=0.0)    # NaN propagates and fails below
+            mag[~(mag > 0) | (mag == np.inf)] = np.inf
+            least = mag.min(axis=1, initial=np.inf)   # the least finite nonzero factor
+            del mag
+            lo = lo * least
+            none |= least == np.inf
+            # A value of `fmt` of exponent e is a multiple of 2**(max(e, emin) - m).
+            e = np.frexp(np.where(least == np.inf, 1.0, least))[1] - 1
+            lsb = lsb + np.maximum(e, self.fmt.emin) - self.fmt.mantissa_bits
+        # Products of factors of at most 26 bits (the extremes' included) are exact.
+        if self.narrow:
+            # Every product is 0 or of at most 24 bits in [2**-126, 2**128): an exact
+            # normal float32, which float32 multiplication gives exactly.
+            fits = (lo >= 2.0**-126) & (hi < 2.0**128)
+            return np.where(fits, _FLOAT32, _CAST)
+        # Finite products are multiples of 2**lsb; with lsb >= -149 every finite sum
+        # acc + p is a multiple of FP32's smallest subnormal, exact below 2**-126.
+        return np.where(none | (lsb >= -149), _CHECKED, _EXACT)
 
     def __call__(self, a, b, c):
         K = a.shape[-1]
         spans = k_spans(K, 1, a.shape[0] * (a.shape[1] + b.shape[2]), self.entry_bytes,
                         self.memory_bound)
-        if self.float32:
-            # Products are exact float32s and float32 addition is correctly rounded.
-            acc = c.astype(np.float32)
-            p = np.empty_like(acc)
-            for span in spans:
-                a32, b32 = a[..., span].astype(np.float32), b[:, span].astype(np.float32)
-                for k in range(a32.shape[-1]):
-                    np.multiply(a32[..., :, k, None], b32[..., None, k, :], out=p)
-                    acc += p
-            return self._finish(acc.astype(np.float64))
         acc = self._cast(np.array(c, dtype=np.float64))
-        p = np.empty_like(acc)
-        for k in range(K):
-            # Products of two significands of at most 26 bits are exact in float64.
-            np.multiply(a[..., :, k, None], b[..., None, k, :], out=p)
-            if self.innocuous:
-                acc = self._cast(acc + p)
-                continue
-            s, t = two_sum(acc, p)
-            acc = self._cast(s)
-            fix = (t != 0) & np.isfinite(s)
-            if fix.any():
-                acc[fix] = quiet(_round_exact, s[fix], t[fix], self.acc)
+        p, s = np.empty_like(acc), np.empty_like(acc)
+        acc32 = np.empty(acc.shape, dtype=np.float32) if self.to_fp32 else None
+        work = np.empty_like(acc) if self.to_fp16 else None
+        bits, mid = s.view(np.uint64), np.empty(acc.shape, dtype=bool)
+        for span in spans:
+            at = np.ascontiguousarray(np.moveaxis(a[..., span], -1, 0))[..., None]
+            bt = np.ascontiguousarray(np.moveaxis(b[:, span, :], 1, 0))[:, :, None, :]
+            how = self._plan(at, bt)
+            # Steps whose factors are all nonzero have no zero products, whose signs
+            # `_products_into` may lose.
+            K1 = at.shape[0]
+            nonzero = ~((at == 0).reshape(K1, -1).any(axis=1)
+                        | (bt == 0).reshape(K1, -1).any(axis=1))
+            mul = [_products_into if x and acc.size >= _EINSUM_MIN else np.multiply
+                   for x in nonzero]
+            # Runs of steps computed the same way.
+            edges = np.flatnonzero(np.diff(how)) + 1
+            for k0, k1 in zip([0, *edges], [*edges, len(how)]):
+                way = how[k0]
+                if way == _FLOAT32:
+                    # Products are exact float32s and float32 addition is correctly
+                    # rounded (RNE, gradual underflow, overflow to inf): the FP32
+                    # accumulation's own rounding, step by step.
+                    np.copyto(acc32, acc, casting="unsafe")        # exact: FP32 values
+                    p32 = np.empty_like(acc32)
+                    a32, b32 = at[k0:k1].astype(np.float32), bt[k0:k1].astype(np.float32)
+                    for k in range(k1 - k0):
+                        mul[k0 + k](a32[k], b32[k], out=p32)
+                        acc32 += p32
+                    del a32, b32, p32
+                    np.copyto(acc, acc32)
+                    continue
+                for k in range(k0, k1):
+                    # Products of two significands of at most 26 bits are exact in float64.
+                    mul[k](at[k], bt[k], out=p)
+                    if way == _EXACT:
+                        acc = self._exact(acc, p)
+                        continue
+                    np.add(acc, p, out=s)
+                    if way == _CHECKED:
+                        # s = RN64(acc + p) rounds to FP32 as acc + p does unless s is
+                        # halfway between two FP32s (FP32's midpoints, the overflow
+                        # threshold 2**128 - 2**103 among them, are float64s, and RN64
+                        # is monotone); below 2**-126 s is exact (`_plan`).
+                        np.bitwise_and(bits, _LOW29, out=p.view(np.uint64))
+                        np.equal(p.view(np.uint64), _MID29, out=mid)
+                        if mid.any():
+                            where = np.nonzero(mid)
+                            fixed = self._exact(acc[where], at[k][where[:-1] + (0,)]
+                                                * bt[k][where[:-2] + (0, where[-1])])
+                            acc = self._cast(s, acc, acc32)
+                            acc[where] = fixed
+                            continue
+                    acc = self._cast(s, acc, acc32 if self.to_fp32 else work)
         return self._finish(acc)
