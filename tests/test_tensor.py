@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import lowprec as lp
 from helpers import all_same as same  # one bool: every element the same
+from helpers import assert_same
 from lowprec import testing as lpt
 from peers import ml_dtypes
 
@@ -769,3 +770,50 @@ def test_a_copied_fp16_model_gives_fp16_tensors_as_the_original(clone):
     assert want.fmt == got.fmt == via_context.fmt == lp.FP16
     assert np.array_equal(got.values, want.values)
     assert np.array_equal(via_context.values, want.values)
+
+
+def _every_value(fmt):
+    """Every value of an 8-bit format, or a spread of values of a wider one (its
+    extremes, subnormals, zeros, inf, NaN), decoded from bit patterns."""
+    if fmt.bits <= 8:
+        codes = np.arange(1 << fmt.bits, dtype=np.uint64)
+    else:
+        codes = np.random.default_rng(5).integers(0, 1 << fmt.bits, 4000, dtype=np.uint64)
+    return np.concatenate([lp.decode(codes, fmt), [0.0, -0.0, fmt.max, -fmt.max,
+                                                   fmt.smallest_subnormal, np.nan]])
+
+
+_PAIRS = [(small, big) for small in lp.NAMED_FORMATS.values()
+          for big in lp.NAMED_FORMATS.values()
+          if lp.tensors.promotion.holds(big, small) and small.bits <= 32]
+
+
+@pytest.mark.parametrize("small, big", _PAIRS, ids=[f"{s.name}-{b.name}" for s, b in _PAIRS])
+def test_astype_into_a_format_that_holds_the_values_is_their_rounding(small, big):
+    # The shortcut copies; lp.round of the same values (the rounding path) is the oracle.
+    v = lp.round(_every_value(small), small)
+    t = lp.tensor(v, small)
+    for mode in ("rne", "rz", "ru"):
+        out = t.astype(big, mode)
+        assert out.fmt == big
+        assert_same(out.values, lp.round(v, big, mode))
+        assert not np.shares_memory(out.values, t.values)
+
+
+def test_astype_shortcut_keeps_streams_flags_and_checks():
+    t = lp.tensor([1.0, 2.0**-24, -0.0], "fp16")
+    with pytest.raises(ValueError, match="mode"):
+        t.astype("fp32", "nearest")
+    with pytest.raises(TypeError, match="rng"):
+        t.astype("fp32", rng="seed")
+    # sr draws its words as the rounding path does: the generator advances alike.
+    g1, g2 = np.random.default_rng(3), np.random.default_rng(3)
+    t.astype("fp32", "sr", rng=g1)
+    lp.round(t.values, "fp32", "sr", rng=g2)
+    assert g1.bit_generator.state == g2.bit_generator.state
+    # A context without subnormals takes the rounding path, with its option.
+    with lp.context(subnormals=False):
+        assert_same(t.astype("fp32").values, lp.round(t.values, "fp32", subnormals=False))
+    with lp.flags() as f:
+        t.astype("fp32")
+    assert f.inexact == 0 and f.underflow == 0

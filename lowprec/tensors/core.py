@@ -21,7 +21,7 @@ from numpy.typing import ArrayLike, DTypeLike, NDArray
 from .. import bits
 from ..formats import Format, FormatLike
 from ..formats import format as _format
-from .defaults import round_ctx
+from .defaults import copy_rounds, round_ctx
 from .promotion import holds, result_format
 
 __all__ = ["Tensor", "tensor", "HANDLED_UFUNCS", "HANDLED_FUNCTIONS", "values_of", "is_real",
@@ -140,8 +140,12 @@ class Tensor:
 
     def astype(self, fmt: FormatLike, mode: str | None = None, *,
                rng: np.random.Generator | int | None = None) -> Tensor:
-        """Convert to another format: one rounding (context mode and rng by default)."""
+        """Convert to another format: one rounding (context mode and rng by default);
+        a copy where ``fmt`` holds every value of the Tensor's format and the
+        rounding would change nothing (`copy_rounds`)."""
         fmt = _format(fmt)
+        if holds(fmt, self._fmt) and copy_rounds(mode, rng):
+            return Tensor(self._v.copy(), fmt)
         return Tensor(np.asarray(round_ctx(self._v, fmt, mode, rng)), fmt)
 
     def to_numpy(self, dtype: np.dtype[Any] | type[Any] | str = np.float64) -> NDArray[Any]:

@@ -19,13 +19,13 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..engine.cache import Latest
-from ..engine.checks import as_generator, check_bool, check_mode
+from ..engine.checks import as_generator, check_bool, check_mode, check_rng
 from ..formats import Format
 from ..rounding import round as _round
 from ..status import recording
 from ..tensorcore import Model, resolve_model
 
-__all__ = ["context", "get_context", "round_ctx"]
+__all__ = ["context", "get_context", "round_ctx", "copy_rounds"]
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,20 @@ def context(*, mode: str | None = None, rng: np.random.Generator | int | None = 
         yield _CONTEXT.get()
     finally:
         _CONTEXT.reset(token)
+
+
+def copy_rounds(mode: str | None, rng: object = None) -> bool:
+    """Whether a copy of values that ``fmt`` holds exactly is their rounding, under
+    ``mode`` (None: the context's) and the context's options: a deterministic mode
+    rounds an exact value to itself with no flag (underflow needs inexactness, IEEE
+    754 §7.5), while "sr" would draw (the stream must not change), a context's
+    subnormals option could flush, and a listening `lp.flags()` is left to count
+    what the rounding counts (signalling NaNs). The options are checked as
+    `round_ctx` checks them."""
+    ctx = _CONTEXT.get()
+    mode = ctx.mode if mode is None else check_mode(mode)
+    check_rng(rng)
+    return mode != "sr" and ctx.subnormals is None and recording() is None
 
 
 def round_ctx(x: ArrayLike, fmt: Format, mode: str | None,
