@@ -47,6 +47,7 @@ import numpy as np
 
 from ..engine import parallel
 from ..engine.eft import two_prod_err_alloc
+from ..engine.kernel import RAW64
 from ..status import recording
 from .driver import Buffers, apply
 from .kernels import add_kernel, copy_kernel, fma_kernel, mul_kernel, sub_kernel
@@ -60,7 +61,6 @@ BLOCK = 1 << 15
 #: Columns up to which the per-column fast path is used; wider arrays keep the
 #: reference path, already vectorised across columns.
 NARROW = 64
-_RAW64 = (np.random.PCG64, np.random.PCG64DXSM, np.random.SFC64, np.random.Philox)
 _MIN_RUN = 24       # scalar steps in one binade before a vector window is tried
 _MIN_WINDOW, _MAX_WINDOW = 64, 1 << 14
 _TWO52 = 2.0 ** 52
@@ -121,7 +121,7 @@ def fast_possible(plan, x):
     if not ((kind == "f" and size <= 8) or kind == "b" or (kind in "iu" and size <= 4)):
         return False
     if plan.mode == "sr":
-        return m == 1 and plan.subnormals and isinstance(plan.rng.bit_generator, _RAW64)
+        return m == 1 and plan.subnormals and isinstance(plan.rng.bit_generator, RAW64)
     return True
 
 

@@ -29,7 +29,7 @@ from .inputs import Reader
 from .parallel import in_spans
 from .plan import cached_plan
 
-__all__ = ["round_into", "run", "finish", "round_fp64", "draw", "steps_toward_lo"]
+__all__ = ["round_into", "run", "finish", "round_fp64", "draw", "steps_toward_lo", "RAW64"]
 
 
 def _to_integer(t, mode, buf, rand):
@@ -87,11 +87,12 @@ def _uniform_w(plan, buf):
 _EXP = operand(int(EXP))
 _max, _min = np.maximum.reduce, np.minimum.reduce   # ndarray.max without its Python layer
 
-_RAW64 = (np.random.PCG64, np.random.PCG64DXSM, np.random.SFC64, np.random.Philox)
+#: Bit generators whose raw output is 64 bits a word (MT19937's has 32).
+RAW64 = (np.random.PCG64, np.random.PCG64DXSM, np.random.SFC64, np.random.Philox)
 
 def _random_bits(rng, n):
     """n uniform 64-bit words (MT19937's raw output has only 32 bits)."""
-    if isinstance(rng.bit_generator, _RAW64):
+    if isinstance(rng.bit_generator, RAW64):
         return rng.bit_generator.random_raw(n)
     return rng.integers(0, 2**64 - 1, size=n, dtype=np.uint64, endpoint=True)
 

@@ -457,9 +457,12 @@ def _common_format(xs):
     """The result format of the Tensor operands among ``xs`` (promoted pairwise)."""
     fmt = None
     for x in xs:
-        if isinstance(x, Tensor):
-            # Same format (the usual case): no promotion to look up.
-            fmt = x._fmt if fmt is None else fmt if x._fmt is fmt else result_format(fmt, x._fmt)
+        if not isinstance(x, Tensor):
+            continue
+        if fmt is None:
+            fmt = x._fmt
+        elif x._fmt is not fmt:       # same format, the usual case: nothing to look up
+            fmt = result_format(fmt, x._fmt)
     return fmt
 
 

@@ -110,8 +110,8 @@ def context(*, mode: str | None = None, rng: np.random.Generator | int | None = 
 
 
 def copy_rounds(mode: str | None, rng: object = None) -> bool:
-    """Whether a copy of values that ``fmt`` holds exactly is their rounding, under
-    ``mode`` (None: the context's) and the context's options: a deterministic mode
+    """Whether copying values into a format that holds all of them is their rounding,
+    under ``mode`` (None: the context's) and the context's options: a deterministic mode
     rounds an exact value to itself with no flag (underflow needs inexactness, IEEE
     754 §7.5), while "sr" would draw (the stream must not change), a context's
     subnormals option could flush, and a listening `lp.flags()` is left to count
