@@ -302,7 +302,13 @@ def test_fp16_model_against_the_plain_loop(monkeypatch):
     kernel = _module("sequential").Sequential(lp.FP16, lp.FP16, lp.FP16, 2**20)
     with np.errstate(all="ignore"):
         want = kernel.reference(a[None], b[None], c[None])[0]
-    assert_bitwise_equal(matmul(a, b, model="fp16", c=c, in_fmt="fp16"), want)
+    got = matmul(a, b, model="fp16", c=c, in_fmt="fp16")
+    assert_bitwise_equal(got, want)
+    # The plain loop rounds through the same round_fp16 as the fast path: the outputs
+    # without inf or NaN operands are also held to the exact loop.
+    rows, cols = [i for i in range(10) if i != 1], [j for j in range(12) if j != 3]
+    assert_bitwise_equal(got[np.ix_(rows, cols)],
+                         _loop(a[rows], b[:, cols], c[np.ix_(rows, cols)], **FP16_LOOP))
 
 
 # -- round_fp16, whose passes depend on the values -------------------------------------
@@ -362,10 +368,16 @@ def _block_operands(rng, fmt, m, k, n, wild):
     return a, b
 
 
-@pytest.mark.parametrize("model, fmt", BLOCK_CASES)
-@pytest.mark.parametrize("K", [1, 3, 31, 33, 40])
+# K per case: b200's FP8 blocks of 32 fit int32 sums of at most 16 float32 terms, so
+# larger K would not reach the float32 path the test is about.
+_FLOAT32_K = [(model, fmt, K) for model, fmt in BLOCK_CASES
+              for K in ((1, 3, 16) if (model, fmt) == ("b200", "e4m3") else (1, 3, 31, 33, 40))]
+
+
+@pytest.mark.parametrize("model, fmt, K", _FLOAT32_K)
 def test_float32_terms_equal_float64_terms(monkeypatch, model, fmt, K):
     bf = _module("blockfma")
+    calls = _spy(monkeypatch, bf.BlockFMA, "_narrow_sum")
     rng = np.random.default_rng(K)
     out_fmts = ["fp32"] + (["fp16"] if lp.FP16 in lp.MODELS[model].out_formats(fmt) else [])
     for wild in (None, "tiny", "huge"):
@@ -378,6 +390,7 @@ def test_float32_terms_equal_float64_terms(monkeypatch, model, fmt, K):
                 patch.setattr(bf.BlockFMA, "float32_terms", False)
                 want = matmul(a, b, model=model, c=c, in_fmt=fmt, out_fmt=out)
             assert_bitwise_equal(got, want)
+    assert calls, "no span took the float32 products"
 
 
 @pytest.mark.parametrize("model, fmt", [("h100", "bf16"), ("a100", "tf32"), ("b200", "fp16")])

@@ -346,7 +346,7 @@ def test_a_python_number_operand_is_rounded_once_and_counted_each_time():
         assert_same((t * 0.1).values, want)
         assert_same((t + -0.0).values, [0.0, -0.0, 1.5, 3.0])
         assert_same((t + 0.0).values, [0.0, 0.0, 1.5, 3.0])
-        assert_same((t + 2**60 + 1).values, [2.0**60] * 4)
+        assert_same((t + (2**60 + 1)).values, [2.0**60] * 4)   # one int, rounded once
     with lp.flags() as f:
         t * 0.1
     with lp.flags() as parts:

@@ -811,9 +811,19 @@ def test_astype_shortcut_keeps_streams_flags_and_checks():
     t.astype("fp32", "sr", rng=g1)
     lp.round(t.values, "fp32", "sr", rng=g2)
     assert g1.bit_generator.state == g2.bit_generator.state
-    # A context without subnormals takes the rounding path, with its option.
+    # A context without subnormals takes the rounding path, with its option: BF16's
+    # 2**-133 is an FP32 subnormal, flushed to 0 (a copy would keep it).
+    tiny = lp.tensor([2.0**-133, -(2.0**-140)], "bf16")
     with lp.context(subnormals=False):
-        assert_same(t.astype("fp32").values, lp.round(t.values, "fp32", subnormals=False))
+        flushed = tiny.astype("fp32").values
+    assert_same(flushed, lp.round(tiny.values, "fp32", subnormals=False))
+    assert not np.array_equal(flushed, tiny.values)
+    # A listening lp.flags() sees what the rounding counts: a signalling NaN (kept by
+    # the Tensor constructor) comes back quiet and counts invalid, as lp.round says.
+    snan = lp.Tensor(np.array([0x7FF0_0000_0000_0001], np.uint64).view(np.float64), lp.FP32)
     with lp.flags() as f:
-        t.astype("fp32")
-    assert f.inexact == 0 and f.underflow == 0
+        out = snan.astype("fp64")
+    with lp.flags() as want:
+        expected = lp.round(snan.values, "fp64")
+    assert f.as_dict() == want.as_dict() and want.invalid == 1
+    assert_same(out.values, expected)
