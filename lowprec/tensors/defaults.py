@@ -133,11 +133,12 @@ def round_ctx(x: ArrayLike, fmt: Format, mode: str | None,
         v = cast(float, x)
         sign = math.copysign(1.0, v) < 0 if type(x) is float else v < 0   # -0.0 is not 0.0
         key = (type(x), v, sign, fmt, fmt.name, ctx.mode, ctx.subnormals, ctx.saturate)
-        found = _SCALARS.get(key) if recording() is None else None
+        if recording() is not None:      # counted: the rounding itself, every time
+            return _round(x, fmt, ctx.mode, subnormals=ctx.subnormals, saturate=ctx.saturate)
+        found = _SCALARS.get(key)
         if found is None:
-            found = _round(x, fmt, ctx.mode, subnormals=ctx.subnormals, saturate=ctx.saturate)
-            if recording() is None:
-                _SCALARS.put(key, found)
+            found = _SCALARS.put(key, _round(x, fmt, ctx.mode, subnormals=ctx.subnormals,
+                                             saturate=ctx.saturate))
         return found
     kw = ctx.kwargs()
     if rng is not None:
