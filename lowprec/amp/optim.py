@@ -83,9 +83,9 @@ class _Optimizer:
                 step = self._step(i, g.astype(pol.weights, "rne"))
             with context(mode=pol.update, rng=self.rng):
                 new = w - step
-            nonzero = np.asarray(g) != 0
+            nonzero = g.values != 0        # read-only views: no copies
             moved += int(np.count_nonzero(nonzero))
-            unchanged += int(np.count_nonzero(nonzero & (np.asarray(new) == np.asarray(w))))
+            unchanged += int(np.count_nonzero(nonzero & (new.values == w.values)))
             self.weights[i] = new
             p.value = new if new.fmt == pol.compute else new.astype(pol.compute, "rne")
         self.last_step = (moved, unchanged)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -209,13 +210,14 @@ def train(model: nn.Sequential, data: tuple[ArrayLike, ArrayLike], policy: Polic
                 opt.step(grads)
             if scaler is not None:
                 scaler.update()
-            zeros = sum(int(np.count_nonzero(np.asarray(p.grad) == 0)) for p in params)
+            # Every p.grad is a Tensor here (opt.gradients() refused a missing one).
+            grads_now = [cast(Tensor, p.grad) for p in params]
+            zeros = sum(int(np.count_nonzero(g.values == 0)) for g in grads_now)
             history.loss.append(float(loss))
             history.scale.append(scale)
             history.skipped.append(bool(found_inf))
             history.grad_underflow.append(f.underflow)
-            # Every p.grad is set: opt.gradients() refused a missing one.
-            history.grad_zero.append(zeros / sum(p.grad.size for p in params))  # type: ignore[union-attr,misc]
+            history.grad_zero.append(zeros / sum(g.size for g in grads_now))
             history.unchanged.append(float("nan") if found_inf else opt.unchanged_fraction)
     history.final_loss, history.final_accuracy = evaluate(model, data, opt.weights)
     return history

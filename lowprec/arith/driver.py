@@ -102,8 +102,14 @@ class Buffers:
         self.spare = np.empty(size)
 
 
-def apply(plan, kernel, operands, n, buffers=None):
+def apply(plan, kernel, operands, n, buffers=None, plain=None):
     """Run ``kernel`` chunk by chunk and round its (hi, lo) pairs into a new array.
+
+    ``plain`` (a NumPy ufunc, or None): the caller's word that every operand is a
+    value of ``plan.fmt`` and that ``plan.innocuous`` holds; then the chunk's
+    float64 result ``plain(*operands)`` is rounded instead of the kernel's pair
+    (Figueroa's theorem: the same result), unless a `flags()` listens (the kernel
+    counts invalid operations).
 
     Each chunk of the operands is converted to float64 on its own (`_parts`), and
     its elements that float64 cannot hold exactly take the exact path
@@ -114,6 +120,8 @@ def apply(plan, kernel, operands, n, buffers=None):
     listener = recording()
     wide = plan.identity      # FP64: no spare bits for round-to-odd
     float64s = all(x.dtype == np.float64 for x in operands)   # every chunk is its own hi
+    if plain is not None and not (float64s and listener is None and plan.innocuous):
+        plain = None
 
     def span_task(plan, span, counts):
         start, stop = span
@@ -135,7 +143,10 @@ def apply(plan, kernel, operands, n, buffers=None):
                                       bufs.spare[:k])
             raw = operands if k == n else [x[a:b] for x in operands]
             overflow_in_chunk = counts["overflow"]
-            if float64s:
+            if plain is not None:
+                parts = None
+                hi, lo = plain(*raw, out=w.h), None
+            elif float64s:
                 parts = None
                 hi, lo = kernel(plan, *raw, w, counts)
             else:

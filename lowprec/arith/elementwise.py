@@ -8,6 +8,8 @@ never modify their inputs and never read a global default.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -16,13 +18,13 @@ from ..formats import FormatLike
 from .driver import apply, broadcast_operands, operation_plan
 from .kernels import add_kernel, div_kernel, fma_kernel, mul_kernel, sqrt_kernel, sub_kernel
 
-__all__ = ["add", "sub", "mul", "div", "sqrt", "fma"]
+__all__ = ["add", "sub", "mul", "div", "sqrt", "fma", "on_values"]
 
 
-def _elementwise(kernel, operands, fmt, mode, rng, subnormals, saturate):
+def _elementwise(kernel, operands, fmt, mode, rng, subnormals, saturate, plain=None):
     plan = operation_plan(fmt, mode, rng, subnormals, saturate)
     flat, shape, scalar = broadcast_operands(*operands)
-    out = apply(plan, kernel, flat, math.prod(shape))
+    out = apply(plan, kernel, flat, math.prod(shape), plain=plain)
     if scalar:
         return out[0]                   # a NumPy scalar, as out.reshape(())[()]
     return out if out.shape == shape else out.reshape(shape)
@@ -194,3 +196,34 @@ for _f, _ops in ((add, "a, b"), (sub, "a, b"), (mul, "a, b"), (div, "a, b"),
     if _f.__doc__ is not None:    # None under python -OO
         _f.__doc__ = _f.__doc__.replace("{doc}", _COMMON_DOC.format(operands=_ops))
 del _f, _ops
+
+
+def _negate_add(a, b, out):
+    """``a + (-b)``, as `sub_kernel` computes it (a NaN ``b`` keeps its flipped sign)."""
+    np.negative(b, out=out)
+    return np.add(a, out, out=out)
+
+
+# The kernel of each operation, and float64's own operation where double rounding
+# is innocuous (`on_values`).
+_KERNELS = {add: (add_kernel, np.add), sub: (sub_kernel, _negate_add),
+            mul: (mul_kernel, np.multiply), div: (div_kernel, np.divide),
+            sqrt: (sqrt_kernel, np.sqrt), fma: (fma_kernel, None)}
+
+
+def on_values(op: Callable[..., Any], operands: Sequence[ArrayLike], fmt: FormatLike,
+              mode: str = "rne", *, rng: np.random.Generator | int | None = None,
+              subnormals: bool | None = None, saturate: bool = False) -> Any:
+    """``op(*operands, fmt, mode, ...)`` (`add`, `sub`, `mul`, `div`, `sqrt`, `fma`) for
+    operands the caller knows to be values of ``fmt`` (a Tensor's, say): the same
+    result, which RNE in a format of at most 25 bits of precision gets from
+    float64's own operation (`lowprec.engine.plan.Plan.innocuous`).
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> on_values(lp.add, (1.0, 2.0**-8), "bf16") == lp.add(1.0, 2.0**-8, "bf16")
+    np.True_
+    """
+    kernel, plain = _KERNELS[op]
+    return _elementwise(kernel, operands, fmt, mode, rng, subnormals, saturate, plain)

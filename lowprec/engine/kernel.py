@@ -132,6 +132,23 @@ def _round_nearest_even(plan, x, out, ubuf):
             out[small] = np.copysign(out[small], x[small])
     return top
 
+_NATIVE_MIN = 1024                            # elements: below, the check costs more
+_TINY32 = np.array([2.0 ** -149])              # FP32's least subnormal
+
+def _round_native(x, out):
+    """RNE to FP32 by NumPy's cast to float32 and back: IEEE 754's conversion (RNE,
+    gradual underflow), one rounding. Returns 0.0 (no element beyond max: the
+    overflow rules have nothing to do), or None (use the other paths) when a result
+    is inf or NaN, whose rules and NaN payloads are the kernel's, or when this thread
+    flushes subnormals to zero (a library built with fast-math can set that)."""
+    if not _TINY32.astype(np.float32)[0]:
+        return None
+    r = x.astype(np.float32)
+    if not np.isfinite(r).all():
+        return None
+    np.copyto(out, r)                          # exact: every float32 is a float64
+    return 0.0
+
 def _round_on_encoding(plan, x, out, ubuf):
     """Modes rz, rna, ro and sr on the float64 encoding itself.
 
@@ -231,6 +248,9 @@ def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None, spare=None):
                 r = _uniform_w(plan, np.empty_like(t)) if plan.mode == "sr" else None
                 _to_integer(t, plan.mode, np.empty_like(t), r)
                 out[small] = t * 2.0 ** -1022
+    elif (plan.native and lo_e is None and x.size >= _NATIVE_MIN
+          and (top := _round_native(x, out)) is not None):
+        pass
     elif plan.encoding and lo_e is None:
         top = _round_on_encoding(plan, x, out, ubuf)
     elif (plan.magic and lo_e is None

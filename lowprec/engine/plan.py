@@ -43,6 +43,16 @@ class Plan:
         self.encoding = (mode in _ENCODING_MODES and self.subnormals and not self.identity
                          and not (mode == "ro" and m == 0))
         self.magic = mode == "rne" and self.subnormals and not self.identity
+        # FP32 itself under RNE (any name): NumPy's float64 -> float32 cast is IEEE 754's
+        # conversion, RNE with gradual underflow (the kernel's `_round_native`).
+        self.native = (self.magic and fmt.kind == "ieee"
+                       and (fmt.exponent_bits, m, fmt.bias) == (8, 23, 127))
+        # RNE(fl64(a op b)) == RNE(a op b) for + - * / sqrt of values of the format when
+        # 53 >= 2p + 2 (Figueroa 1995), provided fl64 neither overflows nor underflows:
+        # |results| within [2**lo, 2**hi) of the format's least subnormal and max.
+        hi, lo = fmt.emax + 1, fmt.emin - m
+        self.innocuous = (self.magic and 2 * fmt.p + 2 <= 53
+                          and max(2 * hi, hi - lo) <= 1022 and min(2 * lo, lo - hi) >= -1021)
         self.magic_bits = operand(((52 - m) << 52) + (1 << 51))
         self.magic_top = 2.0 ** min(971 + m, 1023)   # keeps C = 1.5 * 2**(e + 52 - m) finite
         self.zero_risk = 2.0 ** (fmt.emin - m)       # below it a result can be zero

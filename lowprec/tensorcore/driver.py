@@ -259,7 +259,8 @@ def matmul(a: ArrayLike, b: ArrayLike, *, model: str | Model = "fp32",
     if c is None:
         cv = np.zeros((), dtype=np.float64)
     else:
-        cv = _values_in(_operand(c, "c")[0], None, out)
+        c_values, c_fmt = _operand(c, "c")
+        cv = _values_in(c_values, c_fmt, out)
         target = tuple(s for i, s in enumerate(shape) if i - len(shape) not in squeeze)
         if _broadcast_batch(cv.shape, target) != target:
             raise ValueError(f"matmul: c of shape {cv.shape} does not broadcast to the "

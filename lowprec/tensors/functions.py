@@ -86,8 +86,9 @@ def matmul(a: ArrayLike | Tensor, b: ArrayLike | Tensor, *, model: str | Model |
         a = a.astype(fmt) if isinstance(a, Tensor) else _round(a, fmt)
         b = b.astype(fmt) if isinstance(b, Tensor) else _round(b, fmt)
         in_fmt = fmt
-    r = _matmul_kernel(values_of(a), values_of(b), model=model, c=values_of(c),
-                   in_fmt=in_fmt, out_fmt=out_fmt)
+    # Tensors go in as themselves: the kernel takes their values as values of their
+    # format (`fmt`), where rounding them again to check would cost a pass each.
+    r = _matmul_kernel(a, b, model=model, c=c, in_fmt=in_fmt, out_fmt=out_fmt)
     if not tensors:
         return r
     if out_fmt is None:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .. import arith
+from ..arith.elementwise import on_values
 from .core import HANDLED_UFUNCS, Tensor, exact_operands, is_real, operands, values_of
 from .defaults import get_context, round_ctx
 
@@ -24,10 +25,10 @@ __all__ = ["HANDLED_UFUNCS", "select"]
 
 def _kernel(fn):
     def handler(*inputs):
-        vals, fmt = operands(*inputs)
+        vals, fmt = operands(*inputs)     # values of fmt, every one
         ctx = get_context()
-        r = fn(*vals, fmt, ctx.mode, rng=ctx.rng, subnormals=ctx.subnormals,
-               saturate=ctx.saturate)
+        r = on_values(fn, vals, fmt, ctx.mode, rng=ctx.rng, subnormals=ctx.subnormals,
+                      saturate=ctx.saturate)
         return Tensor(r if type(r) is np.ndarray else np.asarray(r), fmt)
     return handler
 

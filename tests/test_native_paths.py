@@ -1,0 +1,220 @@
+"""Shortcuts through NumPy's own float32 cast and float64 operations (issue 14), held
+to the kernel's general paths and to Fractions.
+
+- FP32 under RNE: chunks of at least ``_NATIVE_MIN`` elements are rounded by NumPy's
+  cast to float32 and back (`lowprec.engine.kernel._round_native`), unless a result
+  is inf or NaN or the thread flushes subnormals.
+- Tensor arithmetic (``+ - * /`` and sqrt) under RNE in formats of at most 25 bits:
+  the chunk's float64 result is rounded (`lowprec.arith.elementwise.on_values`,
+  Figueroa's theorem), unless a `flags()` listens.
+
+Each test checks that the shortcut was taken, so that an equality cannot hold only
+because the general path ran twice.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import lowprec as lp
+import lowprec.arith.elementwise as elementwise
+import lowprec.engine.kernel as kernel
+from helpers import assert_same
+from lowprec import testing as lpt
+from lowprec.status import FLAG_NAMES
+
+F32 = np.float32
+
+
+def assert_bits(got, want, *context):
+    """Bit for bit, NaNs' signs and payloads included (`assert_same` shows the values)."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    if not np.array_equal(got.view(np.uint64), want.view(np.uint64)):
+        assert_same(got, want, *context)
+        bad = np.flatnonzero(got.view(np.uint64) != want.view(np.uint64))[:5]
+        raise AssertionError(f"NaN bits differ at {bad}: {got.view(np.uint64)[bad]} "
+                             f"vs {want.view(np.uint64)[bad]}")
+
+
+def _counts(f):
+    return {name: getattr(f, name) for name in FLAG_NAMES}
+
+
+def _fp32_adversarial(rng):
+    """Float64 values around FP32's rounding boundaries: midpoints and their float64
+    neighbours, the subnormal range and its edges, the overflow threshold (below it:
+    the threshold itself is a tie that overflows, so it falls back), signed zeros."""
+    base = rng.standard_normal(600).astype(F32).astype(np.float64)
+    nxt = np.nextafter(base.astype(F32), F32(np.inf)).astype(np.float64)
+    mid = (base + nxt) / 2                                   # exact: FP32 midpoints
+    tiny = np.array([2.0**-149, 2.0**-150, 3 * 2.0**-151, 2.0**-126, 2.0**-126 - 2.0**-150,
+                     2.0**-127, 2.0**-160, 0.0, -0.0])
+    tiny = np.concatenate([tiny, -tiny, np.nextafter(tiny, 1.0), np.nextafter(tiny, -1.0)])
+    top = float(np.finfo(F32).max)
+    big = np.array([top, np.nextafter(top + 2.0**103, 0.0), 2.0**127, 3.0e38])
+    values = [base, mid, np.nextafter(mid, np.inf), np.nextafter(mid, -np.inf), tiny, big, -big,
+              rng.standard_normal(400) * 2.0 ** rng.integers(-150, 120, 400)]
+    return np.concatenate(values)
+
+
+@pytest.fixture
+def native_calls(monkeypatch):
+    """How many chunks `_round_native` rounded (it returned a result, not None)."""
+    taken = []
+    original = kernel._round_native
+
+    def spy(x, out):
+        top = original(x, out)
+        taken.append(top is not None)
+        return top
+    monkeypatch.setattr(kernel, "_round_native", spy)
+    return taken
+
+
+def _general(monkeypatch, fn):
+    with monkeypatch.context() as m:
+        m.setattr(kernel, "_NATIVE_MIN", 1 << 62)      # the magic-constant path instead
+        return fn()
+
+
+def test_fp32_by_native_cast_matches_the_kernel_and_fractions(monkeypatch, native_calls):
+    x = _fp32_adversarial(np.random.default_rng(1))
+    assert x.size >= kernel._NATIVE_MIN
+    with lp.flags() as f:
+        got = lp.round(x, "fp32")
+    assert native_calls == [True]
+    with lp.flags() as g:
+        want = _general(monkeypatch, lambda: lp.round(x, "fp32"))
+    assert_bits(got, want, x)
+    assert _counts(f) == _counts(g) and f.inexact > 0 and f.underflow > 0
+    oracle = np.array([lpt.reference_round(Fraction(v), "fp32") for v in x[::3]])
+    assert_same(got[::3], oracle, x[::3])
+
+
+def test_fp32_native_cast_leaves_inf_nan_and_overflow_to_the_kernel(monkeypatch, native_calls):
+    x = np.random.default_rng(2).standard_normal(4096)
+    payload = np.array([0x7FF0_0000_0000_0001, 0xFFF8_0000_DEAD_BEEF], np.uint64).view(np.float64)
+    threshold = float(np.finfo(F32).max) + 2.0**103          # a tie: RNE overflows
+    for special in (payload, np.array([np.inf, -np.inf]), np.array([threshold, -3.5e38])):
+        y = x.copy()
+        y[7:7 + special.size] = special
+        got = lp.round(y, "fp32")
+        assert native_calls[-1] is False
+        assert_bits(got, _general(monkeypatch, lambda y=y: lp.round(y, "fp32")), y)
+    assert np.isinf(got[7:9]).all() and np.signbit(got[8])
+
+
+def test_fp32_native_cast_steps_aside_when_subnormals_are_flushed(monkeypatch, native_calls):
+    # A thread that flushes float32 subnormals (a fast-math library can set it) casts
+    # FP32's least subnormal to zero: simulated with a value whose cast is zero anyway.
+    monkeypatch.setattr(kernel, "_TINY32", np.array([2.0**-200]))
+    x = _fp32_adversarial(np.random.default_rng(3))
+    got = lp.round(x, "fp32")
+    assert native_calls == [False]
+    oracle = np.array([lpt.reference_round(Fraction(v), "fp32") for v in x[::5]])
+    assert_same(got[::5], oracle, x[::5])
+
+
+def test_small_or_other_fp32_roundings_take_the_general_path(native_calls):
+    lp.round(np.linspace(-1, 1, kernel._NATIVE_MIN - 1), "fp32")
+    lp.round(np.linspace(-1, 1, 4096), "fp32", "rz")
+    lp.round(np.linspace(-1, 1, 4096), "fp32", subnormals=False)
+    lp.round(np.linspace(-1, 1, 4096), "tf32")
+    assert native_calls == []
+
+
+# -- Tensor arithmetic by float64's own operation -----------------------------------------
+
+OPS = [("add", lp.add, np.add), ("sub", lp.sub, np.subtract), ("mul", lp.mul, np.multiply),
+       ("div", lp.div, np.divide)]
+
+
+@pytest.fixture
+def plain_calls(monkeypatch):
+    """How many chunks `on_values` computed with float64's own operation."""
+    taken = []
+    kernels = dict(elementwise._KERNELS)
+    for op, (k, plain) in list(kernels.items()):
+        if plain is not None:
+            def spy(*args, out, plain=plain):
+                taken.append(1)
+                return plain(*args, out=out)
+            kernels[op] = (k, spy)
+    monkeypatch.setattr(elementwise, "_KERNELS", kernels)
+    return taken
+
+
+def _specials(fmt):
+    f = lp.format(fmt)
+    v = [0.0, -0.0, f.max, -f.max, f.smallest_normal, f.smallest_subnormal,
+         -f.smallest_subnormal, 1.0, -1.0, np.nan]
+    if f.has_inf:
+        v += [np.inf, -np.inf]
+    return np.array(v)
+
+
+def _every_pair(fmt):
+    vals = np.array([v for v in lpt.representable_values(fmt)])
+    vals = np.concatenate([vals, [np.nan]])
+    return np.repeat(vals, vals.size), np.tile(vals, vals.size)
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "e5m2", "fp6_e3m2", "fp4_e2m1"])
+def test_every_pair_of_an_8_bit_or_smaller_format(fmt, plain_calls):
+    a, b = _every_pair(fmt)
+    ta, tb = lp.tensor(a, fmt), lp.tensor(b, fmt)
+    for name, fn, ufunc in OPS:
+        before = len(plain_calls)
+        got = ufunc(ta, tb)
+        assert len(plain_calls) > before, name
+        assert_bits(got.values, fn(a, b, fmt), a, b)
+    assert_bits(np.sqrt(ta).values, lp.sqrt(a, fmt), a)
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "bf16", "fp32", "tf32"])
+def test_random_and_adversarial_pairs(fmt, plain_calls):
+    rng = np.random.default_rng(4)
+    f = lp.format(fmt)
+    n = 20_000
+    a = lp.round(rng.standard_normal(n) * 2.0 ** rng.integers(-20, 20, n), fmt)
+    # b close to a (cancellation), to a's ulp (ties of a + b), and tiny (subnormal sums).
+    b = np.concatenate([lp.round(-a[: n // 4] * (1 + rng.standard_normal(n // 4) * 2.0**-8), fmt),
+                        lp.round(a[n // 4: n // 2] * 2.0 ** -f.mantissa_bits, fmt),
+                        lp.round(rng.standard_normal(n // 4) * f.smallest_normal, fmt),
+                        lp.round(rng.standard_normal(n - 3 * (n // 4)) * 2.0 ** 10, fmt)])
+    s = _specials(fmt)
+    a = np.concatenate([a, np.repeat(s, s.size)])
+    b = np.concatenate([b, np.tile(s, s.size)])
+    ta, tb = lp.tensor(a, fmt), lp.tensor(b, fmt)
+    for name, fn, ufunc in OPS:
+        got = ufunc(ta, tb).values
+        assert_bits(got, fn(a, b, fmt), a, b)
+        # A Fraction has no signed zero: zero operands are held by the kernel above.
+        finite = np.isfinite(got) & np.isfinite(a) & np.isfinite(b) & (a != 0)
+        idx = np.flatnonzero(finite & (b != 0))[::97]
+        exact = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y,
+                 "mul": lambda x, y: x * y, "div": lambda x, y: x / y}[name]
+        oracle = [lpt.reference_round(exact(Fraction(a[i]), Fraction(b[i])), fmt) for i in idx]
+        assert_same(got[idx], np.array(oracle), a[idx], b[idx])
+    assert plain_calls
+    assert_bits(np.sqrt(ta).values, lp.sqrt(a, fmt), a)
+
+
+def test_a_scalar_operand_is_rounded_into_the_format_first(plain_calls):
+    t = lp.tensor(np.linspace(1, 2, 3000), "bf16")
+    assert_same((t * 0.1).values, lp.mul(t.values, lp.round(0.1, "bf16"), "bf16"))
+    assert plain_calls
+
+
+def test_listening_flags_and_other_modes_take_the_kernel(plain_calls):
+    t = lp.tensor([np.inf, 1.0, 3.0], "fp16")
+    with lp.flags() as f:
+        r = t - t
+    assert f.invalid == 1 and np.isnan(r.values[0])
+    with lp.context(mode="rz"):
+        assert (lp.tensor([1.0], "fp16") + 2.0**-12).values[0] == 1.0
+    assert (lp.tensor([1.0], "fp64") + 2.0**-60).values[0] == 1.0
+    assert plain_calls == []
