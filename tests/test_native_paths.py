@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import lowprec as lp
+import lowprec.arith.driver as driver
 import lowprec.arith.elementwise as elementwise
 import lowprec.engine.kernel as kernel
 from helpers import assert_same
@@ -139,7 +140,7 @@ def plain_calls(monkeypatch):
     kernels = dict(elementwise._KERNELS)
     for op, (k, plain) in list(kernels.items()):
         if plain is not None:
-            def spy(*args, out, plain=plain):
+            def spy(*args, out=None, plain=plain):
                 taken.append(1)
                 return plain(*args, out=out)
             kernels[op] = (k, spy)
@@ -203,6 +204,35 @@ def test_random_and_adversarial_pairs(fmt, plain_calls):
     assert_bits(np.sqrt(ta).values, lp.sqrt(a, fmt), a)
 
 
+@pytest.mark.parametrize("fmt", ["bf16", "fp16", "e4m3", "e3m2"])
+def test_small_operations_take_the_small_route(fmt, plain_calls, monkeypatch):
+    # At most scratch.SMALL elements: float64's result rounded by `round_small` alone
+    # (or by the chunk driver where that does not settle it: inf, NaN, near max).
+    a, b = _every_pair(fmt) if lp.format(fmt).p <= 4 else (None, None)
+    if a is None:
+        rng = np.random.default_rng(5)
+        s = _specials(fmt)
+        a = np.concatenate([lp.round(rng.standard_normal(3000), fmt), np.repeat(s, s.size)])
+        b = np.concatenate([lp.round(rng.standard_normal(3000) * 2.0**-6, fmt), np.tile(s, s.size)])
+    small = []
+    original = kernel.round_small
+
+    def spy(plan, x):
+        r = original(plan, x)
+        small.append(r is not None)
+        return r
+    monkeypatch.setattr(driver, "round_small", spy)
+    for size in (1, 10, 1000):
+        for i in range(0, min(a.size, 40 * size), size):
+            x, y = a[i:i + size], b[i:i + size]
+            tx, ty = lp.tensor(x, fmt), lp.tensor(y, fmt)
+            for _, fn, ufunc in OPS:
+                assert_bits(ufunc(tx, ty).values, fn(x, y, fmt), x, y)
+    assert any(small)
+    # Tables settle every input; the magic path leaves inf, NaN and near-max to the driver.
+    assert all(small) == (lp.format(fmt).mantissa_bits <= 3)
+
+
 def test_a_scalar_operand_is_rounded_into_the_format_first(plain_calls):
     t = lp.tensor(np.linspace(1, 2, 3000), "bf16")
     assert_same((t * 0.1).values, lp.mul(t.values, lp.round(0.1, "bf16"), "bf16"))
@@ -218,3 +248,26 @@ def test_listening_flags_and_other_modes_take_the_kernel(plain_calls):
         assert (lp.tensor([1.0], "fp16") + 2.0**-12).values[0] == 1.0
     assert (lp.tensor([1.0], "fp64") + 2.0**-60).values[0] == 1.0
     assert plain_calls == []
+
+
+# -- the error state of small calls -----------------------------------------------------
+
+def test_ignore_restores_the_callers_error_state_and_has_a_fallback(monkeypatch):
+    from lowprec.engine import fpstate
+    with np.errstate(divide="raise"):
+        for var in (fpstate._extobj_contextvar, None):
+            monkeypatch.setattr(fpstate, "_extobj_contextvar", var)
+            outer = fpstate.ignore()
+            inner = fpstate.ignore()
+            assert np.geterr()["divide"] == "ignore"
+            np.divide(1.0, np.zeros(1))               # ignored: no FloatingPointError
+            fpstate.restore(inner)
+            fpstate.restore(outer)
+            assert np.geterr()["divide"] == "raise"
+            with pytest.raises(FloatingPointError):
+                np.divide(1.0, np.zeros(1))
+    # A small Tensor operation leaves no error state behind, and warns about nothing.
+    t = lp.tensor([np.inf, 0.0], "bf16")
+    with np.errstate(all="raise"):
+        r = (t - t).values, (t / lp.tensor([0.0, 0.0], "bf16")).values
+    assert np.isnan(r[0][0]) and r[0][1] == 0 and np.isinf(r[1][0]) and np.isnan(r[1][1])

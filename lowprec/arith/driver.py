@@ -16,12 +16,13 @@ import numpy as np
 from ..engine import parallel
 from ..engine.checks import broadcast_shape
 from ..engine.eft import odd
+from ..engine.fpstate import ignore, restore
 from ..engine.inputs import as_array, as_real_array, signalling_nans
-from ..engine.kernel import round_fp64, round_into
+from ..engine.kernel import round_fp64, round_into, round_small
 from ..engine.parallel import in_spans
 from ..engine.plan import plan as _rounding_plan
-from ..engine.scratch import give, take
-from ..status import recording
+from ..engine.scratch import SMALL, give, take
+from ..status import FLAG_NAMES, recording
 from .exact import with_exact
 from .kernels import Work, div_kernel
 
@@ -116,12 +117,17 @@ def apply(plan, kernel, operands, n, buffers=None, plain=None):
     (`with_exact`), so the memory beyond the output is a few chunks per thread.
     ``buffers`` (`Buffers`) serve the first span when they are large enough; other
     spans take their own (small ones reuse this thread's, `scratch`)."""
-    out = np.empty(n, np.float64)
     listener = recording()
-    wide = plan.identity      # FP64: no spare bits for round-to-odd
     float64s = all(x.dtype == np.float64 for x in operands)   # every chunk is its own hi
     if plain is not None and not (float64s and listener is None and plan.innocuous):
         plain = None
+    if 0 < n <= SMALL and float64s and listener is None and plan.magic and not plan.identity:
+        # A small call: one chunk, rounded by `round_small` where it settles it.
+        small = _small(plan, kernel, operands, n, plain)
+        if small is not None:
+            return small
+    out = np.empty(n, np.float64)
+    wide = plan.identity      # FP64: no spare bits for round-to-odd
 
     def span_task(plan, span, counts):
         start, stop = span
@@ -179,6 +185,26 @@ def apply(plan, kernel, operands, n, buffers=None, plain=None):
     if listener is not None:
         listener.add(counts)
     return out
+
+
+def _small(plan, kernel, operands, n, plain):
+    """`apply` on one chunk of float64 operands with nobody listening, without spans:
+    the kernel's (hi, lo) (or ``plain``'s float64 result) rounded by `round_small`;
+    None where that does not settle the chunk (`apply` then starts over)."""
+    token = ignore()
+    try:
+        if plain is not None:
+            return round_small(plan, plain(*operands))
+        bufs = take("arith", n, Buffers)
+        try:
+            w = bufs.work if bufs.size == n else bufs.work.take(n)
+            counts = dict.fromkeys(FLAG_NAMES, 0)      # the kernels count; nobody reads it
+            hi, lo = kernel(plan, *operands, w, counts)
+            return round_small(plan, hi if lo is None else odd(hi, lo, bufs.x[:n]))
+        finally:
+            give("arith", n, bufs)
+    finally:
+        restore(token)
 
 
 def _fp64_clamp(plan, kernel, out, operands):

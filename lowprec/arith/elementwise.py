@@ -198,9 +198,9 @@ for _f, _ops in ((add, "a, b"), (sub, "a, b"), (mul, "a, b"), (div, "a, b"),
 del _f, _ops
 
 
-def _negate_add(a, b, out):
+def _negate_add(a, b, out=None):
     """``a + (-b)``, as `sub_kernel` computes it (a NaN ``b`` keeps its flipped sign)."""
-    np.negative(b, out=out)
+    out = np.negative(b, out=out)
     return np.add(a, out, out=out)
 
 

@@ -28,8 +28,10 @@ from .float64 import ABS, EXP, QUIET, operand
 from .inputs import Reader
 from .parallel import in_spans
 from .plan import cached_plan
+from .scratch import SMALL
 
-__all__ = ["round_into", "run", "finish", "round_fp64", "draw", "steps_toward_lo", "RAW64"]
+__all__ = ["round_into", "round_small", "run", "finish", "round_fp64", "draw", "steps_toward_lo",
+           "RAW64"]
 
 
 def _to_integer(t, mode, buf, rand):
@@ -389,6 +391,26 @@ def round_into(plan, x, out, ubuf, fbuf, counts=None, spare=None):
     if counts is not None:
         _classify(plan, x, out, masks, counts)
     return top
+
+def round_small(plan, x):
+    """RNE of a small contiguous float64 chunk ``x`` (at most `scratch.SMALL` elements)
+    into a new array, by the table lookup or the magic-constant path alone: no
+    spans, buffers or flag counts. Returns None where that path does not settle the
+    chunk (other plans; inf, NaN or values near max: the overflow rules), so that
+    the caller takes `run`. Its operations raise no floating-point error on the
+    chunks it settles, so it needs no error state."""
+    if not plan.magic or not 0 < x.size <= SMALL:
+        return None
+    out = np.empty(x.size)
+    if plan.by_table:                                 # FP8 and narrower: every input
+        _round_by_table(plan, x.reshape(-1), out, np.empty(x.size, np.uint64))
+        return out.reshape(x.shape)
+    top = _round_nearest_even(plan, x.reshape(-1), out, np.empty(x.size, np.uint64))
+    if top is None or not top < plan.safe_top:
+        return None
+    if plan.no_negative_zero:
+        out += 0.0                                    # -0 + +0 is +0 under RNE
+    return out.reshape(x.shape)
 
 def run(plan, reader, sink=None):
     """Round the input of ``reader`` chunk by chunk: into a new float64 array of its
