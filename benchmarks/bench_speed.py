@@ -63,7 +63,8 @@ def reductions(quick):
     for label, call, data, limit in cases:
         if label.startswith("cumsum") and not hasattr(lp, "cumsum"):
             continue
-        r, t, _ = ratio(call, lambda data=data: np.cumsum(data), rounds=3, inner=1)
+        r, t, _ = ratio(call, lambda data=data: np.cumsum(data), rounds=3, inner=1,
+                        baseline_inner=10)
         print(row(f"{label} ({t * 1e3:.0f} ms, {t / n * 1e9:.0f} ns/term)", r,
                   None if quick else limit))
 
@@ -109,7 +110,7 @@ def matmuls(quick):
             a = lp.round(rng.standard_normal((n, n)), fmt)
             b = lp.round(rng.standard_normal((n, n)), fmt)
             r, t, _ = ratio(lambda: lp.matmul(a, b, model=model, in_fmt=fmt),
-                            lambda: a @ b, rounds=3, inner=1)
+                            lambda: a @ b, rounds=3, inner=1, baseline_inner=10)
             print(row(f"{model} model, {fmt.upper()} inputs, {n}^3 ({t * 1e3:.0f} ms, "
                       f"{t / n**3 * 1e9:.2f} ns/MAC)", r, None if quick else limit, width=52))
 
@@ -165,7 +166,7 @@ def training(quick):
                     p = numpy_step(params, x32, onehot, 0.02)
                     numpy_step(p, x32, onehot, 0.02)
 
-                r, t, base = ratio(emulated, numpy_steps, rounds=5, inner=1)
+                r, t, base = ratio(emulated, numpy_steps, rounds=5, inner=1, baseline_inner=10)
                 print(row(f"{name} ({t / 2 * 1e3:.1f} ms per step, NumPy {base / 2 * 1e3:.2f} ms)",
                           r, None if quick else limits.get(name), width=52)
                       + f"   {_matmul_share(emulated):.0%} in lp.matmul")

@@ -21,15 +21,16 @@ def best_time(fn, inner=3):
     return best
 
 
-def ratio(candidate, baseline, rounds=5, inner=3):
+def ratio(candidate, baseline, rounds=5, inner=3, baseline_inner=None):
     """Best time(candidate) / best time(baseline) over interleaved rounds; also the
-    two best times."""
+    two best times. ``baseline_inner`` (default ``inner``): more tries per round for
+    a baseline much cheaper than the candidate, whose best time is the noisier."""
     candidate()
     baseline()  # warm up both (allocations, caches, lazy imports)
     tc, tb = [], []
     for _ in range(rounds):
         tc.append(best_time(candidate, inner))
-        tb.append(best_time(baseline, inner))
+        tb.append(best_time(baseline, inner if baseline_inner is None else baseline_inner))
     return min(tc) / min(tb), min(tc), min(tb)
 
 

@@ -23,6 +23,13 @@ __all__ = ["add", "sub", "mul", "div", "sqrt", "fma", "on_values"]
 
 def _elementwise(kernel, operands, fmt, mode, rng, subnormals, saturate, plain=None):
     plan = operation_plan(fmt, mode, rng, subnormals, saturate)
+    x = operands[0]
+    if (type(x) is np.ndarray and x.ndim == 1 and x.dtype == np.float64
+            and x.flags.c_contiguous
+            and all(type(y) is np.ndarray and y.shape == x.shape and y.dtype == np.float64
+                    and y.flags.c_contiguous for y in operands[1:])):
+        # Contiguous float64 vectors of one shape (a Tensor's values): nothing to broadcast.
+        return apply(plan, kernel, list(operands), x.size, plain=plain)
     flat, shape, scalar = broadcast_operands(*operands)
     out = apply(plan, kernel, flat, math.prod(shape), plain=plain)
     if scalar:
