@@ -61,18 +61,23 @@ def _fp32_adversarial(rng):
     return np.concatenate(values)
 
 
+def _spy(monkeypatch, where, name, original):
+    """Replace ``where.name`` by ``original`` that also records, per call, whether it
+    settled the chunk (returned something other than None); returns the record."""
+    settled = []
+
+    def spy(*args):
+        result = original(*args)
+        settled.append(result is not None)
+        return result
+    monkeypatch.setattr(where, name, spy)
+    return settled
+
+
 @pytest.fixture
 def native_calls(monkeypatch):
-    """How many chunks `_round_native` rounded (it returned a result, not None)."""
-    taken = []
-    original = kernel._round_native
-
-    def spy(x, out):
-        top = original(x, out)
-        taken.append(top is not None)
-        return top
-    monkeypatch.setattr(kernel, "_round_native", spy)
-    return taken
+    """Per chunk `_round_native` saw, whether it rounded it (returned a result)."""
+    return _spy(monkeypatch, kernel, "_round_native", kernel._round_native)
 
 
 def _general(monkeypatch, fn):
@@ -214,14 +219,7 @@ def test_small_operations_take_the_small_route(fmt, plain_calls, monkeypatch):
         s = _specials(fmt)
         a = np.concatenate([lp.round(rng.standard_normal(3000), fmt), np.repeat(s, s.size)])
         b = np.concatenate([lp.round(rng.standard_normal(3000) * 2.0**-6, fmt), np.tile(s, s.size)])
-    small = []
-    original = kernel.round_small
-
-    def spy(plan, x):
-        r = original(plan, x)
-        small.append(r is not None)
-        return r
-    monkeypatch.setattr(driver, "round_small", spy)
+    small = _spy(monkeypatch, driver, "round_small", kernel.round_small)
     for size in (1, 10, 1000):
         for i in range(0, min(a.size, 40 * size), size):
             x, y = a[i:i + size], b[i:i + size]
