@@ -22,6 +22,7 @@ import pytest
 import lowprec as lp
 import lowprec.arith.driver as driver
 import lowprec.arith.elementwise as elementwise
+import lowprec.arith.reductions as reductions
 import lowprec.engine.kernel as kernel
 from helpers import assert_same
 from lowprec import testing as lpt
@@ -269,3 +270,47 @@ def test_ignore_restores_the_callers_error_state_and_has_a_fallback(monkeypatch)
     with np.errstate(all="raise"):
         r = (t - t).values, (t / lp.tensor([0.0, 0.0], "bf16")).values
     assert np.isnan(r[0][0]) and r[0][1] == 0 and np.isinf(r[1][0]) and np.isnan(r[1][1])
+
+
+# -- pairwise sums: the levels of sums add values of the format ----------------------------
+
+def _pairwise_oracle(x, fmt):
+    """The pairwise order of `lp.sum` on Fractions (two terms or more), each sum
+    rounded by the oracle."""
+    level, carry = [Fraction(v) for v in x], None
+    while len(level) + (carry is not None) > 1:
+        k = len(level) // 2
+        pairs = [Fraction(lpt.reference_round(level[2 * i] + level[2 * i + 1], fmt))
+                 for i in range(k)]
+        if len(level) % 2 and carry is None:
+            carry = level[-1]
+        elif len(level) % 2:
+            pairs.append(Fraction(lpt.reference_round(level[-1] + carry, fmt)))
+            carry = None
+        level = pairs
+    return float(level[0])
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "bf16", "e4m3"])
+@pytest.mark.parametrize("n", [2, 7, 10, 33, 5000])
+def test_pairwise_sum_levels_of_sums_use_float64s_sum(fmt, n, monkeypatch):
+    rng = np.random.default_rng(n)
+    f = lp.format(fmt)
+    # Terms not in the format (the first level keeps the kernel), and ties at every level.
+    x = np.concatenate([rng.standard_normal(n // 2), np.full(n - n // 2, 1 + 2.0**-(f.p + 1))])
+    rng.shuffle(x)
+    calls = []
+    original = reductions.apply
+
+    def spy(*args, plain=None, **kwargs):
+        calls.append(plain is not None)
+        return original(*args, plain=plain, **kwargs)
+    with monkeypatch.context() as m:
+        m.setattr(reductions, "apply", spy)
+        got = lp.sum(x, fmt)
+        assert calls[0] is False and (n <= 2 or any(calls))
+        m.setattr(reductions, "apply", lambda *a, plain=None, **k: original(*a, **k))
+        want = lp.sum(x, fmt)
+    assert_bits(got, want, x)
+    if n <= 33:
+        assert got == _pairwise_oracle(x, fmt)

@@ -38,21 +38,26 @@ def _reduce(plan, x, order):
         return np.zeros(m)
     buffers = Buffers(max(1, min(parallel.CHUNK, m)))
 
-    def step(kernel, *operands):
+    def step(kernel, *operands, rounded=False):
+        # ``rounded``: every operand is a value of the format (a sum this reduction
+        # rounded), so that float64's own sum may stand in (`apply`'s ``plain``).
         return apply(plan, kernel, [np.ascontiguousarray(v).reshape(-1) for v in operands],
-                      operands[0].size, buffers)
+                      operands[0].size, buffers, plain=np.add if rounded else None)
 
     if order == "pairwise":
         # ``carry`` is the odd last term moving up unchanged: a row of x itself (in its
         # own dtype, so never rounded through float64) or a sum of an earlier level.
-        level, carry = x, None
+        level, carry, carry_rounded = x, None, False
         while level.shape[0] + (carry is not None) > 1:
             k = level.shape[0] // 2
-            pairs = step(add_kernel, level[0:2 * k:2], level[1:2 * k:2]).reshape(k, m)
+            sums = level is not x          # a level of sums, not the input
+            pairs = step(add_kernel, level[0:2 * k:2], level[1:2 * k:2],
+                         rounded=sums).reshape(k, m)
             if level.shape[0] % 2 and carry is None:
-                carry = level[-1]
+                carry, carry_rounded = level[-1], sums
             elif level.shape[0] % 2:
-                last = step(add_kernel, level[-1], carry).reshape(1, m)
+                last = step(add_kernel, level[-1], carry,
+                            rounded=sums and carry_rounded).reshape(1, m)
                 pairs, carry = np.concatenate([pairs, last]), None
             level = pairs
         return step(copy_kernel, level[0]) if n == 1 else level[0]
