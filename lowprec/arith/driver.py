@@ -107,8 +107,8 @@ def apply(plan, kernel, operands, n, buffers=None, plain=None):
     """Run ``kernel`` chunk by chunk and round its (hi, lo) pairs into a new array.
 
     ``plain`` (a NumPy ufunc, or None): the caller's word that every operand is a
-    value of ``plan.fmt`` and that ``plan.innocuous`` holds; then the chunk's
-    float64 result ``plain(*operands)`` is rounded instead of the kernel's pair
+    value of ``plan.fmt``; where ``plan.innocuous`` holds, the chunk's float64
+    result ``plain(*operands)`` is then rounded instead of the kernel's pair
     (Figueroa's theorem: the same result), unless a `flags()` listens (the kernel
     counts invalid operations).
 

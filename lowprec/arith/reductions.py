@@ -36,7 +36,11 @@ def _reduce(plan, x, order):
     n, m = x.shape
     if n == 0:
         return np.zeros(m)
-    buffers = Buffers(max(1, min(parallel.CHUNK, m)))
+    if order == "sequential":
+        return sequential(plan, x)
+    if order == "kahan":
+        return kahan_sum(plan, x)
+    buffers = Buffers(max(1, min(parallel.CHUNK, m)))   # pairwise: its levels share them
 
     def step(kernel, *operands, rounded=False):
         # ``rounded``: every operand is a value of the format (a sum this reduction
@@ -44,26 +48,22 @@ def _reduce(plan, x, order):
         return apply(plan, kernel, [np.ascontiguousarray(v).reshape(-1) for v in operands],
                       operands[0].size, buffers, plain=np.add if rounded else None)
 
-    if order == "pairwise":
-        # ``carry`` is the odd last term moving up unchanged: a row of x itself (in its
-        # own dtype, so never rounded through float64) or a sum of an earlier level.
-        level, carry, carry_rounded = x, None, False
-        while level.shape[0] + (carry is not None) > 1:
-            k = level.shape[0] // 2
-            sums = level is not x          # a level of sums, not the input
-            pairs = step(add_kernel, level[0:2 * k:2], level[1:2 * k:2],
-                         rounded=sums).reshape(k, m)
-            if level.shape[0] % 2 and carry is None:
-                carry, carry_rounded = level[-1], sums
-            elif level.shape[0] % 2:
-                last = step(add_kernel, level[-1], carry,
-                            rounded=sums and carry_rounded).reshape(1, m)
-                pairs, carry = np.concatenate([pairs, last]), None
-            level = pairs
-        return step(copy_kernel, level[0]) if n == 1 else level[0]
-    if order == "sequential":
-        return sequential(plan, x)
-    return kahan_sum(plan, x)
+    # ``carry`` is the odd last term moving up unchanged: a row of x itself (in its
+    # own dtype, so never rounded through float64) or a sum of an earlier level.
+    level, carry, carry_rounded = x, None, False
+    while level.shape[0] + (carry is not None) > 1:
+        k = level.shape[0] // 2
+        sums = level is not x          # a level of sums, not the input
+        pairs = step(add_kernel, level[0:2 * k:2], level[1:2 * k:2],
+                     rounded=sums).reshape(k, m)
+        if level.shape[0] % 2 and carry is None:
+            carry, carry_rounded = level[-1], sums
+        elif level.shape[0] % 2:
+            last = step(add_kernel, level[-1], carry,
+                        rounded=sums and carry_rounded).reshape(1, m)
+            pairs, carry = np.concatenate([pairs, last]), None
+        level = pairs
+    return step(copy_kernel, level[0]) if n == 1 else level[0]
 
 
 def _check_order(order):

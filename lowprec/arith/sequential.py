@@ -148,7 +148,6 @@ class _Rounding:
 
     def __init__(self, plan):
         fmt = plan.fmt
-        self.plan = plan
         self.mode = plan.mode
         self.m = fmt.mantissa_bits
         self.emin, self.emax = fmt.emin, fmt.emax

@@ -23,7 +23,7 @@ from ..formats import FP16, FP32, Format
 from ..rounding import round as _round
 from ..status import quiet
 
-__all__ = ["BlockFMA", "k_spans", "pow2", "round_fp16", "products_fit_float32"]
+__all__ = ["BlockFMA", "k_spans", "pow2", "round_fp16", "products_fit_float32", "products_into"]
 
 _ZERO_EXP = -16000          # exponent of a zero operand: no sum of two reaches any real one
 _FLOOR_EXP = -600           # below every exponent a product or an addend can have
@@ -65,6 +65,13 @@ def _exponents(x, emin, bias=0, unit=1):
 def pow2(e):
     """2.0**e for an integer array with -1022 <= e <= 1023, built from its bits."""
     return ((e.astype(np.int64) + 1023).astype(np.uint64) << np.uint64(52)).view(np.float64)
+
+
+def products_into(x, y, out):
+    """The outer products x * y of (..., rows, 1) and (..., 1, cols) into ``out``:
+    einsum's sum over the one index m is 0 + x * y, which is x * y bit for bit (inf
+    and NaN included) except that a zero product is +0."""
+    return np.einsum("...im,...mj->...ij", x, y, out=out, optimize=False)
 
 
 def round_fp16(s, out=None, work=None):
@@ -345,10 +352,9 @@ class BlockFMA:
             np.copyto(self.scale32, np.minimum(scale, 2.0**127), casting="unsafe")
         else:
             np.copyto(self.scale32, scale, casting="unsafe")   # exact: a power of two
-        # Exact products (they fit float32); einsum's sum over the one index m is
-        # 0 + a * b, twice as fast as NumPy's broadcast multiply here; the sign of a
-        # zero is lost, which the int32 terms lose anyway.
-        np.einsum("kbim,kbmj->kbij", a32, b32, out=t32, optimize=False)
+        # Exact products (they fit float32), twice as fast as NumPy's broadcast
+        # multiply here; the sign of a zero is lost, which the int32 terms lose anyway.
+        products_into(a32, b32, t32)
         np.multiply(t32, self.scale32, out=t32)  # exact, or below 1 (truncated to 0)
         np.copyto(ti[:kk], t32, casting="unsafe")   # float -> int conversion truncates
         tc = np.multiply(c, scale, out=self.tc)  # before self.s, which may be c, is written

@@ -22,7 +22,7 @@ from ..formats import FP16, FP32
 from ..rounding import round as _round
 from ..rounding import round_exact as _round_exact
 from ..status import quiet
-from .blockfma import k_spans, products_fit_float32, round_fp16
+from .blockfma import k_spans, products_fit_float32, products_into, round_fp16
 
 __all__ = ["Sequential"]
 
@@ -38,11 +38,6 @@ _FLOAT32, _CAST, _CHECKED, _EXACT = 0, 1, 2, 3
 _EINSUM_MIN = 4096
 
 
-def _products_into(x, y, out):
-    """The outer products x * y of (..., rows, 1) and (..., 1, cols) into ``out``, for
-    factors that are all nonzero: einsum's sum over the one index m is 0 + x * y, which
-    is x * y bit for bit (inf and NaN included) except that a zero product is +0."""
-    return np.einsum("...im,...mj->...ij", x, y, out=out, optimize=False)
 
 
 class Sequential:
@@ -159,11 +154,11 @@ class Sequential:
             bt = np.ascontiguousarray(np.moveaxis(b[:, span, :], 1, 0))[:, :, None, :]
             how = self._plan(at, bt)
             # Steps whose factors are all nonzero have no zero products, whose signs
-            # `_products_into` may lose.
+            # `products_into` may lose.
             K1 = at.shape[0]
             nonzero = ~((at == 0).reshape(K1, -1).any(axis=1)
                         | (bt == 0).reshape(K1, -1).any(axis=1))
-            mul = [_products_into if x and acc.size >= _EINSUM_MIN else np.multiply
+            mul = [products_into if x and acc.size >= _EINSUM_MIN else np.multiply
                    for x in nonzero]
             # Runs of steps computed the same way.
             edges = np.flatnonzero(np.diff(how)) + 1
