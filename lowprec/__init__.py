@@ -3,7 +3,7 @@
 The public names are re-exported here; the modules are listed in docs/design/DESIGN.md.
 """
 
-from .formats import (BF16, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E4M3FNUZ,
+from .formats import (BF16, E8M0, UE4M3, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E4M3FNUZ,
                       FP8_E5M2, FP8_E5M2FNUZ, FP16, FP32, FP64, NAMED_FORMATS, TF32,
                       Format, finfo, format)
 from .status import Flags, flags
@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Format", "format", "finfo", "NAMED_FORMATS",
     "FP64", "FP32", "TF32", "FP16", "BF16", "FP8_E4M3", "FP8_E5M2", "FP8_E4M3FNUZ",
-    "FP8_E5M2FNUZ", "FP6_E2M3", "FP6_E3M2", "FP4_E2M1",
+    "FP8_E5M2FNUZ", "FP6_E2M3", "FP6_E3M2", "FP4_E2M1", "E8M0", "UE4M3",
     "Flags", "flags", "MODES", "round", "round_exact", "threads", "encode", "decode",
     "fields",
     "add", "sub", "mul", "div", "sqrt", "fma", "sum", "cumsum", "dot",

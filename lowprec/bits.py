@@ -37,10 +37,12 @@ def uint_dtype(fmt: FormatLike) -> np.dtype[np.unsignedinteger[Any]]:
 
 def _canonical_nan(fmt, negative):
     m, E, sign = fmt.mantissa_bits, fmt.exponent_bits, 1 << (fmt.bits - 1)
+    if not fmt.signed:
+        sign, negative = 0, False        # unsigned: the one NaN pattern is all ones
     if fmt.kind == "fnuz":
         return sign                      # 1000...0 is the one NaN, whatever the sign
     if fmt.kind == "fn":
-        code = (1 << (fmt.bits - 1)) - 1  # S.1..1.1..1
+        code = (1 << (E + m)) - 1        # S.1..1.1..1
     else:
         code = ((1 << E) - 1) << m | (1 << (m - 1) if m else 0)  # quiet NaN
     return code | (sign if negative else 0)
@@ -69,6 +71,14 @@ def encode(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
     array([126, 127], dtype=uint8)
     """
     fmt = _format(fmt)
+    if not fmt.signed:       # the scales: `lp.round`'s rules for unsigned formats
+        from .rounding import round as _round
+        r = np.asarray(_round(x, fmt, mode, rng=rng, sr_bits=sr_bits, subnormals=subnormals,
+                              saturate=saturate), dtype=np.float64)
+        flat = np.empty(r.size, uint_dtype(fmt))
+        _encode_chunk(fmt, np.ascontiguousarray(r).reshape(-1), flat)
+        flat = flat.reshape(r.shape)
+        return flat[()] if flat.ndim == 0 else flat
     plan = _plan(fmt, mode, rng=rng, subnormals=subnormals, saturate=saturate, sr_bits=sr_bits)
     reader = read_input(x, "x")
     out = np.empty(reader.size, uint_dtype(fmt))
@@ -98,9 +108,10 @@ def _encode_chunk(fmt, r, out):
         if fmt.has_inf and top >= EXP:          # ±inf: exponent all ones, mantissa 0
             infs = np.flatnonzero(np.isinf(r))
             code[infs] = np.uint64(((1 << fmt.exponent_bits) - 1) << m)
-    sign = np.right_shift(rb, np.uint64(63))
-    np.left_shift(sign, np.uint64(fmt.bits - 1), out=sign)
-    code |= sign
+    if fmt.signed:
+        sign = np.right_shift(rb, np.uint64(63))
+        np.left_shift(sign, np.uint64(fmt.bits - 1), out=sign)
+        code |= sign
     if top > EXP:                              # NaN: the canonical quiet NaN of its sign
         nan = np.flatnonzero(np.isnan(r))
         if nan.size and not fmt.has_nan:
@@ -143,7 +154,7 @@ def fields(bits: ArrayLike, fmt: FormatLike) -> tuple[Any, Any, Any]:
     fmt = _format(fmt)
     b = _check_patterns(bits, fmt)
     m = np.uint64(fmt.mantissa_bits)
-    sign = b >> np.uint64(fmt.bits - 1)
+    sign = b >> np.uint64(fmt.bits - 1) if fmt.signed else b & np.uint64(0)
     exponent = (b >> m) & np.uint64((1 << fmt.exponent_bits) - 1)
     mantissa = b & np.uint64((1 << fmt.mantissa_bits) - 1)
     if b.ndim == 0:
@@ -153,11 +164,11 @@ def fields(bits: ArrayLike, fmt: FormatLike) -> tuple[Any, Any, Any]:
 
 def _decode_formula(b, fmt):
     m = fmt.mantissa_bits
-    sign = (b >> np.uint64(fmt.bits - 1)).astype(bool)
+    sign = (b >> np.uint64(fmt.bits - 1)).astype(bool) & fmt.signed
     top = (1 << fmt.exponent_bits) - 1
     exponent = ((b >> np.uint64(m)) & np.uint64(top)).astype(np.int64)
     mantissa = (b & np.uint64((1 << m) - 1)).astype(np.float64)
-    subnormal = exponent == 0
+    subnormal = (exponent == 0) & fmt.zero     # without zero, code 0 is 2**-bias
     # Exact: an integer of at most m + 1 <= 53 bits times a power of two.
     significand = np.where(subnormal, mantissa, mantissa + 2.0 ** m)
     scale = np.where(subnormal, fmt.emin, exponent - fmt.bias) - m

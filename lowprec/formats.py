@@ -21,7 +21,7 @@ from .engine.checks import is_int
 __all__ = [
     "Format", "format", "finfo", "KINDS", "NAMED_FORMATS",
     "FP64", "FP32", "TF32", "FP16", "BF16", "FP8_E4M3", "FP8_E5M2",
-    "FP8_E4M3FNUZ", "FP8_E5M2FNUZ", "FP6_E2M3", "FP6_E3M2", "FP4_E2M1",
+    "FP8_E4M3FNUZ", "FP8_E5M2FNUZ", "FP6_E2M3", "FP6_E3M2", "FP4_E2M1", "E8M0", "UE4M3",
 ]
 
 #: How a format uses its top exponent code, and whether it has inf, NaN and -0.
@@ -76,6 +76,14 @@ class Format:
         Display name (``str(fmt)``); TypeError unless a str or None. It does not
         take part in equality or hashing: two formats with the same parameters
         are the same format.
+    signed : bool
+        Whether the pattern has a sign bit (True). Unsigned formats (the MX and
+        NVFP4 scales, `E8M0` and `UE4M3`) hold no negative value: rounding a negative
+        value that does not round to zero into one gives NaN.
+    zero : bool
+        Whether exponent code 0 holds zero (and the subnormals). False (`E8M0`):
+        code 0 is the normal number ``2**-bias``, there is no zero and no
+        subnormal, so ``emin = -bias``; needs ``subnormals=False``.
 
     Examples
     --------
@@ -94,6 +102,8 @@ class Format:
     subnormals: bool = True
     kind: str = "ieee"
     name: str | None = field(default=None, compare=False)
+    signed: bool = True
+    zero: bool = True
 
     def __post_init__(self) -> None:
         # NumPy integers become Python ints, so derived constants (math.ldexp) and
@@ -122,6 +132,13 @@ class Format:
         if not isinstance(self.subnormals, (bool, np.bool_)):
             raise TypeError(f"subnormals must be a bool, got {self.subnormals!r}")
         object.__setattr__(self, "subnormals", bool(self.subnormals))
+        for attr in ("signed", "zero"):
+            if not isinstance(getattr(self, attr), (bool, np.bool_)):
+                raise TypeError(f"{attr} must be a bool, got {getattr(self, attr)!r}")
+            object.__setattr__(self, attr, bool(getattr(self, attr)))
+        if not self.zero and self.subnormals:
+            raise ValueError("a format without zero (zero=False) has no subnormals either: "
+                             "give subnormals=False")
         if not isinstance(self.kind, str):
             raise TypeError(f"kind must be a str, one of {sorted(KINDS)}, "
                             f"got {type(self.kind).__name__} {self.kind!r}")
@@ -130,9 +147,13 @@ class Format:
         if self.kind == "ieee" and self.exponent_bits < 2:
             raise ValueError("an 'ieee' format needs exponent_bits >= 2 "
                              "(one code for subnormals, one for inf/NaN)")
-        if self.kind == "fn" and self.mantissa_bits < 1:
+        if self.kind == "fn" and self.mantissa_bits < 1 and self.zero:
             raise ValueError("an 'fn' format needs mantissa_bits >= 1 "
-                             "(its NaN takes the top mantissa code)")
+                             "(its NaN takes the top mantissa code), unless it has no zero "
+                             "(zero=False, as E8M0: then the top exponent code is NaN)")
+        if not self.zero and (self.kind != "fn" or self.signed):
+            raise ValueError("a format without zero must be unsigned (signed=False) and of "
+                             "kind 'fn', as E8M0 is")
         # emin = 1 - bias must lie in [-1022, 0]: float64's smallest normal is 2**-1022,
         # and emin <= 0 keeps the rounding kernel's scalings from underflowing.
         if bias < 1:
@@ -200,15 +221,18 @@ class Format:
     @property
     def emax(self) -> int:
         top, bias = 2 ** self.exponent_bits - 1, cast(int, self.bias)  # int after __post_init__
-        return top - 1 - bias if self.kind == "ieee" else top - bias
+        # An 'fn' format without mantissa bits (E8M0) has only NaN in its top code.
+        full_top_lost = self.kind == "ieee" or (self.kind == "fn" and self.mantissa_bits == 0)
+        return top - 1 - bias if full_top_lost else top - bias
 
     @property
     def emin(self) -> int:
-        return 1 - cast(int, self.bias)   # an int once __post_init__ has run
+        # Code 0 is the exponent 1 - bias's subnormal range, or (no zero) 2**-bias itself.
+        return (1 if self.zero else 0) - cast(int, self.bias)   # an int after __post_init__
 
     @property
     def bits(self) -> int:
-        return 1 + self.exponent_bits + self.mantissa_bits
+        return int(self.signed) + self.exponent_bits + self.mantissa_bits
 
     @property
     def has_inf(self) -> bool:
@@ -222,7 +246,7 @@ class Format:
 
     @property
     def has_negative_zero(self) -> bool:
-        return self.kind != "fnuz"
+        return self.kind != "fnuz" and self.signed and self.zero
 
     @property
     def unit_roundoff(self) -> float:
@@ -263,12 +287,16 @@ class Format:
     @cached_property
     def max(self) -> float:
         # fn formats lose their top mantissa code to NaN.
-        lost = 2 if self.kind == "fn" else 1
+        lost = 2 if self.kind == "fn" and self.mantissa_bits else 1
         return math.ldexp(2 ** self.p - lost, self.emax - self.mantissa_bits)
 
     @property
     def min(self) -> float:
-        return -self.max
+        """The least value: ``-max``; for an unsigned format 0, or (no zero) its least
+        positive value, as ml_dtypes' finfo reports for ``float8_e8m0fnu``."""
+        if self.signed:
+            return -self.max
+        return 0.0 if self.zero else self.smallest_normal
 
     @property
     def smallest_normal(self) -> float:
@@ -279,7 +307,7 @@ class Format:
     @property
     def smallest_subnormal(self) -> float:
         """Smallest positive value (``smallest_normal`` when subnormals are off)."""
-        if not self.subnormals:
+        if not self.subnormals or not self.zero:
             return self.smallest_normal
         return math.ldexp(1.0, self.emin - self.mantissa_bits)
 
@@ -309,6 +337,7 @@ class Format:
         if known:
             return known
         suffix = {"ieee": "", "fn": "fn", "fnuz": "fnuz", "finite": "fn"}[self.kind]
+        suffix += "" if self.signed else "u"     # ml_dtypes: float8_e8m0fnu
         # ml_dtypes spells a bias other than its usual one: float8_e4m3b11fnuz.
         usual = 2 ** (self.exponent_bits - 1) - (0 if self.kind == "fnuz" else 1)
         b = "" if self.bias == usual else f"b{self.bias}"
@@ -383,6 +412,8 @@ class Format:
             return self.name
         extra = "" if self.subnormals else ", subnormals=False"
         extra += "" if self.kind == "ieee" else f", kind={self.kind!r}"
+        extra += "" if self.signed else ", signed=False"
+        extra += "" if self.zero else ", zero=False"
         return f"Format(e={self.exponent_bits}, m={self.mantissa_bits}, bias={self.bias}{extra})"
 
     def __repr__(self) -> str:
@@ -399,6 +430,8 @@ class Format:
         if self.name is not None and NAMED_FORMATS.get(self.name) == self:
             return f"lp.{self.name}"
         name = "" if self.name is None else f", name={self.name!r}"
+        name += "" if self.signed else ", signed=False"
+        name += "" if self.zero else ", zero=False"
         return (f"lp.Format(exponent_bits={self.exponent_bits}, mantissa_bits="
                 f"{self.mantissa_bits}, bias={self.bias}, subnormals={self.subnormals}, "
                 f"kind={self.kind!r}{name})")
@@ -416,13 +449,19 @@ FP8_E5M2FNUZ = Format(5, 2, bias=16, kind="fnuz", name="FP8_E5M2FNUZ")
 FP6_E2M3 = Format(2, 3, kind="finite", name="FP6_E2M3")
 FP6_E3M2 = Format(3, 2, kind="finite", name="FP6_E3M2")
 FP4_E2M1 = Format(2, 1, kind="finite", name="FP4_E2M1")
+# The scales of block-scaled formats. E8M0: OCP Microscaling Formats (MX) v1.0 §5.4.1,
+# ml_dtypes' float8_e8m0fnu (2**(code - 127), 0xFF NaN, no zero, no sign). UE4M3: the
+# NVFP4 block scale, E4M3 without its sign bit (0x7F NaN; NVIDIA PTX ISA, block scaling).
+E8M0 = Format(8, 0, bias=127, subnormals=False, kind="fn", signed=False, zero=False,
+              name="E8M0")
+UE4M3 = Format(4, 3, kind="fn", signed=False, name="UE4M3")
 
 _NUMPY_NAMES = {FP64: "float64", FP32: "float32", FP16: "float16", BF16: "bfloat16"}
 
 # The formats below all have a name: mypy reads ``f.name`` as ``str | None``.
 NAMED_FORMATS: dict[str, Format] = {f.name: f for f in (  # type: ignore[misc]
     FP64, FP32, TF32, FP16, BF16, FP8_E4M3, FP8_E5M2, FP8_E4M3FNUZ, FP8_E5M2FNUZ,
-    FP6_E2M3, FP6_E3M2, FP4_E2M1)}
+    FP6_E2M3, FP6_E3M2, FP4_E2M1, E8M0, UE4M3)}
 
 _ALIASES = {
     FP64: ("fp64", "float64", "double", "binary64"),
@@ -437,6 +476,8 @@ _ALIASES = {
     FP6_E2M3: ("e2m3", "fp6", "float6_e2m3fn"),
     FP6_E3M2: ("e3m2", "float6_e3m2fn"),
     FP4_E2M1: ("e2m1", "fp4", "float4_e2m1fn"),
+    E8M0: ("e8m0", "ue8m0", "float8_e8m0fnu", "e8m0fnu"),
+    UE4M3: ("ue4m3",),
 }
 # ml_dtypes types with no module constant: each decodes, all 256 patterns, exactly as
 # the format it maps to (tests/test_formats.py checks this against ml_dtypes).
@@ -466,9 +507,9 @@ def format(spec: FormatLike) -> Format:  # noqa: A001 - the contract's name
     >>> lp.format("fp12")
     Traceback (most recent call last):
     ...
-    ValueError: unknown format 'fp12'; valid names: BF16, FP16, FP32, FP4_E2M1, FP64,
-    FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E4M3FNUZ, FP8_E5M2, FP8_E5M2FNUZ, TF32 (and aliases
-    such as 'fp16', 'bfloat16', 'e4m3', ml_dtypes names)
+    ValueError: unknown format 'fp12'; valid names: BF16, E8M0, FP16, FP32, FP4_E2M1,
+    FP64, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E4M3FNUZ, FP8_E5M2, FP8_E5M2FNUZ, TF32, UE4M3
+    (and aliases such as 'fp16', 'bfloat16', 'e4m3', ml_dtypes names)
     """
     if isinstance(spec, Format):
         return spec

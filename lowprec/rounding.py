@@ -17,7 +17,9 @@ from .engine.inputs import float64_operand, read_input
 from .engine.kernel import finish, round_small, run
 from .engine.parallel import CHUNK, WORK_BUFFERS, WORK_BYTES, threads
 from .engine.plan import plan
-from .formats import FormatLike
+from .engine.unsigned import settle, twin
+from .formats import Format, FormatLike
+from .formats import format as _format
 from .status import recording
 
 __all__ = ["round", "round_exact", "threads", "MODES", "CHUNK", "WORK_BUFFERS", "WORK_BYTES"]
@@ -92,6 +94,10 @@ def round(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *,  # noqa: A001
     >>> lp.round(0.3, "fp4", mode="sr", rng=0) in (0.0, 0.5)
     True
     """
+    spec = _format(fmt) if not isinstance(fmt, Format) else fmt
+    if not spec.signed:
+        return _round_unsigned(x, spec, mode, rng=rng, sr_bits=sr_bits,
+                               subnormals=subnormals, saturate=saturate)
     p = plan(fmt, mode, rng=rng, subnormals=subnormals, saturate=saturate, sr_bits=sr_bits)
     if (type(x) is np.ndarray and x.dtype == np.float64 and x.flags.c_contiguous
             and recording() is None):
@@ -99,6 +105,18 @@ def round(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *,  # noqa: A001
         if out is not None:
             return out[()] if out.ndim == 0 else out
     out = run(p, read_input(x, "x"))
+    return out[()] if out.ndim == 0 else out
+
+
+def _round_unsigned(x, fmt, mode, **options):
+    """`round` into an unsigned format: through its signed twin, then its own rules
+    (`engine.unsigned`); the flags are the twin's rounding's."""
+    r = round(x, twin(fmt), mode, **options)
+    zero_in: np.ndarray | bool = False
+    if not fmt.zero:
+        with np.errstate(all="ignore"):
+            zero_in = np.asarray(x, dtype=np.float64) == 0    # read: x was read above
+    out = settle(r, zero_in, fmt, bool(options["saturate"]))
     return out[()] if out.ndim == 0 else out
 
 

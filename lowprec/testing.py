@@ -134,7 +134,7 @@ def representable_values(fmt: FormatLike) -> list[float]:
     fmt = _format(fmt)
     if fmt.bits > 16:
         raise ValueError("only formats of 16 bits or fewer are enumerated")
-    out = {0.0}
+    out = {0.0} if fmt.zero else set()
     for k in range(1, 2 ** fmt.mantissa_bits):
         if fmt.subnormals:
             out.add(math.ldexp(k, fmt.emin - fmt.mantissa_bits))

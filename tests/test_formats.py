@@ -16,13 +16,14 @@ ORACLE_DTYPES = {
     "FP8_E5M2": ml_dtypes.float8_e5m2, "FP8_E4M3FNUZ": ml_dtypes.float8_e4m3fnuz,
     "FP8_E5M2FNUZ": ml_dtypes.float8_e5m2fnuz, "FP6_E2M3": ml_dtypes.float6_e2m3fn,
     "FP6_E3M2": ml_dtypes.float6_e3m2fn, "FP4_E2M1": ml_dtypes.float4_e2m1fn,
+    "E8M0": ml_dtypes.float8_e8m0fnu,
 }
 ALL = list(lp.NAMED_FORMATS.values())
 
 
-def test_twelve_named_formats():
-    assert len(lp.NAMED_FORMATS) == 12
-    assert set(ORACLE_DTYPES) | {"TF32"} == set(lp.NAMED_FORMATS)
+def test_fourteen_named_formats():
+    assert len(lp.NAMED_FORMATS) == 14
+    assert set(ORACLE_DTYPES) | {"TF32", "UE4M3"} == set(lp.NAMED_FORMATS)
 
 
 @pytest.mark.parametrize("name", sorted(ORACLE_DTYPES))
@@ -63,15 +64,20 @@ def test_tf32_from_its_definition():
 
 @pytest.mark.parametrize("fmt", ALL, ids=lambda f: f.name)
 def test_identities(fmt):
-    assert fmt.nmant + fmt.nexp + 1 == fmt.bits
+    assert fmt.nmant + fmt.nexp + fmt.signed == fmt.bits
     assert fmt.eps == 2.0 ** fmt.machep == 2.0 ** (1 - fmt.p)
     assert fmt.unit_roundoff == fmt.eps / 2
-    assert fmt.smallest_subnormal * 2.0 ** fmt.mantissa_bits == fmt.smallest_normal
-    assert fmt.emin == 1 - fmt.bias and fmt.minexp == fmt.emin
+    if fmt.zero:
+        assert fmt.smallest_subnormal * 2.0 ** fmt.mantissa_bits == fmt.smallest_normal
+        assert fmt.emin == 1 - fmt.bias
+    else:   # E8M0: code 0 is 2**-bias, no zero, no subnormal
+        assert fmt.smallest_subnormal == fmt.smallest_normal == fmt.min == 2.0 ** -fmt.bias
+    assert fmt.minexp == fmt.emin
     assert 2 ** fmt.emax <= int(fmt.max) < 2 ** fmt.maxexp
     assert fmt.has_inf == (fmt.kind == "ieee")
     assert fmt.has_nan == (fmt.kind != "finite")
-    assert fmt.has_negative_zero == (fmt.kind != "fnuz")
+    assert fmt.has_negative_zero == (fmt.kind != "fnuz" and fmt.signed)
+    assert (fmt.min == -fmt.max) == fmt.signed
 
 
 def test_frozen_and_hashable():
@@ -374,7 +380,7 @@ def test_bool_parameters_are_refused():
 @pytest.mark.parametrize("spec", [None, 5, 1.5, b"fp16", object()])
 def test_non_specs_raise_type_error_listing_valid_names(spec):
     # np.dtype(None) is float64: None must not silently mean FP64.
-    with pytest.raises(TypeError, match=r"cannot interpret .* valid names: BF16, FP16"):
+    with pytest.raises(TypeError, match=r"cannot interpret .* valid names: BF16, E8M0, FP16"):
         lp.format(spec)
 
 

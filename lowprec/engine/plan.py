@@ -124,6 +124,10 @@ def plan(fmt: FormatLike, mode: str, *, rng: object = None, subnormals: object =
             if found is not None:
                 return found
     fmt = _format(fmt)
+    if not fmt.signed:
+        raise ValueError(f"{fmt.name or fmt.dtype_name} is an unsigned scale format: "
+                         "lp.round, lp.encode and lp.decode take it, arithmetic in it is "
+                         "not defined")
     check_mode(mode)
     check_rng(rng)
     subnormals = check_bool("subnormals", subnormals, optional=True)

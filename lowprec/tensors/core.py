@@ -143,7 +143,7 @@ class Tensor:
         """Convert to another format: one rounding (context mode and rng by default);
         a copy where ``fmt`` holds every value of the Tensor's format and the
         rounding would change nothing (`copy_rounds`)."""
-        fmt = _format(fmt)
+        fmt = _storage_format(fmt)
         if holds(fmt, self._fmt) and copy_rounds(mode, rng):
             return Tensor(self._v.copy(), fmt)
         return Tensor(np.asarray(round_ctx(self._v, fmt, mode, rng)), fmt)
@@ -445,10 +445,21 @@ def tensor(data: ArrayLike | Tensor, fmt: FormatLike | None = None, mode: str | 
                 raise TypeError(f"lp.tensor needs a format for {what}: pass fmt, e.g. "
                                 "lp.tensor(x, 'bf16') (float16, float32 and ml_dtypes "
                                 "arrays name their own)")
-    fmt = _format(fmt)
+    fmt = _storage_format(fmt)
     if isinstance(data, Tensor):
         return data.astype(fmt, mode, rng=rng)
     return Tensor(np.asarray(round_ctx(data, fmt, mode, rng)), fmt)
+
+
+def _storage_format(spec: FormatLike) -> Format:
+    """The format of a Tensor: any format but the unsigned block scales, in which no
+    arithmetic is defined (they live in `lowprec.mx`'s block-scaled arrays)."""
+    fmt = _format(spec)
+    if not fmt.signed:
+        raise ValueError(f"{fmt.name or fmt.dtype_name} is an unsigned scale format: a "
+                         "Tensor cannot hold it (no arithmetic is defined in it); round "
+                         "with lp.round, or use lowprec.mx for block-scaled arrays")
+    return fmt
 
 
 # -- operands -----------------------------------------------------------------------

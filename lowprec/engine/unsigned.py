@@ -1,0 +1,47 @@
+"""Rounding into unsigned formats (the block scales `E8M0` and `UE4M3`).
+
+An unsigned format is rounded into through a signed twin with the same positive values
+(`twin`) and then its own rules (`settle`): a negative value that does not round to
+zero has no value and gives NaN, a zero result is +0, and a format without zero
+(`E8M0`) sends an exact zero to NaN, a positive underflow to its least value and an
+overflow to NaN (to its max with ``saturate``), as ml_dtypes' ``float8_e8m0fnu``
+conversion does. It computes on float64 arrays only and must never hold state.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import numpy as np
+
+from ..formats import Format
+
+__all__ = ["twin", "settle"]
+
+
+def twin(fmt: Format) -> Format:
+    """A signed format whose positive values include every value of ``fmt``, with the
+    same rounding between them: ``fmt`` with a sign bit, or for a format without zero
+    (E8M0) an IEEE format of one more exponent bit (p = 1, so every power of two from
+    ``2**(1 - 2 * bias - 1)`` up is a value and nearer ones round the same way)."""
+    if fmt.zero:
+        return Format(fmt.exponent_bits, fmt.mantissa_bits, fmt.bias,
+                      subnormals=fmt.subnormals, kind=fmt.kind)
+    return Format(fmt.exponent_bits + 1, fmt.mantissa_bits, 2 * cast(int, fmt.bias) + 1,
+                  subnormals=False)
+
+
+def settle(r: np.ndarray, zero_in: np.ndarray | bool, fmt: Format,
+           saturate: bool) -> np.ndarray:
+    """The unsigned format's result from ``r``, the twin's rounding of the input, and
+    ``zero_in``, where the input is exactly zero (used only without zero)."""
+    r = np.array(r, dtype=np.float64)
+    r[r < 0] = np.nan                    # no negative value: not a number of the format
+    r += 0.0                             # -0 -> +0: no sign bit
+    if not fmt.zero:
+        tiny = (r < fmt.smallest_normal) & ~np.asarray(zero_in, dtype=bool)
+        r[tiny] = fmt.smallest_normal                                  # underflow
+        r[r == 0] = np.nan                                             # exact zero
+        big = r > fmt.max
+        r[big] = fmt.max if saturate else np.nan
+    return r
