@@ -5,7 +5,9 @@ obviousness rather than speed and sharing no code with the vectorised kernel: it
 the oracle the kernel is tested against (and is itself checked against MPFR). The
 strategies generate the inputs that break rounding code: exact ties, values next to
 the subnormal boundary and to the overflow threshold. Hypothesis is imported only
-when a strategy is asked for, so this module loads without it.
+when a strategy is asked for, so this module loads without it. `replay` (from
+`lowprec.tensorcore.replay`) checks a matmul model against recorded hardware or
+simulator results, row by row.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from typing import TYPE_CHECKING
 
 from .formats import FormatLike
 from .formats import format as _format
+from .tensorcore.replay import ReplayResult, replay
 
 if TYPE_CHECKING:   # for the annotations only: Hypothesis is imported on use
     from hypothesis.strategies import SearchStrategy
 
 __all__ = ["reference_round", "representable_values", "values", "bit_patterns",
-           "midpoints", "near_overflow", "subnormals"]
+           "midpoints", "near_overflow", "subnormals", "replay", "ReplayResult"]
 
 _NEAREST = {"rne", "rna"}
 

@@ -903,8 +903,9 @@ def test_clear_errors():
 
 
 def test_models_table():
+    from lowprec.tensorcore.catalogue import UNITS  # instruction models: test_instructions
     assert list(lp.MODELS) == ["exact", "fp32", "fp16", "v100", "t4", "a100", "ada", "h100",
-                               "h100-mma", "b200", "b200-mma"]
+                               "h100-mma", "b200", "b200-mma", *UNITS]
     for name, model in lp.MODELS.items():
         assert model.name == name and model.__doc__
     for name in ("v100", "a100", "h100", "b200"):

@@ -238,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "format tables, rounding, bit-level explanations and a demo.")
     parser.add_argument("--version", action="version", version=f"lowprec {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
-                                metavar="{formats,explain,round,demo}")
+                                metavar="{formats,explain,round,demo,replay}")
     p = sub.add_parser("formats", help="the comparison table of all named formats",
                        description="The comparison table of all named formats; with "
                        "NAMEs, the parameter table of each (Format.table()).")
@@ -276,6 +276,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-k", type=_parse_k, default=4096, metavar="K",
                    help="largest K measured: K = 16, 64, 256, ... up to it "
                    "(default: 4096; 16384 at most)")
+    p = sub.add_parser(
+        "replay", help="check a matmul model against recorded results, row by row",
+        description="Replay every row of recorded matrix-unit results (the mma-data layout "
+        "of tests/data/mma, or the Tensor Core measurements of tests/data/tensorcore) "
+        "through a model: the one the file's metadata names, or --model. Prints the "
+        "matched rows and the first mismatches; exit status 1 if a row does not match.")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--model", default=None, help="a name of lp.MODELS (default: from the file)")
+    p.add_argument("--show", type=int, default=5, metavar="N",
+                   help="mismatching rows to print per file (default: 5)")
     return parser
 
 
@@ -378,6 +388,13 @@ def _run(args):
             print(f"{v!r} -> {float(r)!r}")
     elif args.command == "demo":
         _demo(args)
+    elif args.command == "replay":
+        from ..tensorcore.replay import replay
+        results = [replay(f, args.model, max_mismatches=args.show) for f in args.files]
+        for r in results:
+            print(r)
+        return 0 if all(r.ok for r in results) else 1
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -399,7 +416,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:       # --help, and bad arguments (already reported)
         return exc.code  # type: ignore[return-value]  # argparse exits with an int status
     try:
-        _run(args)
+        status = _run(args)
     except BrokenPipeError:
         # The reader left (``lowprec formats | head``): say nothing more, and keep
         # Python's flush of stdout at exit from failing again (Python docs' recipe).
@@ -415,7 +432,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"lowprec: error: {message}", file=sys.stderr)
         return 2
-    return 0
+    return status
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,11 +9,25 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..formats import BF16, FP8_E4M3, FP8_E5M2, FP16, FP32, TF32
+from ..formats import (
+    BF16,
+    E8M0,
+    FP4_E2M1,
+    FP8_E4M3,
+    FP8_E4M3FNUZ,
+    FP8_E5M2,
+    FP8_E5M2FNUZ,
+    FP16,
+    FP32,
+    FP64,
+    TF32,
+    UE4M3,
+)
+from .instructions import Instruction, MatrixUnit
 from .models import Accumulating, Model, TensorCoreModel
 
 __all__ = ["MODELS", "resolve_model", "EXACT", "SEQ_FP32", "SEQ_FP16", "V100", "T4", "A100",
-           "ADA", "H100", "H100_MMA", "B200", "B200_MMA"]
+           "ADA", "H100", "H100_MMA", "B200", "B200_MMA", "UNITS"]
 
 
 _FASI = ("Fasi, Higham, Mikaitis, Pranesh, 'Numerical behavior of NVIDIA tensor cores', "
@@ -166,7 +180,7 @@ def resolve_model(model: str | Model, name: str = "model") -> Model:
     ...
     TypeError: matmul must be a model name (...) or a lp.TensorCoreModel, got int 3
     """
-    if isinstance(model, (TensorCoreModel, Accumulating)):
+    if isinstance(model, (TensorCoreModel, Accumulating, MatrixUnit)):
         return model
     names = ", ".join(MODELS)
     if not isinstance(model, str):
@@ -178,3 +192,173 @@ def resolve_model(model: str | Model, name: str = "model") -> Model:
                          "or a lp.TensorCoreModel")
     return spec
 
+
+
+# -- instruction models (MatrixUnit): MMA-Sim's algorithms, instruction by instruction --
+
+_README = ("the algorithm as the mma-data README describes microsoft/MMA-Sim c785138 "
+           "(arXiv 2511.10909); validated by its vectors, tests/data/mma")
+_NV = (FP16, BF16)
+_F8 = (FP8_E4M3, FP8_E5M2)
+_OUT = (FP32, FP16)
+
+
+def _unit(name, doc, *instructions):
+    return MatrixUnit(name=name, instructions=instructions, doc=doc)
+
+
+_NO_DATA = "MMA-Sim's parameters (mma-data README §5.3); no vectors"
+
+
+def _nv(block, inputs, F, outputs=_OUT, shapes=(), fp32_bits=23,
+        validated="MMA-Sim vectors (tests/data/mma)"):
+    return Instruction("nv-fused", block, inputs, outputs, fraction_bits=F,
+                       fp32_bits=fp32_bits, shapes=shapes, validated=validated)
+
+
+def _block_scaled(shapes_mx, shapes_fp4):
+    return (
+        Instruction("nv-mx", 32, _F8, (FP32,), fraction_bits=25, scales=(E8M0,),
+                    scale_block=32, shapes=shapes_mx,
+                    doc="kind::mxf8f6f4: E8M0 scale exponents folded into the products"),
+        Instruction("nv-fp4", 64, (FP4_E2M1,), (FP32,), fraction_bits=35, scales=(E8M0,),
+                    scale_block=32, shapes=shapes_fp4,
+                    doc="kind::mxf4 (MXFP4: one E8M0 scale per 32)"),
+        Instruction("nv-fp4", 64, (FP4_E2M1,), (FP32,), fraction_bits=35, scales=(UE4M3,),
+                    scale_block=16, shapes=shapes_fp4,
+                    doc="kind::mxf4nvf4 with UE4M3 scales per 16 (NVFP4)"),
+        Instruction("nv-fp4", 64, (FP4_E2M1,), (FP32,), fraction_bits=35, scales=(E8M0,),
+                    scale_block=16, shapes=shapes_fp4,
+                    doc="kind::mxf4nvf4 with E8M0 scales per 16"),
+    )
+
+
+V100_MMA = _unit("v100/mma", f"Volta mma.sync m8n8k4: one fused group of 4, F = 23, RZ to "
+                 f"FP32, RNE to FP16; {_README}.", _nv(4, (FP16,), 23, shapes=("m8n8k4",)))
+T4_MMA = _unit("t4/mma", f"Turing mma.sync m16n8k8 (FP16): one group of 8, F = 24; {_README}.",
+               _nv(8, (FP16,), 24, shapes=("m16n8k8",)))
+A100_MMA = _unit("a100/mma", f"Ampere mma.sync: m16n8k16 FP16/BF16 as two chained groups of 8 "
+                 f"(split-K), m16n8k8 TF32 as two of 4, F = 24; {_README}.",
+                 _nv(8, _NV, 24, shapes=("m16n8k16",)),
+                 _nv(4, (TF32,), 24, (FP32,), shapes=("m16n8k8",), validated=_NO_DATA))
+ADA_MMA = _unit("ada/mma", f"Ada mma.sync: FP16/BF16 and TF32 as Ampere; FP8 (E4M3, E5M2) in "
+                f"groups of 16 (m16n8k32 is two, split-K) with F = 13 and FP32 results of 13 "
+                f"fraction bits, RZ ('e8m13', {_DSV3}), RNE to FP16; {_README}.",
+                _nv(16, _F8, 13, shapes=("m16n8k32", "m16n8k16"), fp32_bits=13),
+                _nv(8, _NV, 24, shapes=("m16n8k16",), validated=_NO_DATA),
+                _nv(4, (TF32,), 24, (FP32,), shapes=("m16n8k8",), validated=_NO_DATA))
+H100_MMA_SYNC = _unit("h100/mma", f"Hopper mma.sync FP16/BF16 (m16n8k16) and TF32 (m16n8k8): one "
+                      f"group of k, F = 25; {_README}. (FP8 mma.sync: the measured 'h100-mma'.)",
+                      _nv(16, _NV, 25, shapes=("m16n8k16",)),
+                      _nv(8, (TF32,), 25, (FP32,), shapes=("m16n8k8",), validated=_NO_DATA))
+H100_WGMMA = _unit("h100/wgmma", f"Hopper wgmma: FP16/BF16 k16 and TF32 k8 with F = 25; FP8 k32 "
+                   f"with F = 13 and 'e8m13' FP32 results (RZ to 13 fraction bits, {_DSV3}), "
+                   f"RNE to FP16; {_README}.",
+                   _nv(16, _NV, 25, shapes=("m64n8k16",)),
+                   _nv(8, (TF32,), 25, (FP32,), shapes=("m64n8k8",)),
+                   _nv(32, _F8, 13, shapes=("m64n8k32",), fp32_bits=13))
+B200_TCGEN05 = _unit("b200/tcgen05", f"Blackwell tcgen05.mma kind::f16 (k16), kind::tf32 (k8), "
+                     f"kind::f8f6f4 with E4M3/E5M2 (k32), and the block-scaled kinds: "
+                     f"kind::mxf8f6f4 (k32, E8M0 per 32, F = 25), kind::mxf4 (k64, E8M0 per "
+                     f"32) and kind::mxf4nvf4 (k64, UE4M3 or E8M0 per 16): sums of 16 FP4 "
+                     f"products exact, F = 35, RZ to FP32; {_README}.",
+                     _nv(16, _NV, 25, shapes=("m64n8k16",)),
+                     _nv(8, (TF32,), 25, (FP32,), shapes=("m64n8k8",)),
+                     _nv(32, _F8, 25, shapes=("m64n8k32",)),
+                     *_block_scaled(("m128n8k32",), ("m128n8k64",)))
+RTX50_MMA = _unit("rtx50/mma", f"RTX Blackwell (sm_120) mma.sync: FP16/BF16 k16, TF32 k8, FP8 "
+                  f"kind::f8f6f4 k16/k32, F = 25 (one group of k), and mma.sync.block_scale "
+                  f"(the block-scaled kinds, as b200/tcgen05); {_README}.",
+                  _nv(16, _NV, 25, shapes=("m16n8k16",)),
+                  _nv(8, (TF32,), 25, (FP32,), shapes=("m16n8k8",), validated=_NO_DATA),
+                  _nv(32, _F8, 25, shapes=("m16n8k32",)),
+                  _nv(16, _F8, 25, shapes=("m16n8k16",)),
+                  *_block_scaled(("m16n8k32",), ("m16n8k64",)))
+
+_FMA32 = Instruction("fma-chain", 1, (FP32,), (FP32,), nan_bits=False,
+                     shapes=("f32_16x16x4f32", "f32_32x32x2f32", "f32_16x16x4_f32",
+                             "f32_32x32x1_2b_f32"))
+_FMA64 = Instruction("fma-chain", 1, (FP64,), (FP64,), nan_bits=False,
+                     shapes=("f64_16x16x4f64", "f64_16x16x4_f64"))
+
+
+def _pairwise(group, inputs, ftz, shapes):
+    return Instruction("pairwise", group, inputs, (FP32,), ftz=ftz, nan_bits=False,
+                       shapes=shapes)
+
+
+MI100_MFMA = _unit("mi100/mfma", f"CDNA1 (MI100) MFMA: FP32 as a chain of FMAs; FP16 in groups "
+                   f"of 4 and BF16 in groups of 2, each product rounded to FP32 and summed as a "
+                   f"balanced FP32 tree; {_README} (its CDNA1/2 FP16 and BF16 sets were made "
+                   "with a one-line adapter, see its §7). MATLAB-tensor-core's MI100 model "
+                   "rounds each group once instead; no hardware data settles it.",
+                   _FMA32,
+                   _pairwise(4, (FP16,), False, ("f32_32x32x8f16", "f32_16x16x16f16",
+                                                 "f32_4x4x4f16")),
+                   _pairwise(2, (BF16,), False, ("f32_32x32x4bf16", "f32_16x16x8bf16",
+                                                 "f32_4x4x2bf16")))
+MI200_MFMA = _unit("mi200/mfma", f"CDNA2 (MI200) MFMA: FP64/FP32 as chains of FMAs; FP16 and "
+                   f"BF16 (bf16_1k) in groups of 4, BF16 (non-1k) in groups of 2, as CDNA1 but "
+                   f"flushing subnormal inputs, c, tree nodes and accumulators to zero; {_README}.",
+                   _FMA32, _FMA64,
+                   _pairwise(4, (FP16,), True, ("f32_32x32x8f16", "f32_16x16x16f16",
+                                                "f32_4x4x4f16")),
+                   _pairwise(4, (BF16,), True, ("f32_32x32x8bf16_1k", "f32_16x16x16bf16_1k",
+                                                "f32_4x4x4bf16_1k")),
+                   _pairwise(2, (BF16,), True, ("f32_32x32x4bf16", "f32_16x16x8bf16",
+                                                "f32_4x4x2bf16")))
+MI300_MFMA = _unit("mi300/mfma", f"CDNA3 (MI300) MFMA: FP64/FP32 as chains of FMAs; XF32 "
+                   f"(TF32-truncated inputs) in groups of 4 and FP16/BF16 in groups of min(8, k): "
+                   f"products truncated to 24 bits below their largest exponent, aligned with c "
+                   f"rounding toward minus infinity (31 and 24 bits), RNE to FP32; FP8/BF8 "
+                   f"(FNUZ) in groups of 16, even and odd k apart, a c more than 25 binades "
+                   f"below dropped; {_README}.",
+                   _FMA32, _FMA64,
+                   Instruction("amd-fused", 8, _NV, (FP32,), nan_bits=False,
+                               shapes=("f32_32x32x8_f16", "f32_16x16x16_f16",
+                                       "f32_32x32x8_bf16", "f32_16x16x16_bf16")),
+                   Instruction("amd-fused", 4, (TF32,), (FP32,), nan_bits=False,
+                               shapes=("f32_16x16x8_xf32", "f32_32x32x4_xf32")),
+                   Instruction("amd-fp8", 16, (FP8_E4M3FNUZ, FP8_E5M2FNUZ), (FP32,),
+                               nan_bits=False,
+                               shapes=("f32_16x16x32_fp8_fp8", "f32_32x32x16_fp8_fp8")),
+                   Instruction("amd-fused", 4, _NV, (FP32,), nan_bits=False,
+                               shapes=("f32_4x4x4_16b_f16", "f32_32x32x4_2b_f16",
+                                       "f32_4x4x4_16b_bf16", "f32_32x32x4_2b_bf16")))
+
+#: The instruction models, by name (each also in `MODELS`).
+UNITS: dict[str, MatrixUnit] = {u.name: u for u in (
+    V100_MMA, T4_MMA, A100_MMA, ADA_MMA, H100_MMA_SYNC, H100_WGMMA, B200_TCGEN05, RTX50_MMA,
+    MI100_MFMA, MI200_MFMA, MI300_MFMA)}
+MODELS.update(UNITS)
+
+
+def unit_table() -> str:
+    """The Markdown table of every instruction model (docs/tensor-cores.md prints it;
+    a test holds the page equal to it): unit, ISA shapes, formats, group, fraction
+    bits, output rounding, scales, and what validates it.
+
+    Examples
+    --------
+    >>> unit_table().splitlines()[2].split(" | ")[:6]
+    ['| `v100/mma`', 'nv-fused', 'm8n8k4', 'FP16', '4', '23']
+    """
+    head = ("| model | algorithm | instructions | inputs | group | F | FP32 out | FP16 out | "
+            "scales | validated by |")
+    rows = [head, "|" + " --- |" * 10]
+    for name, unit in UNITS.items():
+        for ins in unit.instructions:
+            nv = ins.algorithm.startswith("nv")
+            fp32 = ("RZ, 13 bits (e8m13)" if ins.fp32_bits == 13 else "RZ") if nv else (
+                "IEEE FMA, RNE" if ins.algorithm == "fma-chain" else "RNE")
+            fp16 = "RNE" if FP16 in ins.outputs else "-"
+            scales = (f"{', '.join(f.name or '' for f in ins.scales)} / {ins.scale_block}"
+                      if ins.scales else "-")
+            F = str(ins.fraction_bits) if nv else ("24, then 31 / 24 (floor)"
+                                                   if ins.algorithm.startswith("amd") else "-")
+            if ins.ftz:
+                fp32 += ", FTZ"
+            rows.append(f"| `{name}` | {ins.algorithm} | {', '.join(ins.shapes) or '-'} | "
+                        f"{', '.join(f.name or '' for f in ins.inputs)} | {ins.block} | {F} | "
+                        f"{fp32} | {fp16} | {scales} | {ins.validated} |")
+    return "\n".join(rows)

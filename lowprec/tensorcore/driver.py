@@ -24,6 +24,7 @@ from ..status import record, recording
 from .blockfma import BlockFMA
 from .catalogue import resolve_model
 from .exact import Exact
+from .instructions import Instruction, InstructionKernel
 from .models import Model, TensorCoreModel
 from .sequential import Sequential
 
@@ -269,9 +270,11 @@ def matmul(a: ArrayLike, b: ArrayLike, *, model: str | Model = "fp32",
             cv = np.expand_dims(cv, tuple(squeeze)) if cv.ndim else cv
     cv = np.broadcast_to(cv, shape)
 
-    kernel: BlockFMA | Exact | Sequential
+    kernel: BlockFMA | Exact | Sequential | InstructionKernel
     if isinstance(params, TensorCoreModel):
         kernel = BlockFMA(params, fmt, out, MEMORY_BOUND)
+    elif isinstance(params, Instruction):
+        kernel = InstructionKernel(params, fmt, out, MEMORY_BOUND)
     elif params.accumulator is None:
         kernel = Exact(fmt, out, MEMORY_BOUND)
     else:

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
 from ..engine.checks import check_bool, check_int
 from ..formats import BF16, FP8_E4M3, FP8_E5M2, FP16, FP32, TF32, Format, FormatLike
 from ..formats import format as _format
+
+if TYPE_CHECKING:
+    from .instructions import MatrixUnit
 
 __all__ = ["TensorCoreModel", "Accumulating", "Model"]
 
@@ -258,4 +261,4 @@ class Accumulating:
         return FP16 if self.accumulator == FP16 else FP32
 
 #: A model object: a `TensorCoreModel` or one of the accumulation models of `MODELS`.
-Model: TypeAlias = "TensorCoreModel | Accumulating"
+Model: TypeAlias = "TensorCoreModel | Accumulating | MatrixUnit"

@@ -1,0 +1,251 @@
+"""Instruction models of matrix units: one instruction's arithmetic, by its parameters.
+
+An `Instruction` is one matrix-multiply-accumulate instruction of one architecture
+for one family of input formats (``kind::f16`` of ``tcgen05``, CDNA3's FP8 MFMA, ...):
+the algorithm its dot products follow (`ALGORITHMS`), the products one fused group
+takes (``block``), the fraction bits it keeps, its block scales. A `MatrixUnit`
+gathers the instructions of one unit under one name of `lp.MODELS`
+(``"b200/tcgen05"``, ``"mi300/mfma"``) and picks the instruction for an input format.
+A K longer than ``block`` chains groups in increasing K order, each result (rounded
+to the output format) the addend of the next, as the hardware chains instructions.
+The kernels are in `fused`; this module only says what each instruction does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..engine.checks import check_bool, check_int
+from ..formats import FP16, FP32, FP64, TF32, Format, FormatLike
+from ..formats import format as _format
+from . import fused
+
+__all__ = ["Instruction", "MatrixUnit", "ALGORITHMS"]
+
+#: The algorithms, as the mma-data README (tests/data/mma/README.md) and the ISA
+#: documents describe them.
+ALGORITHMS = {
+    "nv-fused": "NVIDIA fused dot-add (README §5.2): exact unnormalised products and c "
+                "truncated to F bits below the largest exponent, one rounding",
+    "nv-mx": "NVIDIA block-scaled dot-add of 32 with E8M0 scales (README §5.4): the "
+             "scale exponents join the products', then as nv-fused",
+    "nv-fp4": "NVIDIA block-scaled FP4 of 64 (README §5.5): exact sums of 16, each a term "
+              "whose exponent is its scales', F = 35, truncated FP32 result",
+    "fma-chain": "a chain of IEEE fused multiply-adds in the output format (README §6.1)",
+    "pairwise": "products rounded to FP32, a balanced tree of FP32 additions per group, "
+                "then acc + group (README §6.2)",
+    "amd-fused": "CDNA3 fused dot-add: products truncated to 24 bits, then aligned with c "
+                 "rounding toward minus infinity, RNE to FP32 (README §6.3)",
+    "amd-fp8": "CDNA3 FP8 fused dot-add of 16: even and odd k apart, then as amd-fused, "
+               "a far smaller c dropped (README §6.4)",
+}
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """One matrix-unit instruction's arithmetic (see `ALGORITHMS`).
+
+    Parameters
+    ----------
+    algorithm : str
+        A key of `ALGORITHMS`.
+    block : int
+        Products of one fused group; a longer K chains groups, each result rounded to
+        the output format and added as the next group's c (Ampere's ``m16n8k16`` is two
+        groups of 8).
+    inputs : tuple of Format
+        Input formats (A and B may mix them: E4M3 with E5M2).
+    outputs : tuple of Format
+        Output formats; c is a value of the output format.
+    fraction_bits : int
+        F, the bits kept below the reference exponent (nv-* algorithms).
+    fp32_bits : int
+        Fraction bits of an FP32 result (13: "e8m13", the FP8 paths of Ada ``mma`` and
+        Hopper ``wgmma``).
+    scales : tuple of Format
+        Scale formats of a block-scaled instruction (E8M0, UE4M3).
+    scale_block : int or None
+        Elements per scale (32 or 16) for block-scaled instructions.
+    ftz : bool
+        CDNA2's flush of subnormal inputs, c and partial sums to zero.
+    nan_bits : bool
+        NaN results are NVIDIA's one pattern (0x7FFFFFFF, 0x7FFF); otherwise only
+        NaN-ness is defined (AMD's patterns come from the host's arithmetic).
+    shapes : tuple of str
+        The ISA instructions it stands for (``"m16n8k16"``, ``"f32_32x32x8_f16"``).
+    validated : str
+        What validates it (docs/tensor-cores.md prints it).
+    """
+
+    algorithm: str
+    block: int
+    inputs: tuple
+    outputs: tuple = (FP32,)
+    fraction_bits: int = 25
+    fp32_bits: int = 23
+    scales: tuple = ()
+    scale_block: int | None = None
+    ftz: bool = False
+    nan_bits: bool = True
+    shapes: tuple = ()
+    validated: str = field(default="MMA-Sim vectors (tests/data/mma)", compare=False)
+    doc: str = field(default="", compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {sorted(ALGORITHMS)}, got "
+                             f"{self.algorithm!r}")
+        for attr in ("block", "fraction_bits", "fp32_bits"):
+            object.__setattr__(self, attr, check_int(attr, getattr(self, attr), minimum=1))
+        for attr in ("ftz", "nan_bits"):
+            object.__setattr__(self, attr, check_bool(attr, getattr(self, attr)))
+        for attr in ("inputs", "outputs", "scales"):
+            object.__setattr__(self, attr, tuple(_format(f) for f in getattr(self, attr)))
+
+    def out_mode(self, out: Format) -> str:
+        """How an NVIDIA group rounds into ``out``: "f16", "f32" or "e8m13"."""
+        if out == FP16:
+            return "f16"
+        return "e8m13" if self.fp32_bits == 13 else "f32"
+
+    def dot(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, fa: Format, fb: Format,
+            out: Format, sa: np.ndarray | None = None,
+            sb: np.ndarray | None = None) -> np.ndarray:
+        """The instruction's outputs for rows of (n, K) operand values, c of shape (n,)
+        and, block-scaled, scale values of shape (n, K / scale_block); K a multiple of
+        ``block``. float64 values of ``out`` (NaN for NaN results)."""
+        if fa == TF32:
+            a = fused.truncate_tf32(a)
+        if fb == TF32:
+            b = fused.truncate_tf32(b)
+        d = np.asarray(c, dtype=np.float64)
+        K, k = a.shape[1], self.block
+        for j in range(0, K, k):
+            aj, bj = a[:, j:j + k], b[:, j:j + k]
+            d = self._group(aj, bj, d, fa, fb, out, sa, sb, j)
+        return d
+
+    def _group(self, a, b, c, fa, fb, out, sa, sb, j):
+        alg = self.algorithm
+        if alg == "nv-fused":
+            return fused.nv_fused(a, b, c, fa, fb, out, self.fraction_bits, self.out_mode(out))
+        if alg == "nv-mx":
+            sb_, n = self.scale_block, a.shape[1]
+            per = lambda s: np.repeat(s[:, j // sb_:(j + n) // sb_], sb_, axis=1)  # noqa: E731
+            return fused.nv_fused(a, b, c, fa, fb, out, self.fraction_bits,
+                                  self.out_mode(out), per(sa), per(sb))
+        if alg == "nv-fp4":
+            sb_, n = self.scale_block, a.shape[1]
+            reps = sb_ // 16
+            per = lambda s: np.repeat(s[:, j // sb_:(j + n) // sb_], reps, axis=1)  # noqa: E731
+            return fused.nv_block_fp4(a, b, c, per(sa), per(sb), self.scales[0],
+                                      self.fraction_bits)
+        if alg == "fma-chain":
+            return fused.fma_chain(a, b, c, out)
+        if alg == "pairwise":
+            return fused.pairwise(a, b, c, self.block, self.ftz, fa)
+        if alg == "amd-fused":
+            return fused.amd_fused(a, b, c, fa, fb)
+        return fused.amd_fp8(a, b, c, fa, fb)
+
+
+@dataclass(frozen=True)
+class MatrixUnit:
+    """The instructions of one matrix unit, under one name of `lp.MODELS`.
+
+    ``for_format(fmt)`` is the first instruction that takes ``fmt`` (what
+    `lp.matmul` uses); `instruction` picks one by formats, shape and scales (what
+    `lowprec.testing.replay` uses).
+    """
+
+    name: str
+    instructions: tuple
+    doc: str = field(default="", compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.doc:
+            object.__setattr__(self, "__doc__", self.doc)
+
+    def for_format(self, fmt: FormatLike) -> Instruction:
+        fmt = _format(fmt)
+        for ins in self.instructions:
+            if fmt in ins.inputs and not ins.scales:
+                return ins
+        takes = sorted({f.name or repr(f) for i in self.instructions if not i.scales
+                        for f in i.inputs})
+        raise ValueError(f"model {self.name!r} does not take {fmt.name or fmt!r} inputs "
+                         f"without block scales; it takes {', '.join(takes) or 'none'} "
+                         "(block-scaled instructions: lowprec.mx)")
+
+    def instruction(self, a: FormatLike, b: FormatLike | None = None, *,
+                    out: FormatLike | None = None, shape: str | None = None,
+                    scale: FormatLike | None = None,
+                    scale_block: int | None = None) -> Instruction:
+        """The instruction for input formats ``a`` and ``b``, output ``out``, ISA shape
+        ``shape`` and block scales (``scale`` format, ``scale_block``); `ValueError`
+        when none fits."""
+        fa = _format(a)
+        fb = fa if b is None else _format(b)
+        fo = None if out is None else _format(out)
+        fs = None if scale is None else _format(scale)
+        fits = [i for i in self.instructions
+                if fa in i.inputs and fb in i.inputs and (fo is None or fo in i.outputs)
+                and bool(i.scales) == (fs is not None)
+                and (fs is None or fs in i.scales)
+                and (scale_block is None or i.scale_block == scale_block)]
+        if shape is not None:
+            named = [i for i in fits if shape in i.shapes]
+            fits = named or fits
+        if not fits:
+            raise ValueError(f"model {self.name!r} has no instruction for {fa.name} x "
+                             f"{fb.name}" + (f" -> {fo.name}" if fo else "")
+                             + (f" with {fs.name} scales" if fs else ""))
+        return fits[0]
+
+    def out_formats(self, fmt: FormatLike) -> tuple[Format, ...]:
+        return self.for_format(fmt).outputs
+
+    def default_out_format(self) -> Format:
+        return FP32 if any(FP32 in i.outputs for i in self.instructions) else FP64
+
+
+class InstructionKernel:
+    """`matmul`'s kernel for an `Instruction`: each chunk's outputs as rows of one
+    group of K at a time (zero-padded to the group, as a tiled kernel pads its last
+    tile), chained in increasing K order."""
+
+    entry_bytes = 8
+
+    def __init__(self, ins: Instruction, fmt: Format, out: Format, memory_bound: int):
+        if ins.scales:
+            raise ValueError("block-scaled instructions take block-scaled operands: "
+                             "use lowprec.mx")
+        self.ins, self.fmt, self.out, self.memory_bound = ins, fmt, out, memory_bound
+        self.k_unit = ins.block
+
+    def target_outputs(self, K: int) -> int:
+        return 1 << 16
+
+    def bytes_per_output(self, K: int) -> int:
+        # Two gathered rows of one group and about eight int64 term arrays of it.
+        return 96 * (self.ins.block + 1) + 64
+
+    def empty(self, c: np.ndarray) -> np.ndarray:
+        return np.array(c, dtype=np.float64)
+
+    def __call__(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        nb, M, K = a.shape
+        N, k = b.shape[-1], self.ins.block
+        d = np.array(c, dtype=np.float64).reshape(-1)
+        for j in range(0, K, k):
+            aj, bj = a[..., j:j + k], np.swapaxes(b[:, j:j + k, :], 1, 2)
+            if aj.shape[-1] < k:
+                pad = k - aj.shape[-1]
+                aj = np.concatenate([aj, np.zeros((nb, M, pad))], axis=-1)
+                bj = np.concatenate([bj, np.zeros((nb, N, pad))], axis=-1)
+            rows_a = np.broadcast_to(aj[:, :, None, :], (nb, M, N, k)).reshape(-1, k)
+            rows_b = np.broadcast_to(bj[:, None, :, :], (nb, M, N, k)).reshape(-1, k)
+            d = self.ins.dot(rows_a, rows_b, d, self.fmt, self.fmt, self.out)
+        return d.reshape(nb, M, N)

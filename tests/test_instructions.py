@@ -1,0 +1,134 @@
+"""Instruction models of matrix units against MMA-Sim's vectors (tests/data/mma) and
+against a step-by-step reference of the fused dot-add written on Fractions."""
+
+import math
+import pathlib
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import lowprec as lp
+from lowprec.teaching.cli import main
+from lowprec.tensorcore.catalogue import UNITS
+
+DATA = pathlib.Path(__file__).parent / "data" / "mma"
+FILES = sorted(DATA.glob("*.npz"))
+
+
+def test_the_vectors_are_all_there():
+    assert len(FILES) == 96
+    assert (DATA / "LICENCE").exists() and (DATA / "README.md").exists()
+    assert sum(np.load(p)["d"].size for p in FILES) == 96 * 4096
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_every_instruction_reproduces_every_row(path):
+    r = lp.testing.replay(path)
+    assert r.total == 4096
+    assert r.ok, str(r)
+
+
+def test_every_unit_is_a_model_and_every_file_has_its_unit():
+    for name, unit in UNITS.items():
+        assert lp.MODELS[name] is unit and unit.__doc__
+    units = {lp.testing.replay(p).model for p in FILES}
+    assert units == set(UNITS)
+
+
+def test_a_wrong_model_is_caught_and_its_rows_decoded():
+    # Volta keeps F = 23 bits in groups of 4, Ampere 24 in groups of 8 (its m16n8k16 is
+    # Turing's k8 twice, so t4/mma would pass): the Ampere rows expose Volta's model.
+    r = lp.testing.replay(DATA / "a100_mma_f16_f16.npz", model="v100/mma", max_mismatches=3)
+    assert 0 < r.matched < r.total and len(r.mismatches) == 3
+    row = r.mismatches[0]
+    assert len(row["a"]) == 16 and row["expected"] != row["got"]
+    assert "rows match" in str(r)
+
+
+def test_replay_reads_the_tensor_core_measurements_too():
+    r = lp.testing.replay(DATA.parent / "tensorcore" / "a100_bf16.npz")
+    assert r.ok and r.total == 5000 and r.model == "a100"
+
+
+def test_the_command_line_replays(capsys):
+    assert main(["replay", str(DATA / "v100_mma_f16_f32.npz")]) == 0
+    assert "4096/4096 rows match" in capsys.readouterr().out
+    assert main(["replay", str(DATA / "a100_mma_f16_f16.npz"), "--model", "v100/mma"]) == 1
+    assert main(["replay", str(DATA / "a100_mma_f16_f16.npz"), "--model", "h100"]) == 2
+
+
+# -- a reference of README §5.2 on Fractions, for matmul's chaining and padding ------
+
+def _split(x, emin):
+    """(s, e) with x = s * 2**e, e = max(floor(log2|x|), emin); a zero gets -126."""
+    if x == 0:
+        return Fraction(0), -126
+    e = max(math.frexp(x)[1] - 1, emin)
+    return Fraction(x) / Fraction(2) ** e, e
+
+
+def _round_fp16(v):
+    return float(lp.round(float(v), "fp16")) if v else 0.0   # exact v: one rounding
+
+
+def nv_reference(a, b, c, block, F, emin_in):
+    """MMA-Sim's NVIDIA fused dot-add, chained over groups of ``block`` (zero-padded),
+    FP16 output, computed term by term on Fractions."""
+    d = c
+    for j in range(0, len(a), block):
+        ga, gb = list(a[j:j + block]), list(b[j:j + block])
+        ga += [0.0] * (block - len(ga))
+        gb += [0.0] * (block - len(gb))
+        terms = []
+        for x, y in zip(ga, gb):
+            (sx, ex), (sy, ey) = _split(x, emin_in), _split(y, emin_in)
+            terms.append((sx * sy, ex + ey))
+        terms.append(_split(d, -14))
+        E = max(e for _, e in terms)
+        total = Fraction(0)
+        for s, e in terms:
+            t = s * Fraction(2) ** (F + e - E)
+            total += math.trunc(t)                       # toward zero, F bits below 2**E
+        d = _round_fp16(total * Fraction(2) ** (E - F))
+    return d
+
+
+@pytest.mark.parametrize("model, block, F", [("a100/mma", 8, 24), ("v100/mma", 4, 23),
+                                             ("b200/tcgen05", 16, 25)])
+def test_matmul_chains_groups_as_the_reference(model, block, F):
+    rng = np.random.default_rng(block)
+    K = 37                                   # not a multiple of any block: padded
+    a = lp.round(rng.standard_normal((4, K)) * 2.0 ** rng.integers(-12, 8, (4, K)), "fp16")
+    b = lp.round(rng.standard_normal((K, 3)) * 2.0 ** rng.integers(-12, 8, (K, 3)), "fp16")
+    a[0, :5] = 0.0
+    c = lp.round(rng.standard_normal((4, 3)), "fp16")
+    d = lp.matmul(a, b, model=model, c=c, in_fmt="fp16", out_fmt="fp16")
+    for i in range(4):
+        for j in range(3):
+            want = nv_reference(a[i].tolist(), b[:, j].tolist(), float(c[i, j]), block, F, -14)
+            assert d[i, j] == want, (i, j)
+
+
+def test_block_scaled_instructions_need_block_scaled_operands():
+    with pytest.raises(ValueError, match="block scales"):
+        lp.matmul(np.ones((2, 64)), np.ones((64, 2)), model="b200/tcgen05", in_fmt="fp4")
+    with pytest.raises(ValueError, match="does not take"):
+        lp.matmul(np.ones((2, 4)), np.ones((4, 2)), model="v100/mma", in_fmt="bf16")
+
+
+def test_instruction_picks_by_shape_and_scales():
+    mi300 = lp.MODELS["mi300/mfma"]
+    assert mi300.instruction("fp16", shape="f32_4x4x4_16b_f16").block == 4
+    assert mi300.instruction("fp16", shape="f32_32x32x8_f16").block == 8
+    b200 = lp.MODELS["b200/tcgen05"]
+    nvfp4 = b200.instruction("fp4", scale="ue4m3", scale_block=16)
+    assert nvfp4.algorithm == "nv-fp4" and nvfp4.fraction_bits == 35
+    with pytest.raises(ValueError, match="no instruction"):
+        b200.instruction("fp4", scale="ue4m3", scale_block=32)
+
+
+def test_the_docs_table_is_the_catalogue():
+    page = (pathlib.Path(__file__).parents[1] / "docs" / "tensor-cores.md").read_text()
+    from lowprec.tensorcore.catalogue import unit_table
+    assert unit_table() in page
