@@ -33,7 +33,7 @@ def test_every_unit_is_a_model_and_every_file_has_its_unit():
     for name, unit in UNITS.items():
         assert lp.MODELS[name] is unit and unit.__doc__
     units = {lp.testing.replay(p).model for p in FILES}
-    assert units == set(UNITS)
+    assert units == set(UNITS) - {"amx/tdpbf16ps"}           # AMX: no vectors
 
 
 def test_a_wrong_model_is_caught_and_its_rows_decoded():
@@ -132,3 +132,64 @@ def test_the_docs_table_is_the_catalogue():
     page = (pathlib.Path(__file__).parents[1] / "docs" / "tensor-cores.md").read_text()
     from lowprec.tensorcore.catalogue import unit_table
     assert unit_table() in page
+
+
+# -- AMX TDPBF16PS against a Fraction reference of the SDM's description ------------
+
+def _rne32(q):
+    """q (a Fraction) rounded to nearest even into FP32, subnormals kept, >= 2**128 inf."""
+    if q == 0:
+        return 0.0
+    m = abs(q)
+    e = m.numerator.bit_length() - m.denominator.bit_length()
+    if Fraction(2) ** e > m:
+        e -= 1                                    # now 2**e <= m < 2**(e + 1)
+    quantum = Fraction(2) ** (max(e, -126) - 23)
+    v = round(m / quantum) * quantum              # Fraction's round: ties to even
+    return math.copysign(math.inf if v >= 2**128 else float(v), q)
+
+
+def amx_reference(a, b, c):
+    daz = lambda x: math.copysign(0.0, x) if abs(x) < 2.0**-126 else x   # noqa: E731
+    ftz = lambda x: math.copysign(0.0, x) if abs(x) < 2.0**-126 else x   # noqa: E731
+    acc = ftz(c)
+    for x, y in zip(a, b):
+        x, y = daz(x), daz(y)
+        exact = Fraction(acc) + Fraction(x) * Fraction(y)
+        r = _rne32(exact)
+        if exact == 0:                            # IEEE: x + y = 0 exactly is +0 (RNE)
+            r = -0.0 if (math.copysign(1, acc) < 0 and math.copysign(1, x * y) < 0) else 0.0
+        acc = ftz(r)
+    return acc
+
+
+def test_amx_tdpbf16ps_against_the_reference():
+    rng = np.random.default_rng(32)
+    n, K = 300, 32
+    a = lp.round(rng.standard_normal((n, K)) * 2.0 ** rng.integers(-140, 60, (n, K)), "bf16")
+    b = lp.round(rng.standard_normal((n, K)) * 2.0 ** rng.integers(-20, 20, (n, K)), "bf16")
+    a[:20] = lp.round(rng.standard_normal((20, K)) * 2.0**-130, "bf16")   # denormals
+    c = lp.round(rng.standard_normal(n) * 2.0 ** rng.integers(-130, 10, n), "fp32")
+    d = lp.matmul(a[:, None, :], b[:, :, None], model="amx/tdpbf16ps", c=c[:, None, None],
+                  in_fmt="bf16")[:, 0, 0]
+    want = np.array([amx_reference(a[i].tolist(), b[i].tolist(), float(c[i])) for i in range(n)])
+    assert np.array_equal(d, want) and np.array_equal(np.signbit(d), np.signbit(want))
+
+
+def test_fp8_promotion_adds_the_partial_sums_in_fp32():
+    rng = np.random.default_rng(128)
+    K = 512
+    a = lp.round(rng.standard_normal((6, K)), "e4m3")
+    b = lp.round(rng.standard_normal((K, 5)), "e4m3")
+    c = lp.round(rng.standard_normal((6, 5)), "fp32")
+    m = lp.MODELS["h100/wgmma"].with_promotion(128)
+    d = lp.matmul(a, b, model=m, c=c, in_fmt="e4m3")
+    # By hand: each 128 products through the unit from 0, added one by one to c in FP32.
+    total = c
+    for j in range(0, K, 128):
+        part = lp.matmul(a[:, j:j + 128], b[j:j + 128], model="h100/wgmma", in_fmt="e4m3")
+        total = lp.add(total, part, "fp32")
+    assert np.array_equal(d, total)
+    assert not np.array_equal(d, lp.matmul(a, b, model="h100/wgmma", c=c, in_fmt="e4m3"))
+    with pytest.raises(ValueError, match="multiple"):
+        lp.MODELS["h100/wgmma"].with_promotion(100)

@@ -326,10 +326,19 @@ MI300_MFMA = _unit("mi300/mfma", f"CDNA3 (MI300) MFMA: FP64/FP32 as chains of FM
                                shapes=("f32_4x4x4_16b_f16", "f32_32x32x4_2b_f16",
                                        "f32_4x4x4_16b_bf16", "f32_32x32x4_2b_bf16")))
 
+AMX_BF16 = _unit("amx/tdpbf16ps", "Intel AMX TDPBF16PS (Sapphire Rapids and later): pairs of "
+                 "BF16 products added to FP32 one product at a time, round to nearest even, "
+                 "denormal inputs read as zero, denormal results flushed, from the "
+                 "instruction's pseudo-code in the Intel SDM (no hardware data; tested "
+                 "against a Fraction reference of that description).",
+                 Instruction("amx-bf16", 2, (BF16,), (FP32,), nan_bits=False,
+                             shapes=("TDPBF16PS",),
+                             validated="Intel SDM pseudo-code; a Fraction reference (tests)"))
+
 #: The instruction models, by name (each also in `MODELS`).
 UNITS: dict[str, MatrixUnit] = {u.name: u for u in (
     V100_MMA, T4_MMA, A100_MMA, ADA_MMA, H100_MMA_SYNC, H100_WGMMA, B200_TCGEN05, RTX50_MMA,
-    MI100_MFMA, MI200_MFMA, MI300_MFMA)}
+    MI100_MFMA, MI200_MFMA, MI300_MFMA, AMX_BF16)}
 MODELS.update(UNITS)
 
 

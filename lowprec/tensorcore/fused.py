@@ -24,9 +24,9 @@ from ..formats import FP16, FP32, Format
 from ..rounding import round as _round
 from ..status import quiet
 
-__all__ = ["decompose", "aligned_sum", "specials", "nv_fused", "nv_block_fp4", "amd_fused",
-           "amd_fp8", "fma_chain", "pairwise", "to_output", "truncate_tf32", "ZERO_EXP",
-           "E8M13"]
+__all__ = ["amx_bf16", "decompose", "aligned_sum", "specials", "nv_fused", "nv_block_fp4",
+           "amd_fused", "amd_fp8", "fma_chain", "pairwise", "to_output", "truncate_tf32",
+           "ZERO_EXP", "E8M13"]
 
 #: The exponent MMA-Sim gives a zero of any format (mma-data README §5.1, §8.1).
 ZERO_EXP = -126
@@ -290,3 +290,18 @@ def _tree(nodes, ftz):
     half = len(nodes) // 2
     s = quiet(_add, _tree(nodes[:half], ftz), _tree(nodes[half:], ftz), FP32)
     return _flush(np.asarray(s, dtype=np.float64), ftz)
+
+
+def amx_bf16(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Intel AMX ``TDPBF16PS`` on one row pair of BF16 elements (Intel SDM, the
+    instruction's pseudo-code): the FP32 accumulator takes the products of each pair
+    2t, 2t + 1 in order, each addition of an exact BF16 product rounded to nearest
+    even in FP32; BF16 denormal inputs are read as zero and denormal FP32 results
+    flushed to zero (sign kept), as the SDM states for this instruction."""
+    a = np.where(np.abs(a) < 2.0**-126, np.copysign(0.0, a), a)
+    b = np.where(np.abs(b) < 2.0**-126, np.copysign(0.0, b), b)
+    d = _flush(np.asarray(c, dtype=np.float64), True)
+    for k in range(a.shape[1]):
+        # A BF16 product (16 bits) is exact in FP32's precision: fma rounds only the sum.
+        d = _flush(np.asarray(quiet(_fma, a[:, k], b[:, k], d, FP32), dtype=np.float64), True)
+    return d

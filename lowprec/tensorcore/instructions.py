@@ -13,13 +13,27 @@ The kernels are in `fused`; this module only says what each instruction does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..arith import add as _add
 from ..engine.checks import check_bool, check_int
-from ..formats import FP16, FP32, FP64, TF32, Format, FormatLike
+from ..formats import (
+    FP8_E4M3,
+    FP8_E4M3FNUZ,
+    FP8_E5M2,
+    FP8_E5M2FNUZ,
+    FP16,
+    FP32,
+    FP64,
+    TF32,
+    Format,
+    FormatLike,
+)
 from ..formats import format as _format
+from ..rounding import round as _round
+from ..status import quiet
 from . import fused
 
 __all__ = ["Instruction", "MatrixUnit", "ALGORITHMS"]
@@ -40,6 +54,8 @@ ALGORITHMS = {
                  "rounding toward minus infinity, RNE to FP32 (README §6.3)",
     "amd-fp8": "CDNA3 FP8 fused dot-add of 16: even and odd k apart, then as amd-fused, "
                "a far smaller c dropped (README §6.4)",
+    "amx-bf16": "Intel AMX TDPBF16PS: each BF16 product added to the FP32 accumulator in "
+                "order, RNE, denormal inputs as zero, denormal results flushed (Intel SDM)",
 }
 
 
@@ -77,6 +93,11 @@ class Instruction:
         The ISA instructions it stands for (``"m16n8k16"``, ``"f32_32x32x8_f16"``).
     validated : str
         What validates it (docs/tensor-cores.md prints it).
+    promote_every : int or None
+        FP8 fast accumulation with promotion (DeepSeek-V3 §3.5.2, N = 128 on H800):
+        every this many products the unit's running result is added to an FP32
+        accumulator (round to nearest even) and the unit restarts from zero; c starts
+        the FP32 accumulator. A multiple of ``block``. None: the unit chains all of K.
     """
 
     algorithm: str
@@ -91,6 +112,7 @@ class Instruction:
     nan_bits: bool = True
     shapes: tuple = ()
     validated: str = field(default="MMA-Sim vectors (tests/data/mma)", compare=False)
+    promote_every: int | None = None
     doc: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -103,6 +125,12 @@ class Instruction:
             object.__setattr__(self, attr, check_bool(attr, getattr(self, attr)))
         for attr in ("inputs", "outputs", "scales"):
             object.__setattr__(self, attr, tuple(_format(f) for f in getattr(self, attr)))
+        if self.promote_every is not None:
+            n = check_int("promote_every", self.promote_every, minimum=1)
+            if n % self.block:
+                raise ValueError(f"promote_every must be a multiple of the group of "
+                                 f"{self.block} products, got {n}")
+            object.__setattr__(self, "promote_every", n)
 
     def out_mode(self, out: Format) -> str:
         """How an NVIDIA group rounds into ``out``: "f16", "f32" or "e8m13"."""
@@ -122,9 +150,18 @@ class Instruction:
             b = fused.truncate_tf32(b)
         d = np.asarray(c, dtype=np.float64)
         K, k = a.shape[1], self.block
+        if self.promote_every is not None:
+            total, d = d, np.zeros_like(d)
         for j in range(0, K, k):
             aj, bj = a[:, j:j + k], b[:, j:j + k]
             d = self._group(aj, bj, d, fa, fb, out, sa, sb, j)
+            if self.promote_every is not None and (
+                    (j + k) % self.promote_every == 0 or j + k >= K):
+                total = np.asarray(quiet(_add, total, d, FP32), dtype=np.float64)
+                d = np.zeros_like(d)
+        if self.promote_every is not None:
+            # The FP32 accumulator's sum, in the output format (FP16 output: one RNE).
+            return total if out == FP32 else np.asarray(quiet(_round, total, out))
         return d
 
     def _group(self, a, b, c, fa, fb, out, sa, sb, j):
@@ -148,6 +185,8 @@ class Instruction:
             return fused.pairwise(a, b, c, self.block, self.ftz, fa)
         if alg == "amd-fused":
             return fused.amd_fused(a, b, c, fa, fb)
+        if alg == "amx-bf16":
+            return fused.amx_bf16(a, b, c)
         return fused.amd_fp8(a, b, c, fa, fb)
 
 
@@ -204,6 +243,22 @@ class MatrixUnit:
                              + (f" with {fs.name} scales" if fs else ""))
         return fits[0]
 
+    def with_promotion(self, every: int = 128) -> MatrixUnit:
+        """This unit with FP8 fast accumulation promoted to FP32 every ``every``
+        products (DeepSeek-V3 §3.5.2: 128 on H800), for its FP8 instructions.
+
+        Examples
+        --------
+        >>> import lowprec as lp
+        >>> m = lp.MODELS["h100/wgmma"].with_promotion(128)
+        >>> m.for_format("e4m3").promote_every, m.for_format("bf16").promote_every
+        (128, None)
+        """
+        fp8 = {FP8_E4M3, FP8_E5M2, FP8_E4M3FNUZ, FP8_E5M2FNUZ}
+        ins = tuple(replace(i, promote_every=every) if set(i.inputs) & fp8 and not i.scales
+                    else i for i in self.instructions)
+        return replace(self, name=f"{self.name}+promote{every}", instructions=ins)
+
     def out_formats(self, fmt: FormatLike) -> tuple[Format, ...]:
         return self.for_format(fmt).outputs
 
@@ -212,9 +267,9 @@ class MatrixUnit:
 
 
 class InstructionKernel:
-    """`matmul`'s kernel for an `Instruction`: each chunk's outputs as rows of one
-    group of K at a time (zero-padded to the group, as a tiled kernel pads its last
-    tile), chained in increasing K order."""
+    """`matmul`'s kernel for an `Instruction`: each chunk's outputs as rows of K
+    (zero-padded to a multiple of the group, as a tiled kernel pads its last tile),
+    the groups chained in increasing K order by `Instruction.dot`."""
 
     entry_bytes = 8
 
@@ -229,8 +284,9 @@ class InstructionKernel:
         return 1 << 16
 
     def bytes_per_output(self, K: int) -> int:
-        # Two gathered rows of one group and about eight int64 term arrays of it.
-        return 96 * (self.ins.block + 1) + 64
+        # Two gathered rows of K (padded) and about eight int64 term arrays of a group.
+        k = self.ins.block
+        return 16 * (-(-K // k) * k) + 96 * (k + 1) + 64
 
     def empty(self, c: np.ndarray) -> np.ndarray:
         return np.array(c, dtype=np.float64)
@@ -238,14 +294,13 @@ class InstructionKernel:
     def __call__(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         nb, M, K = a.shape
         N, k = b.shape[-1], self.ins.block
+        bt = np.swapaxes(b, 1, 2)
+        pad = (-K) % k
+        if pad:
+            a = np.concatenate([a, np.zeros((nb, M, pad))], axis=-1)
+            bt = np.concatenate([bt, np.zeros((nb, N, pad))], axis=-1)
+        Kp = K + pad
+        rows_a = np.broadcast_to(a[:, :, None, :], (nb, M, N, Kp)).reshape(-1, Kp)
+        rows_b = np.broadcast_to(bt[:, None, :, :], (nb, M, N, Kp)).reshape(-1, Kp)
         d = np.array(c, dtype=np.float64).reshape(-1)
-        for j in range(0, K, k):
-            aj, bj = a[..., j:j + k], np.swapaxes(b[:, j:j + k, :], 1, 2)
-            if aj.shape[-1] < k:
-                pad = k - aj.shape[-1]
-                aj = np.concatenate([aj, np.zeros((nb, M, pad))], axis=-1)
-                bj = np.concatenate([bj, np.zeros((nb, N, pad))], axis=-1)
-            rows_a = np.broadcast_to(aj[:, :, None, :], (nb, M, N, k)).reshape(-1, k)
-            rows_b = np.broadcast_to(bj[:, None, :, :], (nb, M, N, k)).reshape(-1, k)
-            d = self.ins.dot(rows_a, rows_b, d, self.fmt, self.fmt, self.out)
-        return d.reshape(nb, M, N)
+        return self.ins.dot(rows_a, rows_b, d, self.fmt, self.fmt, self.out).reshape(nb, M, N)
