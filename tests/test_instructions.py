@@ -11,6 +11,7 @@ import pytest
 import lowprec as lp
 from lowprec.teaching.cli import main
 from lowprec.tensorcore.catalogue import UNITS
+from peers import ml_dtypes
 
 DATA = pathlib.Path(__file__).parent / "data" / "mma"
 FILES = sorted(DATA.glob("*.npz"))
@@ -193,3 +194,57 @@ def test_fp8_promotion_adds_the_partial_sums_in_fp32():
     assert not np.array_equal(d, lp.matmul(a, b, model="h100/wgmma", c=c, in_fmt="e4m3"))
     with pytest.raises(ValueError, match="multiple"):
         lp.MODELS["h100/wgmma"].with_promotion(100)
+
+
+# -- XLA multi-pass algorithms against plain float32 arithmetic ---------------------
+
+def multipass_reference(a, b, c, split, pieces, terms):
+    """The description in float32 NumPy (ml_dtypes' RNE casts for the splits): pieces
+    by rounding what is left, each pass a left-to-right float32 accumulation onto the
+    previous, NaN -> 0 before hi * hi, then + c."""
+    f32 = np.float32
+
+    def parts(x):
+        out, rest = [], x.astype(f32)
+        for _ in range(pieces):
+            p = split(rest)
+            out.append(p)
+            rest = (rest - p).astype(f32)
+        return out
+
+    pa, pb = parts(a), parts(b)
+    acc = np.zeros((a.shape[0], b.shape[1]), f32)
+    for n, (i, j) in enumerate(terms):
+        if n == len(terms) - 1:
+            acc = np.where(np.isnan(acc), f32(0), acc)
+        for k in range(a.shape[1]):       # products of two 8-bit pieces: exact in float32
+            acc = (acc + pa[i][:, k:k + 1] * pb[j][k:k + 1, :]).astype(f32)
+    return (acc + c.astype(f32)).astype(f32).astype(np.float64)
+
+
+def _to_bf16(x):
+    return x.astype(ml_dtypes.bfloat16).astype(np.float32)
+
+
+def _to_tf32(x):          # RNE to 10 fraction bits, on the float32 bits
+    u = x.view(np.uint32).astype(np.uint64)
+    u = (u + 0xFFF + ((u >> 13) & 1)) & ~np.uint64(0x1FFF)
+    return u.astype(np.uint32).view(np.float32)
+
+
+@pytest.mark.parametrize("name", ["xla/bf16_bf16_f32_x3", "xla/bf16_bf16_f32_x6",
+                                  "xla/tf32_tf32_f32_x3"])
+def test_xla_multipass_against_float32_arithmetic(name):
+    m = lp.MODELS[name]
+    rng = np.random.default_rng(6)
+    a = (rng.standard_normal((5, 33)) * 2.0 ** rng.integers(-10, 10, (5, 33))).astype(np.float32)
+    b = rng.standard_normal((33, 4)).astype(np.float32)
+    c = rng.standard_normal((5, 4)).astype(np.float32)
+    split = _to_bf16 if m.split == lp.BF16 else _to_tf32
+    want = multipass_reference(a, b, c, split, m.pieces, m.terms)
+    got = lp.matmul(a.astype(float), b.astype(float), model=name, c=c.astype(float),
+                    in_fmt="fp32")
+    assert np.array_equal(got, want)
+    exact = lp.matmul(a.astype(float), b.astype(float), model="exact", c=c.astype(float),
+                      in_fmt="fp32")
+    assert np.abs(got - exact).max() < np.abs(exact).max() * 2.0**-12

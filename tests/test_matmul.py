@@ -903,9 +903,9 @@ def test_clear_errors():
 
 
 def test_models_table():
-    from lowprec.tensorcore.catalogue import UNITS  # instruction models: test_instructions
+    from lowprec.tensorcore.catalogue import MULTIPASS, UNITS  # tests/test_instructions.py
     assert list(lp.MODELS) == ["exact", "fp32", "fp16", "v100", "t4", "a100", "ada", "h100",
-                               "h100-mma", "b200", "b200-mma", *UNITS]
+                               "h100-mma", "b200", "b200-mma", *MULTIPASS, *UNITS]
     for name, model in lp.MODELS.items():
         assert model.name == name and model.__doc__
     for name in ("v100", "a100", "h100", "b200"):
@@ -997,7 +997,8 @@ def _copies(model):
 @pytest.mark.parametrize("name", list(lp.MODELS))
 def test_copied_and_pickled_models_compute_what_the_original_does(name):
     model = lp.MODELS[name]
-    fmt = "e4m3" if name.endswith("-mma") else "bf16" if name.startswith("amx") else "fp16"
+    fmt = ("e4m3" if name.endswith("-mma") else "bf16" if name.startswith("amx")
+           else "fp32" if name.startswith("xla") else "fp16")
     rng = np.random.default_rng(12)
     a = rng.standard_normal((3, 40)) * 2.0 ** rng.integers(-8, 8, (3, 40))
     a[0] = 0.0                                  # the first row of results is c, rounded

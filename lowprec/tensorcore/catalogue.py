@@ -24,7 +24,7 @@ from ..formats import (
     UE4M3,
 )
 from .instructions import Instruction, MatrixUnit
-from .models import Accumulating, Model, TensorCoreModel
+from .models import Accumulating, Model, MultiPass, TensorCoreModel
 
 __all__ = ["MODELS", "resolve_model", "EXACT", "SEQ_FP32", "SEQ_FP16", "V100", "T4", "A100",
            "ADA", "H100", "H100_MMA", "B200", "B200_MMA", "UNITS"]
@@ -180,7 +180,7 @@ def resolve_model(model: str | Model, name: str = "model") -> Model:
     ...
     TypeError: matmul must be a model name (...) or a lp.TensorCoreModel, got int 3
     """
-    if isinstance(model, (TensorCoreModel, Accumulating, MatrixUnit)):
+    if isinstance(model, (TensorCoreModel, Accumulating, MatrixUnit, MultiPass)):
         return model
     names = ", ".join(MODELS)
     if not isinstance(model, str):
@@ -334,6 +334,23 @@ AMX_BF16 = _unit("amx/tdpbf16ps", "Intel AMX TDPBF16PS (Sapphire Rapids and late
                  Instruction("amx-bf16", 2, (BF16,), (FP32,), nan_bits=False,
                              shapes=("TDPBF16PS",),
                              validated="Intel SDM pseudo-code; a Fraction reference (tests)"))
+
+_XLA = ("XLA's PrecisionConfig dot algorithms (the products each uses); the order of the "
+        "passes, small terms first and hi x hi last, as Triton's BF16DotTC / F32DotTC "
+        "passes emit them (triton-lang/triton, test/TritonGPU/bf16x3-matmul.mlir)")
+XLA_BF16_X3 = MultiPass("xla/bf16_bf16_f32_x3", BF16, 2, ((1, 0), (0, 1), (0, 0)),
+                        doc=f"BF16_BF16_F32_X3: FP32 operands split into BF16 hi + lo; "
+                        f"lo*hi, hi*lo, then hi*hi, each pass accumulated in FP32 by the "
+                        f"'fp32' model (a parameter: base); {_XLA}.")
+XLA_BF16_X6 = MultiPass("xla/bf16_bf16_f32_x6", BF16, 3,
+                        ((1, 1), (2, 0), (0, 2), (1, 0), (0, 1), (0, 0)),
+                        doc=f"BF16_BF16_F32_X6: split into BF16 hi + mid + lo; mid*mid, "
+                        f"lo*hi, hi*lo, mid*hi, hi*mid, then hi*hi; {_XLA}.")
+XLA_TF32_X3 = MultiPass("xla/tf32_tf32_f32_x3", TF32, 2, ((1, 0), (0, 1), (0, 0)),
+                        doc=f"TF32_TF32_F32_X3: split into TF32 hi + lo (rounded to nearest "
+                        f"even); lo*hi, hi*lo, then hi*hi; {_XLA}.")
+MULTIPASS = {m.name: m for m in (XLA_BF16_X3, XLA_BF16_X6, XLA_TF32_X3)}
+MODELS.update(MULTIPASS)
 
 #: The instruction models, by name (each also in `MODELS`).
 UNITS: dict[str, MatrixUnit] = {u.name: u for u in (

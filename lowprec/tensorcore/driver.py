@@ -17,15 +17,15 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..engine.checks import broadcast_shape
-from ..formats import FormatLike
+from ..formats import FP32, FormatLike
 from ..formats import format as _format
 from ..rounding import round as _round
-from ..status import record, recording
+from ..status import quiet, record, recording
 from .blockfma import BlockFMA
 from .catalogue import resolve_model
 from .exact import Exact
 from .instructions import Instruction, InstructionKernel
-from .models import Model, TensorCoreModel
+from .models import Model, MultiPass, TensorCoreModel
 from .sequential import Sequential
 
 __all__ = ["matmul", "MEMORY_BOUND"]
@@ -235,6 +235,8 @@ def matmul(a: ArrayLike, b: ArrayLike, *, model: str | Model = "fp32",
     signature (n?,k),(k,m?)->(n?,m?) (size 1 is different from 2)
     """
     spec = resolve_model(model)
+    if isinstance(spec, MultiPass):
+        return _multipass(spec, a, b, c, in_fmt, out_fmt)
     (av, af), (bv, bf) = _operand(a, "operand 0 (a)"), _operand(b, "operand 1 (b)")
     a2, b2, batch, shape, squeeze = _result_shape(av.shape, bv.shape)
     if in_fmt is not None:
@@ -284,6 +286,37 @@ def matmul(a: ArrayLike, b: ArrayLike, *, model: str | Model = "fp32",
         _record_flags(result, av, bv, cv)
     result = result.reshape(_squeezed(shape, squeeze))
     return result[()] if result.ndim == 0 else result
+
+
+def _multipass(spec, a, b, c, in_fmt, out_fmt):
+    """`MultiPass`: the operands split into pieces of ``spec.split``, the partial
+    products through ``spec.base`` in the listed order, c added last in FP32."""
+    fmt = FP32 if in_fmt is None else _format_arg("in_fmt", in_fmt)
+    spec.for_format(fmt)
+    if out_fmt is not None and _format_arg("out_fmt", out_fmt) != FP32:
+        raise ValueError(f"model {spec.name!r} gives FP32 output")
+
+    def pieces(x):
+        x = _values_in(*_operand(x, "operand"), FP32)
+        out, rest = [], x
+        for _ in range(spec.pieces):
+            p = quiet(_round, rest, spec.split)
+            out.append(p)
+            # Exact: p is rest rounded to fewer bits, so rest - p is an FP32 value.
+            rest = rest - p
+        return out
+
+    pa, pb = pieces(a), pieces(b)
+    acc = None
+    for n, (i, j) in enumerate(spec.terms):
+        if n == len(spec.terms) - 1 and acc is not None:
+            acc = np.where(np.isnan(acc), 0.0, acc)
+        acc = matmul(pa[i], pb[j], model=spec.base, c=acc, in_fmt=spec.split, out_fmt=FP32)
+    if c is not None:
+        cv = _values_in(*_operand(c, "c"), FP32)
+        with np.errstate(all="ignore"):
+            acc = quiet(_round, np.asarray(acc) + cv, FP32)   # exact float64 sum of two FP32s
+    return acc
 
 
 def _squeezed(shape, squeeze):

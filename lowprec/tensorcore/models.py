@@ -23,7 +23,7 @@ from ..formats import format as _format
 if TYPE_CHECKING:
     from .instructions import MatrixUnit
 
-__all__ = ["TensorCoreModel", "Accumulating", "Model"]
+__all__ = ["TensorCoreModel", "Accumulating", "MultiPass", "Model"]
 
 
 @dataclass(frozen=True)
@@ -260,5 +260,46 @@ class Accumulating:
         # By value, not identity: a copied or unpickled "fp16" model is still FP16.
         return FP16 if self.accumulator == FP16 else FP32
 
+@dataclass(frozen=True)
+class MultiPass:
+    """An FP32 product from several low-precision passes (XLA's dot algorithms
+    ``BF16_BF16_F32_X3``, ``_X6``, ``TF32_TF32_F32_X3``).
+
+    Each FP32 operand is split into ``pieces`` values of ``split``: hi = RN(x), then
+    each next piece RN of what is left (the FP32 subtraction is exact). The partial
+    products ``terms`` (pairs (i, j): A's piece i times B's piece j) run in the listed
+    order through the ``base`` model, each accumulating onto the previous result (FP32
+    output); a NaN left by the small terms (the residual of an infinite operand) is
+    replaced by 0 before the last term, hi x hi; then c is added in FP32 (RNE).
+    """
+
+    name: str
+    split: Format
+    pieces: int
+    terms: tuple
+    base: str = "fp32"
+    doc: str = field(default="", compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.doc:
+            object.__setattr__(self, "__doc__", self.doc)
+        if not self.terms or self.terms[-1] != (0, 0):
+            raise ValueError("terms must end with (0, 0), the hi x hi product")
+        if any(not 0 <= i < self.pieces or not 0 <= j < self.pieces for i, j in self.terms):
+            raise ValueError(f"terms must index pieces 0..{self.pieces - 1}")
+
+    def for_format(self, fmt: FormatLike) -> MultiPass:
+        if _format(fmt) != FP32:
+            raise ValueError(f"model {self.name!r} takes FP32 inputs (it splits them), "
+                             f"not {_format(fmt).name}")
+        return self
+
+    def out_formats(self, fmt: FormatLike) -> tuple[Format, ...]:
+        return (FP32,)
+
+    def default_out_format(self) -> Format:
+        return FP32
+
+
 #: A model object: a `TensorCoreModel` or one of the accumulation models of `MODELS`.
-Model: TypeAlias = "TensorCoreModel | Accumulating | MatrixUnit"
+Model: TypeAlias = "TensorCoreModel | Accumulating | MatrixUnit | MultiPass"
