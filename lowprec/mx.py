@@ -85,9 +85,28 @@ class BlockScaled:
     def dequantize(self) -> NDArray[np.float64]:
         """The values: element * scale * tensor_scale, exact in float64 (products of
         at most 4-bit, 4-bit and 24-bit significands), in the original shape."""
-        v = self.elements * np.repeat(self.scales, self.block, axis=-1) * self.tensor_scale
-        n = self.shape[self.axis]
-        return np.moveaxis(v[..., :n], -1, self.axis)
+        return self._unblock(self.elements * self._element_scales())
+
+    @property
+    def limits(self) -> NDArray[np.float64]:
+        """Per element, in the original shape: the largest magnitude its block holds
+        (the element format's max times the block's scale and the tensor scale).
+        ``abs(x) > q.limits`` marks the elements of ``x`` that were clamped."""
+        top = 127 * _INT8_STEP if self.elem == "int8" else self.elem.max  # type: ignore[union-attr]
+        return self._unblock(top * self._element_scales())
+
+    def _element_scales(self):
+        return np.repeat(self.scales, self.block, axis=-1) * self.tensor_scale
+
+    def _unblock(self, v):
+        """Blocked layout (blocked axis last, padded) -> the original shape."""
+        return np.moveaxis(v[..., :self.shape[self.axis]], -1, self.axis)
+
+    def __array__(self, dtype=None, copy=None):
+        """``np.asarray(q)``: the dequantized values (float64), so that
+        ``lp.tensor(q, fmt)`` rounds them into a format of your choice."""
+        v = self.dequantize()
+        return v if dtype is None else v.astype(dtype)
 
 
 def _blocks(x, axis, block):

@@ -316,6 +316,15 @@ class Linear:
         Glorot-uniform initialisation of ``W`` (drawn in float64, rounded to FP32);
         ``b`` starts at zero.
 
+    Attributes
+    ----------
+    quantizer : object or None
+        When set (``lp.amp.train`` sets it for a policy with scaled operands, from
+        `lowprec.amp.DelayedScaling` or `lowprec.amp.BlockScaling`), the three
+        products go through it: ``quantizer.forward(x, W, b)`` and
+        ``quantizer.backward(dy, input_grad) -> (dW, dx or None)``, each an FP32
+        Tensor of the quantized operands' product, rounded here as above.
+
     Examples
     --------
     >>> import numpy as np, lowprec as lp
@@ -336,6 +345,7 @@ class Linear:
         self.weight = Parameter(tensor(rng.uniform(-limit, limit, (n_in, n_out)), FP32, "rne"))
         self.bias = Parameter(tensor(np.zeros(n_out), FP32, "rne"))
         self._x: Tensor | None = None
+        self.quantizer: Any = None
 
     def parameters(self) -> list[Parameter]:
         return [self.weight, self.bias]
@@ -347,6 +357,8 @@ class Linear:
         if x.ndim != 2 or x.shape[1] != n_in:
             raise ValueError(f"x must have shape (N, {n_in}), got shape {x.shape}")
         self._x = x
+        if self.quantizer is not None:
+            return self.quantizer.forward(x, self.weight.value, self.bias.value).astype(fmt, "rne")
         return matmul(x, self.weight.value, c=self.bias.value).astype(fmt, "rne")
 
     def backward(self, dy: Tensor, *, input_grad: bool = True) -> Tensor | None:
@@ -364,9 +376,14 @@ class Linear:
         expected = (self._x.shape[0], self.weight.value.shape[1])
         if dy.shape != expected:
             raise ValueError(f"dy must have the output's shape {expected}, got shape {dy.shape}")
-        self.weight.grad = self.weight._as_grad(matmul(self._x.T, dy))
+        input_grad = check_bool("input_grad", input_grad)
         self.bias.grad = self.bias._as_grad(dy.astype(_acc(fmt)).sum(axis=0, order=_ORDER))
-        if not check_bool("input_grad", input_grad):
+        if self.quantizer is not None:
+            dw, dx = self.quantizer.backward(dy, input_grad)
+            self.weight.grad = self.weight._as_grad(dw)
+            return None if dx is None else dx.astype(fmt, "rne")
+        self.weight.grad = self.weight._as_grad(matmul(self._x.T, dy))
+        if not input_grad:
             return None
         return matmul(dy, self.weight.value.T).astype(fmt, "rne")
 

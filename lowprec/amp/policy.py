@@ -2,7 +2,8 @@
 
 A `Policy` names the formats of the computation, the matmul accumulation, the weights
 (master weights when they differ from the compute format), the gradients and the loss,
-and the rounding mode of the weight update; `POLICIES` are the named ones. A policy
+the rounding mode of the weight update, and the scaling recipe of the matrix products'
+operands; `POLICIES` are the named ones. A policy
 only describes a run: this module computes nothing and must never round a value.
 """
 
@@ -14,6 +15,7 @@ from ..engine.checks import check_mode
 from ..formats import BF16, FP16, FP32, Format
 from ..formats import format as _format
 from ..tensorcore import Model, resolve_model
+from .scaling import MXFP8, NVFP4, BlockScaling, DelayedScaling
 
 __all__ = ["Policy", "POLICIES"]
 
@@ -42,6 +44,12 @@ class Policy:
         or ``"sr"`` (stochastic rounding, seeded by the optimizer) or any `lp.round` mode.
     loss : Format or str, optional
         Softmax and cross-entropy, forward and backward. Default: ``compute``.
+    operands : DelayedScaling or BlockScaling, optional
+        How the operands of every linear layer's three matrix products are quantized
+        before they are multiplied (`lowprec.amp.DelayedScaling`: FP8 with per-tensor
+        scales; `lowprec.amp.BlockScaling`: MXFP8, NVFP4), the products' FP32 results
+        then rounded into ``compute`` and ``grads`` as without it. Default: None, the
+        operands in ``compute``.
 
     Notes
     -----
@@ -56,6 +64,13 @@ class Policy:
     ``fp16-mixed``  FP16     FP32     FP16     FP32     fp32
     ``bf16-mixed``  BF16     FP32     BF16     FP32     fp32
     ==============  =======  =======  =======  =======  ======
+
+    and three with scaled operands, each ``bf16-mixed`` plus ``operands``:
+    ``fp8-delayed`` (`DelayedScaling()`: E4M3 forward, E5M2 gradients, per-tensor
+    scales from an amax history of 1024 steps), ``mxfp8`` (`MXFP8`: MXFP8 E4M3
+    everywhere, RCEIL scales, products on ``b200/tcgen05``) and ``nvfp4`` (`NVFP4`:
+    NVFP4 blocks and tensor scales, gradients stochastically rounded, products on
+    ``b200/tcgen05``).
 
     The pure policies are ``model.half()`` / ``model.bfloat16()``: the matrix
     products still accumulate in FP32, as Tensor Cores and BLAS libraries do for
@@ -82,6 +97,7 @@ class Policy:
     grads: Format | None = None
     update: str = "rne"
     loss: Format | None = None
+    operands: DelayedScaling | BlockScaling | None = None
 
     def __post_init__(self) -> None:
         compute = _format(self.compute)
@@ -91,6 +107,11 @@ class Policy:
             object.__setattr__(self, name, compute if value is None else _format(value))
         check_mode(self.update, "update")
         resolve_model(self.matmul, "matmul")   # a name, a MODELS value (or copy), a TensorCoreModel
+        if self.operands is not None and not isinstance(self.operands,
+                                                        (DelayedScaling, BlockScaling)):
+            raise TypeError(f"operands must be a DelayedScaling or BlockScaling recipe "
+                            f"(lp.amp.DelayedScaling(), lp.amp.MXFP8, lp.amp.NVFP4) or None, "
+                            f"got {type(self.operands).__name__}")
 
     @classmethod
     def named(cls, name: Policy | str) -> Policy:
@@ -124,5 +145,8 @@ POLICIES = {
     "bf16": Policy(BF16),
     "fp16-mixed": Policy(FP16, weights=FP32, loss=FP32),
     "bf16-mixed": Policy(BF16, weights=FP32, loss=FP32),
+    "fp8-delayed": Policy(BF16, weights=FP32, loss=FP32, operands=DelayedScaling()),
+    "mxfp8": Policy(BF16, weights=FP32, loss=FP32, operands=MXFP8),
+    "nvfp4": Policy(BF16, weights=FP32, loss=FP32, operands=NVFP4),
 }
 

@@ -27,6 +27,7 @@ from .checks import as_grads, check_real
 from .optim import SGD, Adam
 from .policy import POLICIES, Policy
 from .scaler import GradScaler
+from .scaling import KINDS, fractions
 
 __all__ = ["History", "train", "evaluate", "blobs", "demo"]
 
@@ -52,6 +53,11 @@ class History:
     unchanged : list of float
         Of the weights with a nonzero gradient, the fraction the step left
         unchanged (NaN for skipped steps).
+    quant : list of dict
+        Under a policy with scaled operands (`Policy.operands`), per step and per
+        operand kind (``"x"``, ``"w"``, ``"dy"``), what the quantization of every
+        linear layer's products did: ``blocks_clipped``, ``clipped`` and
+        ``flushed`` (`lowprec.amp.scaling.fractions`). Empty otherwise.
     final_loss, final_accuracy : float
         The trained weights (masters, where kept) evaluated in FP32 on all data.
     """
@@ -63,6 +69,7 @@ class History:
     grad_underflow: list = field(default_factory=list)
     grad_zero: list = field(default_factory=list)
     unchanged: list = field(default_factory=list)
+    quant: list = field(default_factory=list)
     final_loss: float = float("nan")
     final_accuracy: float = float("nan")
 
@@ -70,7 +77,9 @@ class History:
         """The number of steps, the means over the run and the final figures, as a
         dict of floats (``steps`` and ``skipped`` are ints). A mean over no steps
         (a run of 0 steps; ``unchanged`` when every step was skipped) is NaN, and so
-        is the final scale of a run of 0 steps.
+        is the final scale of a run of 0 steps. With scaled operands it also holds,
+        per operand kind ``k``, the means ``k_blocks_clipped``, ``k_clipped`` and
+        ``k_flushed`` of `quant`.
 
         Examples
         --------
@@ -82,11 +91,15 @@ class History:
         def mean(xs):
             xs = [x for x in xs if not np.isnan(x)]
             return float(np.mean(xs)) if xs else float("nan")
-        return {"steps": len(self.loss), "final_loss": self.final_loss,
-                "final_accuracy": self.final_accuracy, "grad_zero": mean(self.grad_zero),
-                "grad_underflow": mean(self.grad_underflow),
-                "unchanged": mean(self.unchanged), "skipped": int(np.sum(self.skipped)),
-                "final_scale": self.scale[-1] if self.scale else float("nan")}
+        out = {"steps": len(self.loss), "final_loss": self.final_loss,
+               "final_accuracy": self.final_accuracy, "grad_zero": mean(self.grad_zero),
+               "grad_underflow": mean(self.grad_underflow),
+               "unchanged": mean(self.unchanged), "skipped": int(np.sum(self.skipped)),
+               "final_scale": self.scale[-1] if self.scale else float("nan")}
+        for kind in (self.quant[0] if self.quant else {}):
+            for what in self.quant[0][kind]:
+                out[f"{kind}_{what}"] = mean([q[kind][what] for q in self.quant])
+        return out
 
 
 def train(model: nn.Sequential, data: tuple[ArrayLike, ArrayLike], policy: Policy | str,
@@ -102,7 +115,9 @@ def train(model: nn.Sequential, data: tuple[ArrayLike, ArrayLike], policy: Polic
     data: a `lowprec.nn` model's first layer skips it, as PyTorch does for inputs
     that require none); the gradients in the weight format, unscaled by
     ``scaler``; the optimizer step, skipped when the scaler found inf or NaN;
-    ``scaler.update()``.
+    ``scaler.update()``. Under a policy with scaled operands (`Policy.operands`)
+    every `lowprec.nn.Linear` of the model gets a quantizer of the recipe for the
+    run (its stochastic rounding seeded from ``seed``), removed again at the end.
 
     Parameters
     ----------
@@ -180,6 +195,28 @@ def train(model: nn.Sequential, data: tuple[ArrayLike, ArrayLike], policy: Polic
     batches = np.random.default_rng(seed)
     x_all = tensor(x, policy.compute, "rne")
     history = History(policy)
+    linears = _linears(model) if policy.operands is not None else []
+    for layer, rng in zip(linears, np.random.default_rng(seed).spawn(len(linears))):
+        layer.quantizer = policy.operands.quantizer(rng)  # type: ignore[union-attr]
+    try:
+        _steps(model, opt, policy, scaler, loss_weight, batch_size, steps, x_all, labels,
+               batches, classes, params, linears, history)
+    finally:
+        for layer in linears:
+            layer.quantizer = None
+    history.final_loss, history.final_accuracy = evaluate(model, data, opt.weights)
+    return history
+
+
+def _linears(model):
+    """The `lowprec.nn.Linear` layers of ``model``."""
+    layers = model.layers if isinstance(model, nn.Sequential) else [model]
+    return [layer for layer in layers if isinstance(layer, nn.Linear)]
+
+
+def _steps(model, opt, policy, scaler, loss_weight, batch_size, steps, x_all, labels,
+           batches, classes, params, linears, history):
+    """The training loop of `train`, recording into ``history``."""
     with context(mode="rne", matmul=policy.matmul):
         for _ in range(steps):
             if batch_size is None:
@@ -188,7 +225,7 @@ def train(model: nn.Sequential, data: tuple[ArrayLike, ArrayLike], policy: Polic
                 idx = batches.integers(0, len(labels), batch_size)
                 xb, yb = x_all[idx], labels[idx]
             # policy.loss is a Format once Policy.__post_init__ has run.
-            logits = model.forward(xb).astype(policy.loss)  # type: ignore[arg-type]
+            logits = model.forward(xb).astype(policy.loss)
             if classes is None:        # every label, not only a minibatch's
                 classes = logits.shape[1]
                 nn.check_labels(labels, len(labels), classes, what="one per row of x")
@@ -219,8 +256,12 @@ def train(model: nn.Sequential, data: tuple[ArrayLike, ArrayLike], policy: Polic
             history.grad_underflow.append(f.underflow)
             history.grad_zero.append(zeros / sum(g.size for g in grads_now))
             history.unchanged.append(float("nan") if found_inf else opt.unchanged_fraction)
-    history.final_loss, history.final_accuracy = evaluate(model, data, opt.weights)
-    return history
+            if linears:
+                total = {k: np.zeros(6, dtype=np.int64) for k in KINDS}
+                for layer in linears:
+                    for k, c in layer.quantizer.counts.take().items():
+                        total[k] += c
+                history.quant.append(fractions(total))
 
 
 def _check_model(model):

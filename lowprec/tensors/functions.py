@@ -20,9 +20,12 @@ from numpy.typing import ArrayLike, NDArray
 from .. import arith
 from ..formats import Format, FormatLike
 from ..formats import format as _format
+from ..mx import BlockScaled
+from ..mx import matmul as _mx_matmul
 from ..rounding import round as _round
 from ..tensorcore import Model, resolve_model
 from ..tensorcore import matmul as _matmul_kernel
+from ..tensorcore.instructions import MatrixUnit
 from .core import HANDLED_FUNCTIONS, HANDLED_UFUNCS, Tensor, format_of_dtype, operands, values_of
 from .defaults import get_context, round_ctx
 from .promotion import holds, result_format
@@ -72,6 +75,8 @@ def matmul(a: ArrayLike | Tensor, b: ArrayLike | Tensor, *, model: str | Model |
     >>> lp.matmul(np.array([[1.0, 2.0**-11]], np.float16), np.ones((2, 1), np.float16))
     array([[1.00048828]])
     """
+    if isinstance(a, BlockScaled) or isinstance(b, BlockScaled):
+        return _block_scaled(a, b, model, c, in_fmt, out_fmt)
     model = get_context().matmul if model is None else model
     spec = resolve_model(model)   # the one model check; its errors name ``model``
     tensors = [x for x in (a, b) if isinstance(x, Tensor)]
@@ -94,6 +99,26 @@ def matmul(a: ArrayLike | Tensor, b: ArrayLike | Tensor, *, model: str | Model |
     if out_fmt is None:
         out_fmt = spec.default_out_format()   # by value: a copied "fp16" model is FP16
     return Tensor(np.asarray(r), _format(out_fmt))
+
+
+def _block_scaled(a, b, model, c, in_fmt, out_fmt):
+    """`matmul` of two `lowprec.mx.BlockScaled` arrays: `lowprec.mx.matmul` through a
+    block-scaled instruction model (the context's when it is a matrix unit, else
+    ``"b200/tcgen05"``), an FP32 Tensor (rounded once into ``out_fmt`` if given)."""
+    if not (isinstance(a, BlockScaled) and isinstance(b, BlockScaled)):
+        raise TypeError("lp.matmul multiplies a block-scaled array only by another one "
+                        "(quantize both with lp.mx.quantize, or dequantize with "
+                        "lp.tensor(q, fmt) to multiply Tensors)")
+    if in_fmt is not None:
+        raise TypeError("in_fmt= has no meaning for block-scaled operands: their element "
+                        "formats are their schemes'")
+    if model is None:
+        model = get_context().matmul
+        if not isinstance(resolve_model(model), MatrixUnit):
+            model = "b200/tcgen05"
+    cv = c.values if isinstance(c, Tensor) else c
+    r = Tensor(np.asarray(_mx_matmul(a, b, model=model, c=cv)), _format("fp32"))
+    return r if out_fmt is None else r.astype(_format(out_fmt))
 
 
 def _given(value):

@@ -1,0 +1,335 @@
+"""Scaled low-precision matrix products in training: FP8 delayed scaling, MXFP8, NVFP4.
+
+A *recipe* (`DelayedScaling`, `BlockScaling`) says how the operands of a linear
+layer's three matrix products (forward ``x @ W``, the data gradient ``dy @ W.T``, the
+weight gradient ``x.T @ dy``) are quantized before they are multiplied, as
+Transformer Engine's recipes do; `Policy.operands` holds one. A recipe's
+`~DelayedScaling.quantizer` makes the per-layer state that `lowprec.nn.Linear`
+calls (``forward``, ``backward``) and that counts what the quantization did (blocks
+whose largest value was clamped, nonzero values flushed to zero). This module never
+rounds a value outside the formats it names: the quantized operands are values of
+FP8 or of a block-scaled scheme, their products run through `lp.matmul` or
+`lowprec.mx.matmul`, and every scale is an FP32 number.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import mx
+from ..engine.checks import as_generator, check_int
+from ..formats import FP8_E4M3, FP8_E5M2, FP32, Format
+from ..rounding import round as _round
+from ..status import quiet
+from ..tensors import Tensor, matmul, tensor
+
+__all__ = ["DelayedScaling", "BlockScaling", "MXFP8", "NVFP4", "KINDS", "fractions"]
+
+#: The operands a linear layer quantizes: its input (activations), its weight, and the
+#: gradient of its output.
+KINDS = ("x", "w", "dy")
+
+_FP8_FORMATS = {"e4m3": (FP8_E4M3, FP8_E4M3), "hybrid": (FP8_E4M3, FP8_E5M2)}
+
+
+def _fl32(v):
+    """A float rounded to FP32 (nearest even), quietly: a scale's arithmetic."""
+    return float(quiet(_round, v, FP32))
+
+
+class _Counts:
+    """What the quantizations of one layer did since the last `take`, per kind: blocks,
+    blocks clipped, elements, elements clipped, nonzero elements, nonzero flushed."""
+
+    def __init__(self):
+        self.c = {k: np.zeros(6, dtype=np.int64) for k in KINDS}
+
+    def add(self, kind, clipped_blocks, clipped, values, q):
+        """Count one quantization: ``clipped_blocks`` (bools, one per block),
+        ``clipped`` (bools, one per value), the ``values`` and their quantized ``q``."""
+        nonzero = values != 0
+        self.c[kind] += (clipped_blocks.size, clipped_blocks.sum(), clipped.size,
+                         clipped.sum(), nonzero.sum(), (nonzero & (q == 0)).sum())
+
+    def take(self):
+        """The counts since the last call (and start again from zero)."""
+        c, self.c = self.c, {k: np.zeros(6, dtype=np.int64) for k in KINDS}
+        return c
+
+
+def fractions(counts: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
+    """Per kind: ``blocks_clipped`` (the fraction of blocks, or of tensors under
+    per-tensor scaling, holding a value beyond the largest their scale represents,
+    clamped to it), ``clipped`` (the fraction of values so clamped) and ``flushed``
+    (the fraction of the nonzero values quantized to zero). NaN where a kind was not
+    quantized."""
+    def frac(a, b):
+        return float(a / b) if b else float("nan")
+    return {k: {"blocks_clipped": frac(c[1], c[0]), "clipped": frac(c[3], c[2]),
+                "flushed": frac(c[5], c[4])} for k, c in counts.items()}
+
+
+# -- FP8 with per-tensor delayed scaling ----------------------------------------------------
+
+@dataclass(frozen=True)
+class DelayedScaling:
+    """FP8 with one FP32 scale per tensor, taken from a history of amaxes
+    (Transformer Engine's ``DelayedScaling`` recipe, its defaults).
+
+    Parameters
+    ----------
+    fp8_format : {"hybrid", "e4m3"}
+        ``"hybrid"``: activations and weights in E4M3, gradients in E5M2; ``"e4m3"``:
+        E4M3 throughout.
+    margin : int
+        The scale is ``fp8_max / amax / 2**margin``.
+    history : int
+        The length of each tensor's amax history.
+    algorithm : {"max", "most_recent"}
+        The amax a scale is computed from: the largest of the history, or the last.
+
+    Notes
+    -----
+    Per layer and per operand (``x``, ``w``, ``dy``): the scale of a step is computed
+    from the amaxes of the *earlier* steps (the history starts as zeros, so the first
+    step's scale is 1), in FP32: ``scale = fl32(fl32(fp8_max / amax) / 2**margin)``,
+    kept unchanged when the amax is 0 or not finite. An operand is quantized as
+    ``fp8(fl32(v * scale))`` with saturation (values beyond FP8's max are clamped), and
+    its amax ``max |v|`` enters the history after the step. A product of two quantized
+    operands runs through `lp.matmul` under the context's model (FP8 operands of two
+    formats are promoted exactly to a common one), and its FP32 result is multiplied
+    once in FP32 by ``fl32(scale_inv_a * scale_inv_b)`` (``scale_inv = fl32(1 /
+    scale)``), then the bias is added in FP32: cuBLASLt's FP8 GEMM with its A and B
+    scales and a bias epilogue (its internal order of the two scale multiplications
+    is not documented; this takes their product first). The quantized input and
+    weight of the forward pass are the ones the backward pass uses, as Transformer
+    Engine saves them. Source: Transformer Engine's documentation, "FP8 Delayed
+    Scaling", and ``transformer_engine.common.recipe.DelayedScaling`` (margin 0,
+    HYBRID, amax_history_len 1024, amax_compute_algo "max").
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> r = lp.amp.DelayedScaling()
+    >>> r.formats
+    {'x': lp.FP8_E4M3, 'w': lp.FP8_E4M3, 'dy': lp.FP8_E5M2}
+    >>> r.scale([0.0, 3.5, 2.0]), r.scale([0.0])       # 448 / 3.5; no amax yet: 1
+    (128.0, 1.0)
+    """
+
+    fp8_format: str = "hybrid"
+    margin: int = 0
+    history: int = 1024
+    algorithm: str = "max"
+
+    def __post_init__(self) -> None:
+        if self.fp8_format not in _FP8_FORMATS:
+            raise ValueError(f"fp8_format must be one of {', '.join(_FP8_FORMATS)}, "
+                             f"got {self.fp8_format!r}")
+        check_int("margin", self.margin, minimum=0)
+        check_int("history", self.history, minimum=1)
+        if self.algorithm not in ("max", "most_recent"):
+            raise ValueError(f"algorithm must be 'max' or 'most_recent', got {self.algorithm!r}")
+
+    @property
+    def formats(self) -> dict[str, Format]:
+        """The FP8 format of each operand kind."""
+        fwd, bwd = _FP8_FORMATS[self.fp8_format]
+        return {"x": fwd, "w": fwd, "dy": bwd}
+
+    def scale(self, history: list[float], previous: float = 1.0, kind: str = "x") -> float:
+        """The scale the recipe takes from an amax ``history`` (oldest first), and
+        ``previous`` when its amax is 0 or not finite."""
+        amax = _fl32(max(history) if self.algorithm == "max" else history[-1])  # an FP32 amax
+        if not (amax > 0 and np.isfinite(amax)):
+            return previous
+        # fl32 of the float64 quotient is fl32 of the exact one: 53 >= 2 * 24 + 2.
+        return _fl32(_fl32(self.formats[kind].max / amax) / 2.0**self.margin)
+
+    def quantizer(self, rng: np.random.Generator | int | None = None) -> _PerTensor:
+        """The state of one layer (``rng`` is unused: every rounding is to nearest)."""
+        return _PerTensor(self)
+
+
+class _PerTensor:
+    """One layer's FP8 state under `DelayedScaling`: histories, scales, counts."""
+
+    def __init__(self, recipe: DelayedScaling):
+        self.recipe = recipe
+        self.history = {k: deque([0.0] * recipe.history, maxlen=recipe.history)
+                        for k in KINDS}
+        self.scales = dict.fromkeys(KINDS, 1.0)
+        self.pending: dict[str, float] = {}
+        self.counts = _Counts()
+        self.saved: tuple | None = None
+
+    def _settle(self, kinds):
+        """Record the amaxes of the last pass and recompute the scales of ``kinds``."""
+        for k in kinds:
+            if k in self.pending:
+                self.history[k].append(self.pending.pop(k))
+                self.scales[k] = self.recipe.scale(list(self.history[k]), self.scales[k], k)
+
+    def _quantize(self, v: Tensor, kind: str) -> tuple[Tensor, float]:
+        fmt = self.recipe.formats[kind]
+        s = self.scales[kind]
+        x = v.values
+        self.pending[kind] = _fl32(np.max(np.abs(x), initial=0.0))
+        scaled = np.asarray(quiet(_round, x * s, FP32))         # fl32(v * scale)
+        q = tensor(quiet(_round, scaled, fmt, saturate=True), fmt)
+        clipped = np.abs(scaled) > fmt.max
+        self.counts.add(kind, np.array([clipped.any()]), clipped, x, q.values)
+        return q, _fl32(1.0 / s)
+
+    @staticmethod
+    def _product(a, sa, b, sb, c=None):
+        y = matmul(a, b) * _fl32(sa * sb)                      # one FP32 multiply
+        return y if c is None else y + c
+
+    def forward(self, x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
+        self._settle(("x", "w"))
+        qx, sx = self._quantize(x, "x")
+        qw, sw = self._quantize(w, "w")
+        self.saved = (qx, sx, qw, sw)
+        return self._product(qx, sx, qw, sw, None if b is None else b.astype(FP32))
+
+    def backward(self, dy: Tensor, input_grad: bool) -> tuple[Tensor, Tensor | None]:
+        if self.saved is None:
+            raise RuntimeError("backward called before forward")
+        self._settle(("dy",))
+        qx, sx, qw, sw = self.saved
+        qd, sd = self._quantize(dy, "dy")
+        dw = self._product(qx.T, sx, qd, sd)
+        return dw, (self._product(qd, sd, qw.T, sw) if input_grad else None)
+
+
+# -- block scaling: MXFP8, NVFP4 ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BlockScaling:
+    """Block-scaled operands (`lowprec.mx` schemes) multiplied by a block-scaled
+    instruction model.
+
+    Parameters
+    ----------
+    scheme : str
+        The `lowprec.mx.SCHEMES` entry of activations and weights.
+    grad_scheme : str, optional
+        The gradients' scheme (default: ``scheme``).
+    scale_rule : str
+        The E8M0 scale rule (`lowprec.mx.SCALE_RULES`; NVFP4 ignores it).
+    grad_mode : str
+        The rounding of the gradients' elements: ``"rne"``, or ``"sr"`` (NVFP4's
+        recipe), drawn from the quantizer's generator.
+    model : str
+        The block-scaled instruction model of the products (`lowprec.mx.matmul`).
+
+    Notes
+    -----
+    Every operand is quantized along the contraction axis of its product, with
+    blocks of the scheme's size: ``x`` along its features for ``x @ W`` and along the
+    batch for ``x.T @ dy``, ``W`` along its rows for ``x @ W`` and along its columns
+    for ``dy @ W.T``, ``dy`` along its columns for ``dy @ W.T`` and along the batch
+    for ``x.T @ dy`` (Transformer Engine keeps such row- and column-wise copies of
+    each MXFP8 tensor). The products are `lowprec.mx.matmul` under ``model``: the
+    scales folded in as Blackwell's ``tcgen05.mma ... block_scale`` folds them, an
+    FP32 result, the bias added in FP32 (for NVFP4, after the tensor scales). The
+    gradients' stochastic rounding draws one number per element from the quantizer's
+    generator. Not modelled from NVIDIA's NVFP4 recipe (arXiv 2509.25149): the 16x16
+    two-dimensional scaling of weights (here weights have 1x16 blocks along each
+    product's contraction axis) and the random Hadamard transform of the
+    weight-gradient operands.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> lp.amp.MXFP8.scheme, lp.amp.MXFP8.scale_rule, lp.amp.NVFP4.grad_mode
+    ('mxfp8_e4m3', 'rceil', 'sr')
+    """
+
+    scheme: str = "mxfp8_e4m3"
+    grad_scheme: str | None = None
+    scale_rule: str = "rceil"
+    grad_mode: str = "rne"
+    model: str = "b200/tcgen05"
+
+    def __post_init__(self) -> None:
+        if self.grad_scheme is None:
+            object.__setattr__(self, "grad_scheme", self.scheme)
+        for name in ("scheme", "grad_scheme"):
+            value = getattr(self, name)
+            if value not in mx.SCHEMES or value in ("mxint8", "mxfp6_e3m2", "mxfp6_e2m3"):
+                raise ValueError(f"{name} must be a block-scaled scheme with an instruction "
+                                 f"model (mxfp8_e4m3, mxfp8_e5m2, mxfp4, nvfp4), got {value!r}")
+        if mx.SCHEMES[self.scheme][1:] != mx.SCHEMES[self.grad_scheme][1:]:   # type: ignore[index]
+            raise ValueError("scheme and grad_scheme must share the scale format and block")
+        if self.scale_rule not in mx.SCALE_RULES:
+            raise ValueError(f"scale_rule must be one of {', '.join(mx.SCALE_RULES)}, "
+                             f"got {self.scale_rule!r}")
+        if self.grad_mode not in ("rne", "sr"):
+            raise ValueError(f"grad_mode must be 'rne' or 'sr', got {self.grad_mode!r}")
+
+    @property
+    def formats(self) -> dict[str, str]:
+        """The scheme of each operand kind."""
+        return {"x": self.scheme, "w": self.scheme, "dy": self.grad_scheme}  # type: ignore[dict-item]
+
+    def quantizer(self, rng: np.random.Generator | int | None = None) -> _Blocked:
+        """The state of one layer; ``rng`` seeds the gradients' stochastic rounding."""
+        return _Blocked(self, as_generator(rng))
+
+
+class _Blocked:
+    """One layer's state under `BlockScaling`: the saved operands and the counts."""
+
+    def __init__(self, recipe: BlockScaling, rng: np.random.Generator):
+        self.recipe = recipe
+        self.rng = rng
+        self.counts = _Counts()
+        self.saved: tuple | None = None
+
+    def _quantize(self, v: np.ndarray, kind: str, axis: int) -> mx.BlockScaled:
+        scheme = self.recipe.formats[kind]
+        sr = kind == "dy" and self.recipe.grad_mode == "sr"
+        q = mx.quantize(v, scheme, axis=axis, scale_rule=self.recipe.scale_rule,
+                        mode="sr" if sr else "rne", rng=self.rng if sr else None)
+        clipped = np.abs(v) > q.limits
+        moved = np.moveaxis(clipped, axis, -1)
+        pad = (-moved.shape[-1]) % q.block
+        if pad:
+            moved = np.concatenate([moved, np.zeros(moved.shape[:-1] + (pad,), bool)], -1)
+        blocks = moved.reshape(moved.shape[:-1] + (-1, q.block)).any(axis=-1)
+        self.counts.add(kind, blocks, clipped, v, q.dequantize())
+        return q
+
+    def _product(self, a, b, c=None):
+        return tensor(mx.matmul(a, b, model=self.recipe.model, c=c), FP32)
+
+    def forward(self, x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
+        xv, wv = x.values, w.values
+        self.saved = (xv, wv)
+        return self._product(self._quantize(xv, "x", 1), self._quantize(wv, "w", 0),
+                             None if b is None else b.values)
+
+    def backward(self, dy: Tensor, input_grad: bool) -> tuple[Tensor, Tensor | None]:
+        if self.saved is None:
+            raise RuntimeError("backward called before forward")
+        xv, wv = self.saved
+        d = dy.values
+        dw = self._product(self._quantize(xv.T, "x", 1), self._quantize(d, "dy", 0))
+        if not input_grad:
+            return dw, None
+        return dw, self._product(self._quantize(d, "dy", 1), self._quantize(wv.T, "w", 0))
+
+
+#: OCP MXFP8 with E4M3 everywhere (Transformer Engine's ``MXFP8BlockScaling``) and the
+#: rounded-up scale of cuBLAS and torchao's RCEIL (arXiv 2506.08027 recommends rounding
+#: the scale up, which clamps no block).
+MXFP8 = BlockScaling("mxfp8_e4m3", scale_rule="rceil")
+
+#: NVFP4 (E2M1, UE4M3 scales per 16, an FP32 tensor scale from the tensor's amax), the
+#: gradients stochastically rounded (arXiv 2509.25149).
+NVFP4 = BlockScaling("nvfp4", grad_mode="sr")
