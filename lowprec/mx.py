@@ -220,7 +220,8 @@ def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "fl
             tensor_scale = float(_round(top / (6.0 * 448.0), FP32)) if top > 0 else 1.0
         ts = float(tensor_scale)
         scale = np.asarray(quiet(_round, amax / 6.0 / ts, UE4M3, saturate=True))
-        enc = np.asarray(quiet(_round, 1.0 / (scale * ts), FP32))   # the FP32 reciprocal
+        with np.errstate(divide="ignore"):        # a zero scale: its block is all zero
+            enc = np.asarray(quiet(_round, 1.0 / (scale * ts), FP32))   # the FP32 reciprocal
         enc = np.where(scale > 0, enc, 0.0)
         y = np.asarray(quiet(_round, v * enc[..., None], FP32))
     if elem == "int8":
