@@ -248,3 +248,28 @@ def test_xla_multipass_against_float32_arithmetic(name):
     exact = lp.matmul(a.astype(float), b.astype(float), model="exact", c=c.astype(float),
                       in_fmt="fp32")
     assert np.abs(got - exact).max() < np.abs(exact).max() * 2.0**-12
+
+
+MIXED = [p for p in FILES if str(np.load(p)["a_format"]) != str(np.load(p)["b_format"])
+         and str(np.load(p)["scale_format"]) in ("", "-")]
+
+
+@pytest.mark.parametrize("path", MIXED, ids=lambda p: p.stem)
+def test_lp_matmul_takes_two_fp8_formats_through_their_instruction(path):
+    """Tensors of two FP8 formats go through the unit's mixed instruction, not through
+    a promoted format: every row of the simulator's vectors, by lp.matmul."""
+    d = np.load(path)
+    names = {"f32": "fp32", "f16": "fp16"}
+    fa, fb, fo, fc = (lp.format(names.get(str(d[k]), str(d[k])))
+                      for k in ("a_format", "b_format", "d_format", "c_format"))
+    a = lp.tensor(lp.decode(d["a"], fa)[:, None, :], fa)
+    b = lp.tensor(lp.decode(d["b"], fb)[:, :, None], fb)
+    c = lp.decode(d["c"], fc)[:, None, None]
+    model = lp.testing.replay(path).model
+    got = lp.matmul(a, b, c=c, model=model, out_fmt=fo).values.reshape(-1)
+    want = lp.decode(d["d"], fo)
+    same = ((got == want) & (np.signbit(got) == np.signbit(want))) | (
+        np.isnan(got) & np.isnan(want))
+    assert same.all(), f"{np.count_nonzero(~same)} rows differ"
+    promoted = lp.matmul(a.astype("fp16"), b.astype("fp16"), c=c, model=model, out_fmt=fo)
+    assert not np.array_equal(promoted.values.reshape(-1), want, equal_nan=True)

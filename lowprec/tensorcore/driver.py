@@ -24,7 +24,7 @@ from ..status import quiet, record, recording
 from .blockfma import BlockFMA
 from .catalogue import resolve_model
 from .exact import Exact
-from .instructions import Instruction, InstructionKernel
+from .instructions import Instruction, InstructionKernel, MatrixUnit
 from .models import Model, MultiPass, TensorCoreModel
 from .sequential import Sequential
 
@@ -239,16 +239,20 @@ def matmul(a: ArrayLike, b: ArrayLike, *, model: str | Model = "fp32",
         return _multipass(spec, a, b, c, in_fmt, out_fmt)
     (av, af), (bv, bf) = _operand(a, "operand 0 (a)"), _operand(b, "operand 1 (b)")
     a2, b2, batch, shape, squeeze = _result_shape(av.shape, bv.shape)
+    mixed = None
     if in_fmt is not None:
-        fmt = _format_arg("in_fmt", in_fmt)
+        fmt = fmt_b = _format_arg("in_fmt", in_fmt)
+    elif isinstance(spec, MatrixUnit) and af is not None and bf is not None and \
+            (mixed := spec.mixed(af, bf)) is not None:
+        fmt, fmt_b = af, bf          # an instruction of two input formats (FP8 mixes)
     else:
-        fmt = _input_format(av, af, bv, bf)
-    params = spec.for_format(fmt)
+        fmt = fmt_b = _input_format(av, af, bv, bf)
+    params = spec.for_format(fmt) if mixed is None else mixed
     if out_fmt is None:
         out = spec.default_out_format()
     else:
         out = _format_arg("out_fmt", out_fmt)
-    allowed = spec.out_formats(fmt)
+    allowed = spec.out_formats(fmt) if mixed is None else mixed.outputs
     if allowed is not None and out not in allowed:
         raise ValueError(f"model {spec.name or 'TensorCoreModel'!r} with "
                          f"{fmt.name or fmt!r} inputs gives "
@@ -257,7 +261,7 @@ def matmul(a: ArrayLike, b: ArrayLike, *, model: str | Model = "fp32",
     if allowed is None and out.p > 51:
         raise ValueError(f"out_fmt must have at most 51 bits of precision, got {out!r}")
 
-    av, bv = _values_in(av, af, fmt), _values_in(bv, bf, fmt)
+    av, bv = _values_in(av, af, fmt), _values_in(bv, bf, fmt_b)
     av, bv = av.reshape(a2), bv.reshape(b2)
     if c is None:
         cv = np.zeros((), dtype=np.float64)
@@ -276,7 +280,7 @@ def matmul(a: ArrayLike, b: ArrayLike, *, model: str | Model = "fp32",
     if isinstance(params, TensorCoreModel):
         kernel = BlockFMA(params, fmt, out, MEMORY_BOUND)
     elif isinstance(params, Instruction):
-        kernel = InstructionKernel(params, fmt, out, MEMORY_BOUND)
+        kernel = InstructionKernel(params, fmt, out, MEMORY_BOUND, fmt_b)
     elif params.accumulator is None:
         kernel = Exact(fmt, out, MEMORY_BOUND)
     else:

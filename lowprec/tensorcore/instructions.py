@@ -243,6 +243,16 @@ class MatrixUnit:
                              + (f" with {fs.name} scales" if fs else ""))
         return fits[0]
 
+    def mixed(self, a: FormatLike, b: FormatLike) -> Instruction | None:
+        """The instruction without block scales that takes ``a`` and ``b`` of two
+        different formats (FP8 E4M3 x E5M2, say), or None (equal formats, or no such
+        instruction)."""
+        fa, fb = _format(a), _format(b)
+        if fa == fb:
+            return None
+        return next((i for i in self.instructions
+                     if fa in i.inputs and fb in i.inputs and not i.scales), None)
+
     def with_promotion(self, every: int = 128) -> MatrixUnit:
         """This unit with FP8 fast accumulation promoted to FP32 every ``every``
         products (DeepSeek-V3 §3.5.2: 128 on H800), for its FP8 instructions.
@@ -273,11 +283,13 @@ class InstructionKernel:
 
     entry_bytes = 8
 
-    def __init__(self, ins: Instruction, fmt: Format, out: Format, memory_bound: int):
+    def __init__(self, ins: Instruction, fmt: Format, out: Format, memory_bound: int,
+                 fmt_b: Format | None = None):
         if ins.scales:
             raise ValueError("block-scaled instructions take block-scaled operands: "
                              "use lowprec.mx")
         self.ins, self.fmt, self.out, self.memory_bound = ins, fmt, out, memory_bound
+        self.fmt_b = fmt if fmt_b is None else fmt_b      # b's format, when it differs
         self.k_unit = ins.block
 
     def target_outputs(self, K: int) -> int:
@@ -303,4 +315,4 @@ class InstructionKernel:
         rows_a = np.broadcast_to(a[:, :, None, :], (nb, M, N, Kp)).reshape(-1, Kp)
         rows_b = np.broadcast_to(bt[:, None, :, :], (nb, M, N, Kp)).reshape(-1, Kp)
         d = np.array(c, dtype=np.float64).reshape(-1)
-        return self.ins.dot(rows_a, rows_b, d, self.fmt, self.fmt, self.out).reshape(nb, M, N)
+        return self.ins.dot(rows_a, rows_b, d, self.fmt, self.fmt_b, self.out).reshape(nb, M, N)

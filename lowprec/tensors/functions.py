@@ -60,6 +60,9 @@ def matmul(a: ArrayLike | Tensor, b: ArrayLike | Tensor, *, model: str | Model |
     plain operands rounded into it (RNE); the format both plain operands' dtypes
     name (float16, float32, ml_dtypes: see `tensor`), as the kernel infers it;
     else `ValueError` asking for ``in_fmt`` (float64 and lists name no format).
+    Two Tensors of different formats that an instruction model takes as a pair (FP8
+    E4M3 x E5M2 on ``"h100/wgmma"``, say: `MatrixUnit.mixed`) go in as they are,
+    through that instruction, not promoted.
 
     Examples
     --------
@@ -84,8 +87,10 @@ def matmul(a: ArrayLike | Tensor, b: ArrayLike | Tensor, *, model: str | Model |
         fa, fb = format_of_dtype(a), format_of_dtype(b)
         if fa is not None and fa == fb:
             in_fmt = fa   # otherwise the kernel's ValueError says what is missing
-    if tensors and in_fmt is None:
-        fa, fb = (x.fmt if isinstance(x, Tensor) else None for x in (a, b))
+    fa, fb = (x.fmt if isinstance(x, Tensor) else None for x in (a, b))
+    if in_fmt is None and fa and fb and isinstance(spec, MatrixUnit) and spec.mixed(fa, fb):
+        pass      # the unit has an instruction for the two formats: no promotion
+    elif tensors and in_fmt is None:
         fmt = result_format(fa, fb) if fa and fb else cast(Format, fa or fb)  # one is set
         # Promotion is exact; plain operands enter with RNE, as lp.matmul rounds them.
         a = a.astype(fmt) if isinstance(a, Tensor) else _round(a, fmt)
