@@ -20,6 +20,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .. import nn
 from ..engine.checks import check_int, check_rng
+from ..engine.progress import Progress, check_progress
 from ..formats import FP32
 from ..status import flags
 from ..tensors import Tensor, context, tensor
@@ -105,7 +106,8 @@ class History:
 def train(model: nn.Sequential, data: tuple[ArrayLike, ArrayLike], policy: Policy | str,
           steps: int, *, optimizer: str = "sgd", lr: float = 0.1, momentum: float = 0.0,
           scaler: GradScaler | None = None, loss_weight: float = 1.0,
-          batch_size: int | None = None, seed: int = 0) -> History:
+          batch_size: int | None = None, seed: int = 0,
+          progress: bool | None = None) -> History:
     """Train ``model`` (a `lowprec.nn` model) on ``data`` under ``policy``.
 
     Each step: the forward pass in ``policy.compute`` under ``policy.matmul``; the
@@ -140,6 +142,10 @@ def train(model: nn.Sequential, data: tuple[ArrayLike, ArrayLike], policy: Polic
         Minibatches drawn with replacement (seeded by ``seed``); None: full batch.
     seed : int
         Seeds the minibatches and stochastic rounding of updates.
+    progress : bool, optional
+        A progress bar over the steps (tqdm, the ``progress`` extra): True shows
+        one, False never; by default one appears once the steps done say the rest
+        will take over two seconds (``LOWPREC_PROGRESS=0`` turns it off).
 
     Returns
     -------
@@ -179,6 +185,7 @@ def train(model: nn.Sequential, data: tuple[ArrayLike, ArrayLike], policy: Polic
     if batch_size is not None:
         batch_size = check_int("batch_size", batch_size, minimum=1)
     check_rng(seed, "seed")
+    progress = check_progress(progress)
     first = model.layers[0] if isinstance(model, nn.Sequential) and model.layers else model
     if isinstance(first, nn.Linear) and x.shape[1] != first.weight.value.shape[0]:
         raise ValueError(f"data's features x must have shape (N, {first.weight.value.shape[0]})"
@@ -199,8 +206,9 @@ def train(model: nn.Sequential, data: tuple[ArrayLike, ArrayLike], policy: Polic
     for layer, rng in zip(linears, np.random.default_rng(seed).spawn(len(linears))):
         layer.quantizer = policy.operands.quantizer(rng)  # type: ignore[union-attr]
     try:
-        _steps(model, opt, policy, scaler, loss_weight, batch_size, steps, x_all, labels,
-               batches, classes, params, linears, history)
+        with Progress(steps, "lp.amp.train", progress) as bar:
+            _steps(model, opt, policy, scaler, loss_weight, batch_size, steps, x_all, labels,
+                   batches, classes, params, linears, history, bar)
     finally:
         for layer in linears:
             layer.quantizer = None
@@ -215,7 +223,7 @@ def _linears(model):
 
 
 def _steps(model, opt, policy, scaler, loss_weight, batch_size, steps, x_all, labels,
-           batches, classes, params, linears, history):
+           batches, classes, params, linears, history, bar):
     """The training loop of `train`, recording into ``history``."""
     with context(mode="rne", matmul=policy.matmul):
         for _ in range(steps):
@@ -262,6 +270,7 @@ def _steps(model, opt, policy, scaler, loss_weight, batch_size, steps, x_all, la
                     for k, c in layer.quantizer.counts.take().items():
                         total[k] += c
                 history.quant.append(fractions(total))
+            bar.update()
 
 
 def _check_model(model):

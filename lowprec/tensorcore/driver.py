@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..engine.checks import broadcast_shape
+from ..engine.progress import Progress, check_progress
 from ..formats import FP32, FormatLike
 from ..formats import format as _format
 from ..rounding import round as _round
@@ -156,7 +157,8 @@ def _result_shape(a_shape, b_shape):
 
 def matmul(a: ArrayLike, b: ArrayLike, *, model: str | Model = "fp32",
            c: ArrayLike | None = None, in_fmt: FormatLike | None = None,
-           out_fmt: FormatLike | None = None) -> NDArray[np.float64] | np.float64:
+           out_fmt: FormatLike | None = None,
+           progress: bool | None = None) -> NDArray[np.float64] | np.float64:
     """Matrix product ``a @ b (+ c)`` as the model computes it, bit for bit.
 
     Parameters
@@ -188,6 +190,11 @@ def matmul(a: ArrayLike, b: ArrayLike, *, model: str | Model = "fp32",
         models give FP32 or, where the hardware has it, FP16; ``"exact"``,
         ``"fp32"`` and ``"fp16"`` round their result to any format of at most 51
         bits of precision (a final RNE conversion after FP32/FP16 accumulation).
+    progress : bool, optional
+        A progress bar over the chunks of outputs (tqdm, the ``progress`` extra):
+        True shows one, False never; by default one appears once the chunks done
+        say the rest will take over two seconds (never without tqdm; the
+        environment variable ``LOWPREC_PROGRESS=0`` turns it off, ``1`` on).
 
     Returns
     -------
@@ -235,8 +242,9 @@ def matmul(a: ArrayLike, b: ArrayLike, *, model: str | Model = "fp32",
     signature (n?,k),(k,m?)->(n?,m?) (size 1 is different from 2)
     """
     spec = resolve_model(model)
+    progress = check_progress(progress)
     if isinstance(spec, MultiPass):
-        return _multipass(spec, a, b, c, in_fmt, out_fmt)
+        return _multipass(spec, a, b, c, in_fmt, out_fmt, progress)
     (av, af), (bv, bf) = _operand(a, "operand 0 (a)"), _operand(b, "operand 1 (b)")
     a2, b2, batch, shape, squeeze = _result_shape(av.shape, bv.shape)
     mixed = None
@@ -285,14 +293,15 @@ def matmul(a: ArrayLike, b: ArrayLike, *, model: str | Model = "fp32",
         kernel = Exact(fmt, out, MEMORY_BOUND)
     else:
         kernel = Sequential(fmt, params.accumulator, out, MEMORY_BOUND)
-    result = _run_chunks(kernel, av, bv, cv, batch, shape)
+    result = _run_chunks(kernel, av, bv, cv, batch, shape, progress,
+                         f"lp.matmul ({spec.name or 'model'})")
     if recording() is not None:
         _record_flags(result, av, bv, cv)
     result = result.reshape(_squeezed(shape, squeeze))
     return result[()] if result.ndim == 0 else result
 
 
-def _multipass(spec, a, b, c, in_fmt, out_fmt):
+def _multipass(spec, a, b, c, in_fmt, out_fmt, progress):
     """`MultiPass`: the operands split into pieces of ``spec.split``, the partial
     products through ``spec.base`` in the listed order, c added last in FP32."""
     fmt = FP32 if in_fmt is None else _format_arg("in_fmt", in_fmt)
@@ -315,7 +324,8 @@ def _multipass(spec, a, b, c, in_fmt, out_fmt):
     for n, (i, j) in enumerate(spec.terms):
         if n == len(spec.terms) - 1 and acc is not None:
             acc = np.where(np.isnan(acc), 0.0, acc)
-        acc = matmul(pa[i], pb[j], model=spec.base, c=acc, in_fmt=spec.split, out_fmt=FP32)
+        acc = matmul(pa[i], pb[j], model=spec.base, c=acc, in_fmt=spec.split, out_fmt=FP32,
+                     progress=progress)
     if c is not None:
         cv = _values_in(*_operand(c, "c"), FP32)
         with np.errstate(all="ignore"):
@@ -327,7 +337,7 @@ def _squeezed(shape, squeeze):
     return tuple(s for i, s in enumerate(shape) if i - len(shape) not in squeeze)
 
 
-def _run_chunks(kernel, a, b, c, batch, shape):
+def _run_chunks(kernel, a, b, c, batch, shape, progress=None, desc="lp.matmul"):
     """Apply ``kernel`` to chunks of outputs; each chunk's work stays under the bound.
 
     The bound is shared out: half to the chunk's per-output arrays
@@ -363,7 +373,8 @@ def _run_chunks(kernel, a, b, c, batch, shape):
     b_full = np.broadcast_to(b, batch + (K, N))
     c_full = np.broadcast_to(c, batch + (M, N))
     out_flat = out.reshape((nb, M, N))
-    with np.errstate(all="ignore"):
+    chunks = -(-nb // bc) * -(-M // mc) * -(-N // nc)
+    with np.errstate(all="ignore"), Progress(chunks, desc, progress) as bar:
         for b0 in range(0, nb, bc):
             b1 = min(nb, b0 + bc)
             if bc == 1:
@@ -377,6 +388,7 @@ def _run_chunks(kernel, a, b, c, batch, shape):
                     rows, cols = slice(m0, m0 + mc), slice(n0, n0 + nc)
                     out_flat[b0:b1, rows, cols] = kernel(
                         ab[:, rows, :], bb[:, :, cols], cb[:, rows, cols])
+                    bar.update()
             del ab, bb, cb
     return out
 

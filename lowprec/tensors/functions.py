@@ -37,20 +37,21 @@ __all__ = ["matmul", "HANDLED_FUNCTIONS"]
 @overload
 def matmul(a: Tensor, b: ArrayLike | Tensor, *, model: str | Model | None = None,
            c: ArrayLike | Tensor | None = None, in_fmt: FormatLike | None = None,
-           out_fmt: FormatLike | None = None) -> Tensor: ...
+           out_fmt: FormatLike | None = None, progress: bool | None = None) -> Tensor: ...
 @overload
 def matmul(a: ArrayLike, b: Tensor, *, model: str | Model | None = None,
            c: ArrayLike | Tensor | None = None, in_fmt: FormatLike | None = None,
-           out_fmt: FormatLike | None = None) -> Tensor: ...
+           out_fmt: FormatLike | None = None, progress: bool | None = None) -> Tensor: ...
 @overload
 def matmul(a: ArrayLike, b: ArrayLike, *, model: str | Model | None = None,
            c: ArrayLike | None = None, in_fmt: FormatLike | None = None,
-           out_fmt: FormatLike | None = None) -> NDArray[np.float64] | np.float64: ...
+           out_fmt: FormatLike | None = None,
+           progress: bool | None = None) -> NDArray[np.float64] | np.float64: ...
 
 
 def matmul(a: ArrayLike | Tensor, b: ArrayLike | Tensor, *, model: str | Model | None = None,
            c: ArrayLike | Tensor | None = None, in_fmt: FormatLike | None = None,
-           out_fmt: FormatLike | None = None,
+           out_fmt: FormatLike | None = None, progress: bool | None = None,
            ) -> Tensor | NDArray[np.float64] | np.float64:
     """`lowprec.tensorcore.matmul` for Tensors: the model defaults to the context's,
     and the result is a `Tensor` of ``out_fmt`` (FP32 by default) when an operand
@@ -62,7 +63,8 @@ def matmul(a: ArrayLike | Tensor, b: ArrayLike | Tensor, *, model: str | Model |
     else `ValueError` asking for ``in_fmt`` (float64 and lists name no format).
     Two Tensors of different formats that an instruction model takes as a pair (FP8
     E4M3 x E5M2 on ``"h100/wgmma"``, say: `MatrixUnit.mixed`) go in as they are,
-    through that instruction, not promoted.
+    through that instruction, not promoted. ``progress`` is the kernel's (a bar for
+    long products).
 
     Examples
     --------
@@ -98,7 +100,8 @@ def matmul(a: ArrayLike | Tensor, b: ArrayLike | Tensor, *, model: str | Model |
         in_fmt = fmt
     # Tensors go in as themselves: the kernel takes their values as values of their
     # format (`fmt`), where rounding them again to check would cost a pass each.
-    r = _matmul_kernel(a, b, model=model, c=c, in_fmt=in_fmt, out_fmt=out_fmt)
+    r = _matmul_kernel(a, b, model=model, c=c, in_fmt=in_fmt, out_fmt=out_fmt,
+                       progress=progress)
     if not tensors:
         return r
     if out_fmt is None:
