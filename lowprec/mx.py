@@ -105,6 +105,9 @@ class BlockScaled:
     def __array__(self, dtype=None, copy=None):
         """``np.asarray(q)``: the dequantized values (float64), so that
         ``lp.tensor(q, fmt)`` rounds them into a format of your choice."""
+        if copy is False:
+            raise ValueError("a block-scaled array has no float array to share: its values "
+                             "are computed (copy=False cannot be honoured)")
         v = self.dequantize()
         return v if dtype is None else v.astype(dtype)
 

@@ -20,8 +20,9 @@
 # *delayed* scaling (Transformer Engine's recipe), MXFP8 (a power-of-two scale per 32
 # values) and NVFP4 (4-bit values, a UE4M3 scale per 16, a tensor scale, gradients
 # stochastically rounded). Every matrix product's operands are quantized as the recipe
-# says and multiplied by the bit-accurate model of Blackwell's block-scaled Tensor Core
-# instruction (`b200/tcgen05`). Every number below is computed as the notebook runs:
+# says; the block-scaled ones are multiplied by the bit-accurate model of Blackwell's
+# block-scaled Tensor Core instruction (`b200/tcgen05`), the FP8 ones by the policy's
+# matmul model (FP32 accumulation of exact products). Every number below is computed as the notebook runs:
 # which blocks each scale rule clips, what is flushed to zero, and what it does to the
 # loss. (See also [the block-scaled formats page](../docs/block-scaled.md) and
 # [mixed-precision training](../docs/mixed-precision.md).)

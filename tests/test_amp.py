@@ -705,3 +705,12 @@ def test_policy_takes_every_matmul_model_the_context_takes(clone):
             pass
     with pytest.raises(TypeError, match="matmul must be"):
         amp.Policy("fp16", matmul=5)
+
+
+def test_train_points_a_pure_fp16_scaler_run_to_fp16_mixed():
+    data = lp.amp.blobs(16, 2, 2, seed=0)
+    model = lp.nn.mlp([2, 4, 2], rng=0)
+    before = [p.value.values.copy() for p in model.parameters()]
+    with pytest.raises(ValueError, match="use the policy 'fp16-mixed'"):
+        lp.amp.train(model, data, "fp16", 3, scaler=lp.amp.GradScaler())
+    assert all(np.array_equal(b, p.value.values) for b, p in zip(before, model.parameters()))

@@ -36,6 +36,8 @@ def test_delayed_scale_matches_float32_rule(algorithm, margin):
         for kind, top in (("x", 448.0), ("dy", 57344.0)):
             assert r.scale(h, 7.0, kind) == te_scale(h, 7.0, top, margin, algorithm)
     assert r.scale([0.0, 0.0], 5.0) == 5.0 and r.scale([1.0, math.inf], 5.0) == 5.0
+    if algorithm == "max":                     # NaNs ignored, as fmaxf ignores them
+        assert r.scale([math.nan, 2.0, math.nan], 5.0) == te_scale([2.0], 5.0, 448.0, margin)
 
 
 def test_delayed_scaling_uses_earlier_steps_only():
@@ -70,24 +72,34 @@ def exact_product(a, b):
 
 def test_delayed_scaling_products_match_reference():
     """forward, wgrad and dgrad of a Linear under FP8 delayed scaling, with the exact
-    accumulation model: the quantized operands by ml_dtypes, the exact sum rounded once
-    to FP32 (Fraction), times fl32(scale_inv_a * scale_inv_b) in float32, the bias added
-    in float32, then rounded into BF16."""
+    accumulation model: the scales from the amaxes this test feeds (Transformer Engine's
+    rule in float32, E5M2's max for the gradients), the quantized operands by
+    ml_dtypes, the exact sum rounded once to FP32 (Fraction), times
+    fl32(scale_inv_a * scale_inv_b) in float32, the bias added in float32 (FP32
+    compute, so that every bit of the FP32 result shows). Each gradient holds a value
+    2**-26 times its largest: E5M2 keeps it as a normal only with E5M2's own max in the
+    scale."""
     rng = np.random.default_rng(1)
     layer = lp.nn.Linear(5, 3, rng=2)
-    layer.weight.value = lp.tensor(rng.standard_normal((5, 3)), "bf16")
-    layer.bias.value = lp.tensor(rng.standard_normal(3), "bf16")
+    layer.weight.value = lp.tensor(rng.standard_normal((5, 3)), "fp32")
+    layer.bias.value = lp.tensor(rng.standard_normal(3), "fp32")
     layer.quantizer = lp.amp.DelayedScaling().quantizer()
-    for step in range(3):                   # scales 1, then from the history
-        x = lp.tensor(rng.standard_normal((4, 5)) * 100.0 ** (step - 1), "bf16")
-        dy = lp.tensor(rng.standard_normal((4, 3)) * 1e-3, "bf16")
+    w = layer.weight.value.values
+    seen = {"x": [0.0], "w": [0.0], "dy": [0.0]}          # the histories start as zeros
+    for step in range(4):
+        x = lp.tensor(rng.standard_normal((4, 5)) * 100.0 ** (step - 1), "fp32")
+        d = rng.standard_normal((4, 3)) * 10.0 ** (-step)
+        d[0, 0] = 2.0**-26 * np.abs(d).max()
+        dy = lp.tensor(d, "fp32")
+        sx, sw = te_scale(seen["x"], 1.0), te_scale(seen["w"], 1.0)
+        sd = te_scale(seen["dy"], 1.0, fp8_max=57344.0)
         with lp.context(matmul="exact"):
             y = layer.forward(x)
-            sx, sw = layer.quantizer.scales["x"], layer.quantizer.scales["w"]
             dx = layer.backward(dy)
-            sd = layer.quantizer.scales["dy"]
-        qx, qw = ref_fp8(x.values, sx, "e4m3"), ref_fp8(layer.weight.value.values, sw, "e4m3")
-        qd = ref_fp8(dy.values, sd, "e5m2")
+        for k, v in (("x", x.values), ("w", w), ("dy", dy.values)):
+            seen[k].append(float(np.abs(v).max()))
+        qx, qw, qd = ref_fp8(x.values, sx, "e4m3"), ref_fp8(w, sw, "e4m3"), ref_fp8(
+            dy.values, sd, "e5m2")
         inv = {k: f32(1) / f32(s) for k, s in (("x", sx), ("w", sw), ("dy", sd))}
 
         def scaled(a, b, ka, kb, c=None, inv=inv):
@@ -96,13 +108,9 @@ def test_delayed_scaling_products_match_reference():
             out = acc * (inv[ka] * inv[kb])
             return out if c is None else out + c.astype(np.float32)
 
-        ref_y = scaled(qx, qw, "x", "w", layer.bias.value.values)
-        assert np.array_equal(y.values, ref_y.astype(ml_dtypes.bfloat16).astype(np.float64))
-        ref_dw = scaled(qx.T, qd, "x", "dy")
-        assert np.array_equal(layer.weight.grad.values,
-                              ref_dw.astype(ml_dtypes.bfloat16).astype(np.float64))
-        ref_dx = scaled(qd, qw.T, "dy", "w")
-        assert np.array_equal(dx.values, ref_dx.astype(ml_dtypes.bfloat16).astype(np.float64))
+        assert np.array_equal(y.values, scaled(qx, qw, "x", "w", layer.bias.value.values))
+        assert np.array_equal(layer.weight.grad.values, scaled(qx.T, qd, "x", "dy"))
+        assert np.array_equal(dx.values, scaled(qd, qw.T, "dy", "w"))
 
 
 def test_delayed_scaling_counts_a_clipped_tensor():
@@ -145,12 +153,14 @@ def test_mxfp8_products_quantize_along_each_contraction_axis():
     dy = rng.integers(1, 33, (n, d_out)) / 8.0 * rng.choice([-1, 1], (n, d_out))
     layer = lp.nn.Linear(d_in, d_out, rng=0)
     layer.weight.value = lp.tensor(w, "fp32")
+    layer.bias.value = lp.tensor(rng.standard_normal(d_out), "fp32")
     layer.quantizer = lp.amp.MXFP8.quantizer()
     y = layer.forward(lp.tensor(x, "fp32"))
     dx = layer.backward(lp.tensor(dy, "fp32"))
     bias = layer.bias.value.values
     exact = lambda a, b: np.array(exact_product(a, b), dtype=np.float64)  # noqa: E731
-    ref_y = exact(ref_mxfp8(x, 1), ref_mxfp8(w, 0)) + bias
+    # The exact sums are FP32 values here; the bias is added to them in FP32.
+    ref_y = exact(ref_mxfp8(x, 1), ref_mxfp8(w, 0)).astype(np.float32) + bias.astype(f32)
     ref_dw = exact(ref_mxfp8(x.T, 1), ref_mxfp8(dy, 0))
     ref_dx = exact(ref_mxfp8(dy, 1), ref_mxfp8(w.T, 0))
     for got, ref in ((y, ref_y), (layer.weight.grad, ref_dw), (dx, ref_dx)):
@@ -171,37 +181,63 @@ def test_floor_rule_clips_and_is_counted():
     assert f["w"]["blocks_clipped"] == 0.0
 
 
-def nvfp4_layer(mode):
-    layer = lp.nn.Linear(1, 16, rng=0)
-    layer.weight.value = lp.tensor(np.ones((1, 16)), "fp32")
+def nvfp4_layer(mode, n_in=1):
+    layer = lp.nn.Linear(n_in, 16, rng=0)
+    layer.weight.value = lp.tensor(np.ones((n_in, 16)), "fp32")
     layer.quantizer = lp.amp.BlockScaling("nvfp4", grad_mode=mode).quantizer(7)
     return layer
 
 
+C = 2688.0 * 2.0**-20          # the tensor scale C / (6 * 448) = 2**-20 is a power of two
+
+
+def sr_gradient():
+    """A block of 16 gradients per column: one at the block max C, fifteen at 2.5/6 of
+    it, where FP4 (times the block's scale C/6) holds 2 and 3."""
+    dy = np.full((16, 16), C * 2.5 / 6)
+    dy[0, :] = C
+    return dy
+
+
 def test_nvfp4_gradients_stochastically_rounded_are_unbiased():
-    """dW = x.T @ dy with x = 1: the column sums of the quantized dy. A block of 16
-    gradients, one at the block max and fifteen at 2.5/6 of it: FP4 holds 2 and 3
-    there. Nearest-even rounds 2.5 down every time; SR to 2 or 3 at random, on
-    average right (within four standard errors)."""
-    c = 2688.0 * 2.0**-20
-    dy = np.full((16, 16), c * 2.5 / 6)
-    dy[0, :] = c
+    """dW = x.T @ dy with x = 1: the column sums of the quantized dy. Nearest-even
+    rounds 2.5 down every time; SR sends each of the fifteen to 2 or 3 with probability
+    1/2 (variance 1/4 each, in units of C/6), right on average: the mean of 40 draws of
+    640 column sums is within 6 standard deviations, the nearest-even sums some 100
+    below."""
+    dy = sr_gradient()
     exact = dy.sum(axis=0)
+    unit = C / 6
     x = lp.tensor(np.ones((16, 1)), "fp32")
     rne = nvfp4_layer("rne")
     rne.forward(x)
     rne.backward(lp.tensor(dy, "fp32"), input_grad=False)
-    assert np.all(rne.weight.grad.values < exact * 0.9)
+    assert np.allclose(rne.weight.grad.values, exact - 15 * 0.5 * unit, rtol=1e-6)
     sr = nvfp4_layer("sr")
     draws = []
-    for _ in range(60):
+    for _ in range(40):
         sr.forward(x)
         sr.backward(lp.tensor(dy, "fp32"), input_grad=False)
         draws.append(sr.weight.grad.values)
-    draws = np.array(draws)
-    stderr = draws.std(axis=0, ddof=1) / np.sqrt(len(draws))
-    assert np.all(np.abs(draws.mean(axis=0) - exact) < 4 * stderr + 1e-6 * exact)
-    assert len(np.unique(draws[:, 0])) > 1
+    draws = np.array(draws)                          # (40, 1, 16) column sums
+    sigma = np.sqrt(15 * 0.25) * unit / np.sqrt(draws.size)
+    assert abs(draws.mean() - exact.mean()) < 6 * sigma + 1e-6 * exact.mean()
+    assert len(np.unique(draws)) > 1
+
+
+def test_nvfp4_rounds_only_the_gradients_stochastically():
+    """x and W are rounded to nearest under NVFP4's recipe, dy stochastically in both
+    of its products: the forward is the same on every call; the data gradient varies."""
+    dy = sr_gradient()
+    x = lp.tensor(np.full((16, 16), C * 2.5 / 6), "fp32")
+    layer = nvfp4_layer("sr", n_in=16)
+    layer.weight.value = lp.tensor(sr_gradient()[:, :16], "fp32")
+    ys, dxs = [], []
+    for _ in range(5):
+        ys.append(layer.forward(x).values)
+        dxs.append(layer.backward(lp.tensor(dy, "fp32")).values)
+    assert all(np.array_equal(ys[0], y) for y in ys)
+    assert not all(np.array_equal(dxs[0], d) for d in dxs)
 
 
 # -- training under the policies ----------------------------------------------------------
@@ -258,7 +294,14 @@ def test_block_scaled_as_array_and_tensor():
     rng = np.random.default_rng(5)
     x = rng.standard_normal((3, 40))
     q = lp.mx.quantize(x, "nvfp4")
-    assert np.array_equal(np.asarray(q), q.dequantize())
+    # The values rebuilt from the codes by ml_dtypes: E2M1 elements, UE4M3 (= E4M3FN's
+    # positive codes) scales per 16, the FP32 tensor scale.
+    elems = q.codes.view(ml_dtypes.float4_e2m1fn).astype(np.float64)
+    scales = q.scale_codes.view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    rebuilt = (elems * np.repeat(scales, 16, axis=-1) * q.tensor_scale)[:, :40]
+    assert np.array_equal(np.asarray(q), rebuilt)
+    with pytest.raises(ValueError, match="copy=False"):
+        np.asarray(q, copy=False)
     t = lp.tensor(q, "bf16")
     ref = q.dequantize().astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
     assert t.fmt == lp.BF16 and np.array_equal(t.values, ref)   # exact in float32 first
@@ -288,3 +331,75 @@ def test_limits_mark_the_clamped_values():
     q = lp.mx.quantize(x, "mxfp8_e4m3")                    # OCP floor: 957 -> 896
     assert q.limits.tolist() == [896.0] * 32
     assert (np.abs(x) > q.limits).tolist() == [True] + [False] * 31
+
+
+# -- edge cases ---------------------------------------------------------------------------
+
+def test_a_tiny_amax_gives_fp32_max_not_inf():
+    """448 / 1e-37 overflows FP32: the scale is FP32's largest value (Transformer
+    Engine's clamp), and the products stay finite."""
+    q = lp.amp.DelayedScaling().quantizer()
+    w = lp.tensor(np.ones((2, 1)), "fp32")
+    for _ in range(2):
+        y = q.forward(lp.tensor([[1e-37, 0.0]], "fp32"), w, None)
+    assert q.scales["x"] == float(np.finfo(np.float32).max)
+    assert np.all(np.isfinite(y.values))
+    data = lp.amp.blobs(32, 8, 3, seed=0)
+    h = lp.amp.train(lp.nn.mlp([8, 16, 3], rng=0), data, "fp8-delayed", 4, lr=0.3,
+                     loss_weight=1e-34)
+    assert np.isfinite(h.final_loss)
+    assert lp.amp.DelayedScaling(margin=200).scale([1.0], 5.0) == 5.0   # 448/2**200 -> 0
+
+
+def test_nested_models_and_layers_it_cannot_quantize():
+    data = lp.amp.blobs(32, 4, 3, seed=0)
+    nested = lp.nn.Sequential(lp.nn.Sequential(lp.nn.Linear(4, 8, rng=0), lp.nn.ReLU()),
+                              lp.nn.Linear(8, 3, rng=1))
+    h = lp.amp.train(nested, data, "mxfp8", 2, lr=0.3)
+    # Both Linears' products counted: the batch of 32 gives dy blocks of both layers.
+    flat = lp.amp.train(lp.nn.Sequential(lp.nn.Linear(4, 8, rng=0), lp.nn.ReLU(),
+                                         lp.nn.Linear(8, 3, rng=1)), data, "mxfp8", 2, lr=0.3)
+    assert h.loss == flat.loss and h.quant == flat.quant
+
+    class Custom:
+        def forward(self, x):
+            return x
+
+        def backward(self, dy, **kw):
+            return dy
+
+        def parameters(self):
+            return []
+
+    with pytest.raises(ValueError, match="Custom is neither"):
+        lp.amp.train(lp.nn.Sequential(lp.nn.Linear(4, 3, rng=0), Custom()), data, "nvfp4", 1)
+    with pytest.raises(ValueError, match="needs a model with lowprec.nn.Linear"):
+        lp.amp.train(lp.nn.Sequential(lp.nn.ReLU()), data, "nvfp4", 1)
+
+
+def test_models_are_checked_when_the_recipe_is_made():
+    with pytest.raises(ValueError, match="matrix unit with block-scaled instructions"):
+        lp.amp.BlockScaling(model="h100")
+    with pytest.raises(ValueError, match="no instruction"):
+        lp.amp.BlockScaling(model="h100/wgmma")
+    with pytest.raises(ValueError, match="promote them to FP16"):
+        lp.amp.Policy("bf16", matmul="h100", operands=lp.amp.DelayedScaling())
+    with pytest.raises(ValueError, match="cannot multiply the FP8 operands"):
+        lp.amp.Policy("bf16", matmul="v100", operands=lp.amp.DelayedScaling())
+    p = lp.amp.Policy("bf16", weights="fp32", matmul="h100/wgmma",
+                      operands=lp.amp.DelayedScaling())
+    h = lp.amp.train(lp.nn.mlp([4, 8, 3], rng=0), lp.amp.blobs(16, 4, 3, seed=0), p, 2)
+    assert len(h.quant) == 2
+    assert lp.amp.Policy("bf16", matmul="h100", operands=lp.amp.DelayedScaling("e4m3"))
+
+
+def test_fp8_underflows_are_flagged():
+    """A gradient value below E5M2's least subnormal after scaling is flushed: counted
+    by the recipe and raised as an underflow, as lp.round raises it."""
+    q = lp.amp.DelayedScaling().quantizer()
+    w = lp.tensor(np.ones((2, 2)), "fp32")
+    q.forward(lp.tensor(np.ones((1, 2)), "fp32"), w, None)
+    with lp.flags() as f:
+        q.backward(lp.tensor([[1.0, 2.0**-40]], "fp32"), True)   # scale 1: 2**-40 -> 0
+    assert f.underflow > 0
+    assert fractions(q.counts.take())["dy"]["flushed"] == 0.5

@@ -112,6 +112,8 @@ class Policy:
             raise TypeError(f"operands must be a DelayedScaling or BlockScaling recipe "
                             f"(lp.amp.DelayedScaling(), lp.amp.MXFP8, lp.amp.NVFP4) or None, "
                             f"got {type(self.operands).__name__}")
+        if isinstance(self.operands, DelayedScaling):
+            self.operands.check_model(self.matmul)
 
     @classmethod
     def named(cls, name: Policy | str) -> Policy:

@@ -166,7 +166,9 @@ class GradScaler:
             raise RuntimeError("unscale() has already been called since the last update().")
         grads = as_grads(grads)
         if any(g.fmt == FP16 for g in grads):
-            raise ValueError("Attempting to unscale FP16 gradients.")
+            raise ValueError("Attempting to unscale FP16 gradients. (PyTorch's refusal: "
+                             "loss scaling unscales FP32 master gradients; keep the weights "
+                             "in FP32, as the policy 'fp16-mixed' does.)")
         # PyTorch's reciprocal in float64, then FP32: 1/0 is inf there (Python raises).
         inv = tensor(_fp32(1.0 / self._scale) if self._scale else math.inf, FP32)
         found_inf = any(not np.all(np.isfinite(g.values)) for g in grads)

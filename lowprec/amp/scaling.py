@@ -24,6 +24,9 @@ from ..engine.checks import as_generator, check_int
 from ..formats import FP8_E4M3, FP8_E5M2, FP32, Format
 from ..rounding import round as _round
 from ..status import quiet
+from ..tensorcore import Model, resolve_model
+from ..tensorcore.instructions import MatrixUnit
+from ..tensorcore.models import Accumulating
 from ..tensors import Tensor, matmul, tensor
 
 __all__ = ["DelayedScaling", "BlockScaling", "MXFP8", "NVFP4", "KINDS", "fractions"]
@@ -31,6 +34,8 @@ __all__ = ["DelayedScaling", "BlockScaling", "MXFP8", "NVFP4", "KINDS", "fractio
 #: The operands a linear layer quantizes: its input (activations), its weight, and the
 #: gradient of its output.
 KINDS = ("x", "w", "dy")
+
+_FP32_MAX = float(np.finfo(np.float32).max)
 
 _FP8_FORMATS = {"e4m3": (FP8_E4M3, FP8_E4M3), "hybrid": (FP8_E4M3, FP8_E5M2)}
 
@@ -96,11 +101,16 @@ class DelayedScaling:
     Per layer and per operand (``x``, ``w``, ``dy``): the scale of a step is computed
     from the amaxes of the *earlier* steps (the history starts as zeros, so the first
     step's scale is 1), in FP32: ``scale = fl32(fl32(fp8_max / amax) / 2**margin)``,
-    kept unchanged when the amax is 0 or not finite. An operand is quantized as
-    ``fp8(fl32(v * scale))`` with saturation (values beyond FP8's max are clamped), and
-    its amax ``max |v|`` enters the history after the step. A product of two quantized
-    operands runs through `lp.matmul` under the context's model (FP8 operands of two
-    formats are promoted exactly to a common one), and its FP32 result is multiplied
+    FP32's largest finite value where that overflows (as Transformer Engine clamps a
+    tiny amax's scale), kept unchanged when the amax is 0 or not finite (NaNs in the
+    history are ignored, as ``fmaxf`` ignores them) or when the scale would be 0. An
+    operand is quantized as ``fp8(fl32(v * scale))`` with saturation (finite values
+    beyond FP8's max are clamped; an infinite value becomes 448 in E4M3, which has no
+    inf, and stays inf in E5M2), and its amax ``max |v|`` enters the history after the
+    step. A product of two quantized operands runs through `lp.matmul` under the
+    context's model (E4M3 x E5M2 needs a model that takes the pair: the accumulation
+    models ``"exact"``, ``"fp32"``, ``"fp16"``, or an instruction model with a mixed
+    FP8 instruction such as ``"h100/wgmma"``; `check_model`), and its FP32 result is multiplied
     once in FP32 by ``fl32(scale_inv_a * scale_inv_b)`` (``scale_inv = fl32(1 /
     scale)``), then the bias is added in FP32: cuBLASLt's FP8 GEMM with its A and B
     scales and a bias epilogue (its internal order of the two scale multiplications
@@ -141,13 +151,52 @@ class DelayedScaling:
         return {"x": fwd, "w": fwd, "dy": bwd}
 
     def scale(self, history: list[float], previous: float = 1.0, kind: str = "x") -> float:
-        """The scale the recipe takes from an amax ``history`` (oldest first), and
-        ``previous`` when its amax is 0 or not finite."""
-        amax = _fl32(max(history) if self.algorithm == "max" else history[-1])  # an FP32 amax
+        """The scale the recipe takes from an amax ``history`` (oldest first) for an
+        operand of ``kind``, and ``previous`` when its amax is 0, NaN or infinite.
+
+        Examples
+        --------
+        >>> import lowprec as lp
+        >>> r = lp.amp.DelayedScaling(margin=1)
+        >>> r.scale([2.0, float("nan")]), r.scale([2.0], kind="dy")   # 448/2/2, 57344/2/2
+        (112.0, 14336.0)
+        >>> r.scale([1e-40])                       # 448 / 1e-40 overflows: FP32's max
+        3.4028234663852886e+38
+        """
+        values = np.asarray(history, dtype=np.float64)
+        if self.algorithm == "max":
+            values = values[~np.isnan(values)]
+            amax = float(values.max()) if values.size else float("nan")
+        else:
+            amax = float(values[-1])
+        amax = _fl32(amax)                                     # an FP32 amax
         if not (amax > 0 and np.isfinite(amax)):
             return previous
         # fl32 of the float64 quotient is fl32 of the exact one: 53 >= 2 * 24 + 2.
-        return _fl32(_fl32(self.formats[kind].max / amax) / 2.0**self.margin)
+        s = _fl32(_fl32(self.formats[kind].max / amax) / 2.0**self.margin)
+        if s == np.inf:
+            return _FP32_MAX
+        return s if s > 0 else previous
+
+    def check_model(self, model: str | Model) -> None:
+        """`ValueError` unless the matmul ``model`` (a name or model of `lp.MODELS`)
+        multiplies this recipe's operand formats as they are: E4M3, and with HYBRID
+        E5M2 x E4M3, without promoting them to another format's instruction."""
+        spec = resolve_model(model, "matmul")
+        fwd, bwd = _FP8_FORMATS[self.fp8_format]
+        try:
+            spec.for_format(fwd)
+            spec.for_format(bwd)
+        except ValueError as e:
+            raise ValueError(f"the matmul model cannot multiply the FP8 operands of "
+                             f"{self!r}: {e}") from None
+        if fwd != bwd and not isinstance(spec, Accumulating) and not (
+                isinstance(spec, MatrixUnit) and spec.mixed(fwd, bwd) is not None):
+            raise ValueError(f"matmul model {getattr(spec, 'name', spec)!r} has no "
+                             f"instruction for E4M3 x E5M2: lp.matmul would promote "
+                             f"them to FP16; use an instruction model (e.g. "
+                             f"'h100/wgmma'), an accumulation model ('fp32') or "
+                             f"fp8_format='e4m3'")
 
     def quantizer(self, rng: np.random.Generator | int | None = None) -> _PerTensor:
         """The state of one layer (``rng`` is unused: every rounding is to nearest)."""
@@ -178,15 +227,16 @@ class _PerTensor:
         s = self.scales[kind]
         x = v.values
         self.pending[kind] = _fl32(np.max(np.abs(x), initial=0.0))
-        scaled = np.asarray(quiet(_round, x * s, FP32))         # fl32(v * scale)
-        q = tensor(quiet(_round, scaled, fmt, saturate=True), fmt)
+        # x * s is exact in float64 (24 + 24 bits), so this is fl32(v * scale).
+        scaled = np.asarray(quiet(_round, x * s, FP32))
+        q = tensor(_round(scaled, fmt, saturate=True), fmt)    # its underflows are flagged
         clipped = np.abs(scaled) > fmt.max
         self.counts.add(kind, np.array([clipped.any()]), clipped, x, q.values)
-        return q, _fl32(1.0 / s)
+        return q, _fl32(1.0 / s)                               # s > 0 is an FP32 value
 
     @staticmethod
     def _product(a, sa, b, sb, c=None):
-        y = matmul(a, b) * _fl32(sa * sb)                      # one FP32 multiply
+        y = matmul(a, b) * _fl32(sa * sb)     # sa * sb exact in float64: one FP32 multiply
         return y if c is None else y + c
 
     def forward(self, x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
@@ -225,7 +275,9 @@ class BlockScaling:
         The rounding of the gradients' elements: ``"rne"``, or ``"sr"`` (NVFP4's
         recipe), drawn from the quantizer's generator.
     model : str
-        The block-scaled instruction model of the products (`lowprec.mx.matmul`).
+        The block-scaled instruction model of the products (`lowprec.mx.matmul`):
+        a matrix unit of `lp.MODELS` with block-scaled instructions for the schemes
+        (``"b200/tcgen05"``, ``"rtx50/mma"``), checked at once.
 
     Notes
     -----
@@ -236,7 +288,8 @@ class BlockScaling:
     for ``x.T @ dy`` (Transformer Engine keeps such row- and column-wise copies of
     each MXFP8 tensor). The products are `lowprec.mx.matmul` under ``model``: the
     scales folded in as Blackwell's ``tcgen05.mma ... block_scale`` folds them, an
-    FP32 result, the bias added in FP32 (for NVFP4, after the tensor scales). The
+    FP32 result, then the bias added in FP32 (a bias epilogue; for NVFP4 after the
+    tensor scales). The
     gradients' stochastic rounding draws one number per element from the quantizer's
     generator. Not modelled from NVIDIA's NVFP4 recipe (arXiv 2509.25149): the 16x16
     two-dimensional scaling of weights (here weights have 1x16 blocks along each
@@ -271,6 +324,13 @@ class BlockScaling:
                              f"got {self.scale_rule!r}")
         if self.grad_mode not in ("rne", "sr"):
             raise ValueError(f"grad_mode must be 'rne' or 'sr', got {self.grad_mode!r}")
+        unit = resolve_model(self.model, "model")
+        if not isinstance(unit, MatrixUnit):
+            raise ValueError(f"model must be a matrix unit with block-scaled instructions "
+                             f"('b200/tcgen05', 'rtx50/mma'), got {self.model!r}")
+        (ea, sf, block), eg = mx.SCHEMES[self.scheme], mx.SCHEMES[self.grad_scheme][0]  # type: ignore[index]
+        for a, b in ((ea, ea), (eg, ea), (ea, eg)):
+            unit.instruction(a, b, scale=sf, scale_block=block)   # ValueError if none
 
     @property
     def formats(self) -> dict[str, str]:
@@ -306,13 +366,14 @@ class _Blocked:
         return q
 
     def _product(self, a, b, c=None):
-        return tensor(mx.matmul(a, b, model=self.recipe.model, c=c), FP32)
+        y = tensor(mx.matmul(a, b, model=self.recipe.model), FP32)
+        return y if c is None else y + c                       # the bias epilogue, in FP32
 
     def forward(self, x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
         xv, wv = x.values, w.values
         self.saved = (xv, wv)
         return self._product(self._quantize(xv, "x", 1), self._quantize(wv, "w", 0),
-                             None if b is None else b.values)
+                             None if b is None else b.astype(FP32))
 
     def backward(self, dy: Tensor, input_grad: bool) -> tuple[Tensor, Tensor | None]:
         if self.saved is None:

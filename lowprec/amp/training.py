@@ -21,7 +21,7 @@ from numpy.typing import ArrayLike, NDArray
 from .. import nn
 from ..engine.checks import check_int, check_rng
 from ..engine.progress import Progress, check_progress
-from ..formats import FP32
+from ..formats import FP16, FP32
 from ..status import flags
 from ..tensors import Tensor, context, tensor
 from .checks import as_grads, check_real
@@ -180,6 +180,11 @@ def train(model: nn.Sequential, data: tuple[ArrayLike, ArrayLike], policy: Polic
         raise ValueError(f"unknown optimizer {optimizer!r}; valid: sgd, adam")
     if scaler is not None and not isinstance(scaler, GradScaler):
         raise TypeError(f"scaler must be a GradScaler or None, got {type(scaler).__name__}")
+    if scaler is not None and policy.weights == FP16:
+        raise ValueError(f"a GradScaler needs FP32 master weights (PyTorch refuses to unscale "
+                         f"FP16 gradients), but policy {policy.name or policy!r} keeps the "
+                         f"weights in FP16: use the policy 'fp16-mixed' (FP16 compute, FP32 "
+                         f"weights), or weights='fp32'")
     loss_weight = check_real("loss_weight", loss_weight, low=0.0, low_open=True,
                              high=math.inf, high_open=True)
     if batch_size is not None:
@@ -193,6 +198,10 @@ def train(model: nn.Sequential, data: tuple[ArrayLike, ArrayLike], policy: Polic
     classes = _classes(model)
     if classes is not None:
         nn.check_labels(labels, len(labels), classes, what="one per row of x")
+    linears = _linears(model) if policy.operands is not None else []
+    if policy.operands is not None and not linears:
+        raise ValueError("a policy with scaled operands needs a model with lowprec.nn.Linear "
+                         "layers: the recipe quantizes their products")
     params = model.parameters()
     opt: SGD | Adam
     if optimizer == "sgd":
@@ -202,7 +211,6 @@ def train(model: nn.Sequential, data: tuple[ArrayLike, ArrayLike], policy: Polic
     batches = np.random.default_rng(seed)
     x_all = tensor(x, policy.compute, "rne")
     history = History(policy)
-    linears = _linears(model) if policy.operands is not None else []
     for layer, rng in zip(linears, np.random.default_rng(seed).spawn(len(linears))):
         layer.quantizer = policy.operands.quantizer(rng)  # type: ignore[union-attr]
     try:
@@ -217,9 +225,19 @@ def train(model: nn.Sequential, data: tuple[ArrayLike, ArrayLike], policy: Polic
 
 
 def _linears(model):
-    """The `lowprec.nn.Linear` layers of ``model``."""
-    layers = model.layers if isinstance(model, nn.Sequential) else [model]
-    return [layer for layer in layers if isinstance(layer, nn.Linear)]
+    """The `lowprec.nn.Linear` layers of ``model``, through nested Sequentials;
+    `ValueError` for a layer of another kind than lowprec.nn's (its products, if it
+    has any, could not be quantized)."""
+    if isinstance(model, nn.Linear):
+        return [model]
+    if isinstance(model, nn.Sequential):
+        return [layer for sub in model.layers for layer in _linears(sub)]
+    if isinstance(model, (nn.ReLU, nn.GELU)):
+        return []
+    raise ValueError(f"a policy with scaled operands quantizes the products of "
+                     f"lowprec.nn.Linear layers, inside lowprec.nn.Sequential models; "
+                     f"{type(model).__name__} is neither, so its products would not be "
+                     f"quantized")
 
 
 def _steps(model, opt, policy, scaler, loss_weight, batch_size, steps, x_all, labels,

@@ -111,8 +111,9 @@ def matmul(a: ArrayLike | Tensor, b: ArrayLike | Tensor, *, model: str | Model |
 
 def _block_scaled(a, b, model, c, in_fmt, out_fmt):
     """`matmul` of two `lowprec.mx.BlockScaled` arrays: `lowprec.mx.matmul` through a
-    block-scaled instruction model (the context's when it is a matrix unit, else
-    ``"b200/tcgen05"``), an FP32 Tensor (rounded once into ``out_fmt`` if given)."""
+    block-scaled instruction model (the context's when it is a matrix unit with
+    block-scaled instructions, else ``"b200/tcgen05"``), an FP32 Tensor (rounded
+    once into ``out_fmt`` if given)."""
     if not (isinstance(a, BlockScaled) and isinstance(b, BlockScaled)):
         raise TypeError("lp.matmul multiplies a block-scaled array only by another one "
                         "(quantize both with lp.mx.quantize, or dequantize with "
@@ -122,7 +123,8 @@ def _block_scaled(a, b, model, c, in_fmt, out_fmt):
                         "formats are their schemes'")
     if model is None:
         model = get_context().matmul
-        if not isinstance(resolve_model(model), MatrixUnit):
+        unit = resolve_model(model)
+        if not (isinstance(unit, MatrixUnit) and any(i.scales for i in unit.instructions)):
             model = "b200/tcgen05"
     cv = c.values if isinstance(c, Tensor) else c
     r = Tensor(np.asarray(_mx_matmul(a, b, model=model, c=cv)), _format("fp32"))
