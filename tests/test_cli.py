@@ -2,11 +2,13 @@
 
 import csv
 import io
+import math
 import re
 import shutil
 import subprocess
 import sys
 from decimal import Decimal
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -415,3 +417,309 @@ def test_python_dash_m_lowprec_is_the_command():
     r = subprocess.run([sys.executable, "-m", "lowprec", "explain", "--fmt", "bf16", "0.1"],
                        capture_output=True, text=True)
     assert r.returncode == 0 and "0.10009765625" in r.stdout
+
+
+# -- decode, encode, values -------------------------------------------------------------
+
+def table_rows(out):
+    """[{column: cell}] of an aligned table (header, rule of dashes, rows), read by the
+    header's column positions; checks every cell starts where its header does."""
+    lines = out.rstrip("\n").splitlines()
+    header = lines[0]
+    starts = [m.start() for m in re.finditer(r"\S+", header)]
+    names = header.split()
+    assert lines[1].split() == ["-" * len(n) if len(n) >= len(c) else c
+                                for n, c in zip(names, lines[1].split())]
+    rows = []
+    for ln in lines[2:]:
+        cells = {}
+        for i, (name, a) in enumerate(zip(names, starts)):
+            b = starts[i + 1] if i + 1 < len(starts) else None
+            cell = ln[a:b]
+            assert a == 0 or ln[a - 1:a] in ("", " "), (ln, name)
+            assert not cell or cell[0] != " " or not cell.strip(), (ln, name)
+            cells[name] = cell.strip()
+        rows.append(cells)
+    return rows
+
+
+def exact_value(row):
+    """The exact value a row shows: the 'exactly' cell (decimal, 2**k or n * 2**k) where
+    there is one, else the value's repr, which is then exact."""
+    text = row["exactly"] or row["value"]
+    m = re.fullmatch(r"(-?)(?:(\d+) \* )?2\*\*(-?\d+)", text)
+    if m:
+        sign, n, k = m.groups()
+        return (-1 if sign else 1) * int(n or 1) * Fraction(2) ** int(k)
+    return Fraction(Decimal(text))
+
+
+def oracle_class(v, smallest_normal):
+    if np.isnan(v):
+        return "NaN"
+    if np.isinf(v):
+        return "inf"
+    if v == 0:
+        return "zero"
+    return "subnormal" if abs(v) < smallest_normal else "normal"
+
+
+def check_pattern_rows(rows, codes, oracle_values, bits, nmant, smallest_normal):
+    """Each row against the peer's value of its code and the fields cut from its bits."""
+    assert len(rows) == len(codes)
+    nexp = bits - 1 - nmant
+    for row, code, v in zip(rows, codes, oracle_values):
+        v = float(v)
+        pattern = format(code, f"0{bits}b")
+        assert int(row["hex"], 16) == code and len(row["hex"]) == 2 + (bits + 3) // 4
+        assert row["binary"] == "0b" + "_".join(
+            p for p in (pattern[0], pattern[1:1 + nexp], pattern[1 + nexp:]) if p)
+        assert (row["sign"], row["exponent"], row["mantissa"]) == (
+            pattern[0], str(int(pattern[1:1 + nexp], 2)),
+            str(int(pattern[1 + nexp:] or "0", 2)))
+        assert row["class"] == oracle_class(v, smallest_normal), (row, v)
+        shown = float(row["value"])
+        if np.isnan(v):
+            assert np.isnan(shown) and row["exactly"] == ""
+            continue
+        assert shown == v and math.copysign(1, shown) == math.copysign(1, v), (row, v)
+        if np.isfinite(v):
+            assert exact_value(row) == Fraction(v)
+            if row["exactly"]:                 # shown only where the repr is not exact
+                assert Fraction(row["value"]) != Fraction(v)
+
+
+FP8_PEERS = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2,
+             "e4m3fnuz": ml_dtypes.float8_e4m3fnuz, "e5m2fnuz": ml_dtypes.float8_e5m2fnuz}
+SMALL_PEERS = {**FP8_PEERS, "fp4": ml_dtypes.float4_e2m1fn,
+               "fp6_e2m3": ml_dtypes.float6_e2m3fn, "fp6_e3m2": ml_dtypes.float6_e3m2fn}
+
+
+@pytest.mark.parametrize("name", list(FP8_PEERS))
+def test_decode_every_fp8_pattern_against_ml_dtypes(name, capsys):
+    dt = FP8_PEERS[name]
+    codes = list(range(256))
+    assert main(["decode", *map(hex, codes), "--fmt", name]) == 0
+    rows = table_rows(capsys.readouterr().out)
+    fi = ml_dtypes.finfo(dt)
+    oracle = [np.uint8(c).view(dt) for c in codes]
+    check_pattern_rows(rows, codes, oracle, 8, fi.nmant, float(fi.smallest_normal))
+
+
+def test_decode_float16_patterns_against_numpy(capsys):
+    codes = sorted({*range(0, 2**16, 97), 0x0000, 0x0001, 0x03FF, 0x0400, 0x3C00, 0x3C01,
+                    0x7BFF, 0x7C00, 0x7C01, 0x7E00, 0x8000, 0x8001, 0xFBFF, 0xFC00, 0xFFFF})
+    assert main(["decode", *map(hex, codes), "--fmt", "fp16"]) == 0
+    rows = table_rows(capsys.readouterr().out)
+    fi = np.finfo(np.float16)
+    with np.errstate(invalid="ignore"):
+        oracle = [np.uint16(c).view(np.float16) for c in codes]
+    check_pattern_rows(rows, codes, oracle, 16, fi.nmant, float(fi.smallest_normal))
+    # 2**-24's repr, 5.960464477539063e-08, is not exact: the exact decimal is shown.
+    tiny = rows[codes.index(1)]
+    assert tiny["exactly"] == format(Decimal(float(fi.smallest_subnormal)), "f")
+
+
+def test_decode_bf16_one_tenth_in_every_notation(capsys):
+    notations = ["0x3dcd", "0X3DCD", "15821", "0b0011110111001101", "0b0_01111011_1001101"]
+    assert main(["decode", *notations, "--fmt", "bf16"]) == 0
+    rows = table_rows(capsys.readouterr().out)
+    v = np.uint16(0x3DCD).view(ml_dtypes.bfloat16)
+    fi = ml_dtypes.finfo(ml_dtypes.bfloat16)
+    check_pattern_rows(rows, [0x3DCD] * len(notations), [v] * len(notations), 16, fi.nmant,
+                       float(fi.smallest_normal))
+    assert rows[0]["value"] == "0.10009765625" and rows[0]["exactly"] == ""
+    assert (rows[0]["sign"], rows[0]["exponent"], rows[0]["mantissa"]) == ("0", "123", "77")
+
+
+def test_decode_fp32_and_fp64_show_exact_values(capsys):
+    assert main(["decode", "0x3dcccccd", "1", "--fmt", "fp32"]) == 0
+    rows = table_rows(capsys.readouterr().out)
+    one_tenth = float(np.uint32(0x3DCCCCCD).view(np.float32))
+    assert rows[0]["value"] == repr(one_tenth)
+    assert rows[0]["exactly"] == format(Decimal(one_tenth), "f")
+    assert rows[1]["exactly"] == "2**-149" and rows[1]["class"] == "subnormal"
+    assert main(["decode", "0x7fefffffffffffff", "0xfff0000000000000", "--fmt", "fp64"]) == 0
+    rows = table_rows(capsys.readouterr().out)
+    big = float(np.uint64(0x7FEFFFFFFFFFFFFF).view(np.float64))
+    assert float(rows[0]["value"]) == big and exact_value(rows[0]) == Fraction(big)
+    assert rows[1]["value"] == "-inf" and rows[1]["class"] == "inf"
+
+
+def encode_rows(args, capsys):
+    assert main(["encode", *args]) == 0
+    return table_rows(capsys.readouterr().out)
+
+
+def check_rounding_cell(cell, x, r):
+    """The rounding column against exact comparisons of the input and the peer's result."""
+    if math.isnan(x):
+        assert cell == "NaN"
+    elif math.isnan(r):
+        assert cell.startswith("NaN: ")
+    elif r == x:
+        assert cell == "exact"
+    else:
+        up, toward = r > x, abs(r) < abs(x)      # float64 comparisons are exact
+        assert cell == (f"rounded {'up' if up else 'down'} "
+                        f"({'toward zero' if toward else 'away from zero'})"), (cell, x, r)
+
+
+# float32 values (so that a peer's cast through float32 rounds once), ties of each format
+# included, across the whole range, with the specials.
+ENCODE_INPUTS = sorted({float(v) for v in np.random.default_rng(5).standard_normal(60).astype(
+    np.float32) * np.float32(2.0) ** np.arange(-12, 18, 0.5).astype(np.float32)}
+    | {0.0, -0.0, 1.0, 1.0625, 1.1875, 0.1, -0.1, 3.0, 240.0, 464.0, 1e-8, -1e-8,
+       57344.0, 61440.0, 70000.0, 1e6, -1e6, math.inf, -math.inf})
+ENC_PEERS = {"fp16": (np.float16, np.uint16), "bf16": (ml_dtypes.bfloat16, np.uint16),
+             "e4m3": (ml_dtypes.float8_e4m3fn, np.uint8), "e5m2": (ml_dtypes.float8_e5m2, np.uint8)}
+
+
+@pytest.mark.parametrize("name", list(ENC_PEERS))
+def test_encode_round_to_nearest_even_against_the_peers(name, capsys):
+    dt, ut = ENC_PEERS[name]
+    rows = encode_rows([repr(x) for x in ENCODE_INPUTS] + ["--fmt", name], capsys)
+    assert len(rows) == len(ENCODE_INPUTS)
+    bits = np.dtype(ut).itemsize * 8
+    for row, x in zip(rows, ENCODE_INPUTS):
+        with np.errstate(over="ignore", invalid="ignore"):
+            peer = np.array([x], dtype=np.float32).astype(dt)
+        r = float(peer[0])
+        assert float(row["input"]) == x
+        check_rounding_cell(row["rounding"], x, r)
+        if np.isnan(r):                 # the peer's NaN payload is its own choice
+            assert np.isnan(float(row["value"]))
+            continue
+        code = int(peer.view(ut)[0])
+        assert row["hex"] == f"0x{code:0{bits // 4}x}", (x, row)
+        assert row["binary"].replace("_", "") == "0b" + format(code, f"0{bits}b")
+        assert float(row["value"]) == r and math.copysign(1, float(row["value"])) == \
+            math.copysign(1, r)
+
+
+@pytest.mark.parametrize("mode", ["rz", "ru", "rd", "rna", "ro"])
+@pytest.mark.parametrize("name", ["e4m3", "bf16", "fp4"])
+def test_encode_directed_modes_against_the_fraction_reference(mode, name, capsys):
+    fmt = lp.format(name)
+    dt = {"e4m3": ml_dtypes.float8_e4m3fn, "bf16": ml_dtypes.bfloat16,
+          "fp4": ml_dtypes.float4_e2m1fn}[name]
+    inputs = [x for x in ENCODE_INPUTS if not math.isinf(x)]
+    rows = encode_rows([repr(x) for x in inputs] + ["--fmt", name, "--mode", mode.upper()],
+                       capsys)
+    for row, x in zip(rows, inputs):
+        r = reference_round(x, fmt, mode)
+        check_rounding_cell(row["rounding"], x, r)
+        if math.isnan(r):
+            assert row["value"] == "nan"
+            continue
+        assert float(row["value"]) == r
+        # r is a value of the format: the peer's cast of it is exact.
+        code = int(np.array([r]).astype(dt).view(np.uint8 if fmt.bits <= 8 else np.uint16)[0])
+        assert int(row["hex"], 16) == code
+        # Within range (past max a format without inf clamps to max whatever the mode).
+        if mode in ("rz", "ru", "rd") and row["rounding"] != "exact" and abs(x) <= fmt.max:
+            assert {"rz": "toward zero", "ru": "rounded up", "rd": "rounded down"}[mode] \
+                in row["rounding"]
+
+
+def test_encode_saturate_and_formats_without_inf(capsys):
+    fmt = lp.FP8_E4M3
+    rows = encode_rows(["1000", "inf", "-inf", "--fmt", "e4m3", "--saturate"], capsys)
+    for row, x in zip(rows, (1000.0, math.inf, -math.inf)):
+        r = reference_round(x, fmt, saturate=True)
+        code = int(np.array([r]).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)[0])
+        assert float(row["value"]) == r and int(row["hex"], 16) == code
+        check_rounding_cell(row["rounding"], x, r)
+    rows = encode_rows(["1000", "inf", "--fmt", "e4m3"], capsys)
+    assert [r["value"] for r in rows] == ["nan", "nan"]
+    assert [r["rounding"] for r in rows] == ["NaN: FP8_E4M3 has no inf"] * 2
+    rows = encode_rows(["-1", "--fmt", "e8m0"], capsys)
+    assert rows[0]["rounding"] == "NaN: E8M0 holds no negative value"
+
+
+def test_encode_sr_is_reproducible_and_picks_a_neighbour(capsys):
+    args = ["0.3"] * 32 + ["--fmt", "fp4", "--mode", "sr", "--seed", "4"]
+    first = encode_rows(args, capsys)
+    assert encode_rows(args, capsys) == first
+    down, up = (reference_round(0.3, lp.FP4_E2M1, m) for m in ("rd", "ru"))
+    assert {float(r["value"]) for r in first} == {down, up}
+    for r in first:
+        check_rounding_cell(r["rounding"], 0.3, float(r["value"]))
+    assert [float(r["value"]) for r in first] == lp.round(np.full(32, 0.3), "fp4", "sr",
+                                                          rng=4).tolist()
+
+
+def test_encode_fp32_shows_the_exact_value(capsys):
+    rows = encode_rows(["0.1", "-1", "--fmt", "fp32"], capsys)
+    f = np.float32(0.1)
+    assert rows[0]["hex"] == f"0x{int(np.array(f).view(np.uint32)):08x}"
+    assert rows[0]["exactly"] == format(Decimal(float(f)), "f")
+    assert rows[1]["rounding"] == "exact" and rows[1]["hex"] == "0xbf800000"
+
+
+@pytest.mark.parametrize("name", ["e4m3", "e5m2", "fp4", "e4m3fnuz", "fp6_e3m2"])
+def test_values_lists_every_pattern_as_ml_dtypes_does(name, capsys):
+    dt = SMALL_PEERS[name]
+    fi = ml_dtypes.finfo(dt)
+    assert main(["values", name]) == 0
+    out = capsys.readouterr().out
+    rows = table_rows(out)
+    assert len(rows) == 2 ** fi.bits
+    codes = list(range(2 ** fi.bits))
+    oracle = np.array(codes, dtype=np.uint8).view(dt)
+    check_pattern_rows(rows, codes, oracle, fi.bits, fi.nmant, float(fi.smallest_normal))
+    shown = np.array([float(r["value"]) for r in rows])
+    np.testing.assert_array_equal(shown, oracle.astype(np.float64))   # NaN where they are
+    if name == "e5m2":
+        assert [r["hex"] for r in rows if r["class"] == "inf"] == ["0x7c", "0xfc"]
+
+
+def test_values_e8m0_and_ue4m3(capsys):
+    assert main(["values", "e8m0"]) == 0
+    rows = table_rows(capsys.readouterr().out)
+    assert len(rows) == 256 and rows[0]["exactly"] == "2**-127" and rows[0]["sign"] == "-"
+    assert rows[255]["class"] == "NaN"
+    assert [exact_value(r) for r in rows[:255]] == [Fraction(2) ** (k - 127) for k in range(255)]
+    assert main(["values", "ue4m3"]) == 0
+    assert len(table_rows(capsys.readouterr().out)) == 128
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["decode", "0x100", "--fmt", "e4m3"], "bit pattern 0x100 is wider than FP8_E4M3's 8 bits"),
+    (["decode", "0x10000", "--fmt", "fp16"], "wider than FP16's 16 bits"),
+    (["decode", "0b11111", "--fmt", "fp4"], "bit pattern 0b11111 is wider"),
+    (["decode", "-1", "--fmt", "e4m3"], "bit pattern -1 is negative"),
+    (["decode", "0xzz", "--fmt", "e4m3"], "not a bit pattern: '0xzz'"),
+    (["decode", "1.5", "--fmt", "e4m3"], "not a bit pattern: '1.5'"),
+    (["decode", "1", "--fmt", "fp7"], "unknown format 'fp7'"),
+    (["decode", "1"], "required: --fmt"),
+    (["encode", "abc", "--fmt", "fp16"], "not a number: 'abc'"),
+    (["encode", "1", "--fmt", "bf17"], "unknown format"),
+    (["encode", "1", "--fmt", "fp16", "--mode", "up"], "invalid choice"),
+    (["encode", "nan", "--fmt", "fp4"], "FP4_E2M1 has no NaN to encode"),
+    (["encode", "0.3", "--fmt", "fp4", "--mode", "sr", "--seed", "-1"],
+     "--seed must be a non-negative integer, got '-1'"),
+    (["values", "fp16"], "at most 8 bits"),
+    (["values", "fp32"], "FP32 has 32 bits"),
+    (["values", "e9m9"], "unknown format 'e9m9'"),
+    (["values"], "required"),
+])
+def test_decode_encode_values_bad_input_is_one_line_and_status_2(args, needle, capsys):
+    status, out, err = call(args, capsys)
+    assert status == 2 and out == ""
+    assert needle in err and err.startswith("lowprec: error: ")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_help_lists_decode_encode_values(capsys):
+    for sub in ("decode", "encode", "values"):
+        status, out, _ = call([sub, "--help"], capsys)
+        assert status == 0 and f"usage: lowprec {sub}" in out
+    r = run("--help")
+    assert r.returncode == 0
+    text = " ".join(r.stdout.split())            # argparse wraps to the terminal's width
+    for sub, help_text in {"decode": "the value, fields and class of bit patterns",
+                           "encode": "a value's bit pattern, and which way it rounded",
+                           "values": "every pattern and value of a format of <= 8 bits"
+                           }.items():
+        assert f" {sub} {help_text} " in text, sub

@@ -1,7 +1,8 @@
 """The ``lowprec`` command: format tables, rounding, explanations and the demo.
 
-Subcommands ``formats``, ``explain``, ``round`` and ``demo``, each with ``--help``;
-bad input prints one line to stderr and exits with status 2, never a traceback.
+Subcommands ``formats``, ``explain``, ``round``, ``decode``, ``encode``, ``values``,
+``demo`` and ``replay``, each with ``--help``; bad input prints one line to stderr and
+exits with status 2, never a traceback.
 The command only formats what the library computes (`lowprec.teaching` holds the
 teaching logic); it must not compute anything the library does not offer, and it
 imports matplotlib only for ``demo --plot``.
@@ -14,14 +15,20 @@ import csv
 import importlib
 import importlib.util
 import io
+import math
 import os
 import re
 import sys
 import time
 from collections.abc import Iterable, Sequence
+from decimal import Decimal
+from fractions import Fraction
 
 import numpy as np
 
+from ..bits import decode as _decode
+from ..bits import encode as _encode
+from ..bits import fields as _fields
 from ..engine.checks import MODES
 from ..formats import NAMED_FORMATS, FormatLike
 from ..formats import format as _format
@@ -203,6 +210,19 @@ def _parse_seed(text):
     return seed
 
 
+def _parse_bits(text):
+    # int(text, 0) reads 0x.., 0b.., 0o.. and decimal (underscores too: 0b0_01111_0000000000);
+    # base 10 then takes the decimal numbers with leading zeros that base 0 refuses (0100).
+    t = text.strip()
+    for base in (0, 10):
+        try:
+            return t, int(t, base)
+        except ValueError:
+            pass
+    raise argparse.ArgumentTypeError(
+        f"not a bit pattern: {t!r} (give hex 0x3dcd, binary 0b0011... or a decimal integer)")
+
+
 def _parse_k(text):
     try:
         k = int(text)
@@ -238,7 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "format tables, rounding, bit-level explanations and a demo.")
     parser.add_argument("--version", action="version", version=f"lowprec {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
-                                metavar="{formats,explain,round,demo,replay}")
+                                metavar="{formats,explain,round,decode,encode,values,demo,"
+                                "replay}")
     p = sub.add_parser("formats", help="the comparison table of all named formats",
                        description="The comparison table of all named formats; with "
                        "NAMEs, the parameter table of each (Format.table()).")
@@ -266,6 +287,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("values", nargs="+", type=_parse_number, metavar="VALUE")
     p.add_argument("--fmt", type=_parse_format, required=True, help="target format")
     _mode_and_seed(p)
+    p = sub.add_parser(
+        "decode", help="the value, fields and class of bit patterns",
+        description="Decode each bit pattern BITS of a format: its value (the shortest "
+        "repr that round-trips in float64; the exact value too where that repr is not "
+        "exact), its sign, exponent and mantissa fields (lp.fields) and its class "
+        "(normal, subnormal, zero, inf, NaN). One line per pattern.")
+    p.add_argument("patterns", nargs="+", type=_parse_bits, metavar="BITS",
+                   help="a pattern: hex (0x3dcd), binary (0b0011110111001101, underscores "
+                   "allowed) or a decimal integer, in [0, 2**bits)")
+    p.add_argument("--fmt", type=_parse_format, required=True, help="the format")
+    p = sub.add_parser(
+        "encode", help="a value's bit pattern, and which way it rounded",
+        description="Round each VALUE (read as a float64) to a format and show its bit "
+        "pattern (hex and binary, fields split by _), the value the pattern decodes to, "
+        "and whether VALUE was exact or rounded up or down (lp.encode).")
+    p.add_argument("values", nargs="+", type=_parse_number, metavar="VALUE")
+    p.add_argument("--fmt", type=_parse_format, required=True, help="target format")
+    _mode_and_seed(p)
+    p.add_argument("--saturate", action="store_true",
+                   help="clamp overflows (and inf, in formats without it) to +-max")
+    p = sub.add_parser(
+        "values", help="every pattern and value of a format of <= 8 bits",
+        description="Every bit pattern of a format of at most 8 bits (256 patterns), in "
+        "code order: the columns of `lowprec decode`, NaN and inf patterns included.")
+    p.add_argument("fmt", type=_parse_format, metavar="FMT", help="the format")
     p = sub.add_parser(
         "demo", help="formats, rounding and the error of dot and matrix products against K",
         description="The formats table, 0.1 in every format, and the error of K-long dot "
@@ -372,6 +418,104 @@ class _Error(Exception):
     """A user error: printed as one line, exit status 2."""
 
 
+def _aligned(header, rows):
+    """Columns two spaces apart under a header and a rule, as `format_table` prints."""
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def _exactly(v):
+    """The exact value of a float64 where its repr is not exact, else ""."""
+    # Every binary float has a finite decimal expansion; past 40 characters the exact
+    # value is shown as an odd integer times a power of two instead.
+    if not math.isfinite(v) or Fraction(repr(v)) == Fraction(v):
+        return ""
+    text = format(Decimal(v), "f")
+    if len(text) <= 40:
+        return text
+    n, d = v.as_integer_ratio()       # d is a power of two; n is odd unless d == 1
+    k = (n & -n).bit_length() - 1 if d == 1 else 1 - d.bit_length()
+    n = n >> k if d == 1 else n
+    return f"{'-' if n < 0 else ''}2**{k}" if abs(n) == 1 else f"{n} * 2**{k}"
+
+
+def _class(v, fmt):
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "inf"
+    if v == 0:
+        return "zero"
+    return "subnormal" if abs(v) < fmt.smallest_normal else "normal"
+
+
+_PATTERN_COLUMNS = ("hex", "binary", "sign", "exponent", "mantissa", "class", "value",
+                    "exactly")
+
+
+def _pattern_cells(codes, fmt):
+    """Per pattern: hex, binary (fields split by _), the fields, class, value, exact value."""
+    b = np.array(codes, dtype=np.uint64)
+    with np.errstate(over="ignore"):       # decode of FP64's inf pattern warns
+        values = np.atleast_1d(_decode(b, fmt))
+    sign, exponent, mantissa = (np.atleast_1d(f) for f in _fields(b, fmt))
+    rows = []
+    for code, v, s, e, m in zip(codes, values.tolist(), sign.tolist(), exponent.tolist(),
+                                mantissa.tolist()):
+        parts = ([str(s)] if fmt.signed else []) + [format(e, f"0{fmt.exponent_bits}b")]
+        if fmt.mantissa_bits:
+            parts.append(format(m, f"0{fmt.mantissa_bits}b"))
+        rows.append((f"0x{code:0{(fmt.bits + 3) // 4}x}", "0b" + "_".join(parts),
+                     str(s) if fmt.signed else "-", str(e), str(m), _class(v, fmt), repr(v),
+                     _exactly(v)))
+    return rows
+
+
+def _decode_patterns(patterns, fmt):
+    name = fmt.name or str(fmt)
+    for text, code in patterns:
+        if code < 0:
+            raise _Error(f"bit pattern {text} is negative")
+        if code >> fmt.bits:
+            raise _Error(f"bit pattern {text} is wider than {name}'s {fmt.bits} bits "
+                         f"(patterns are 0 to 0x{(1 << fmt.bits) - 1:x})")
+    return _aligned(_PATTERN_COLUMNS, _pattern_cells([c for _, c in patterns], fmt))
+
+
+def _rounding(x, r, fmt):
+    """Whether float64 ``x`` was exact in ``fmt`` or which way it rounded to ``r``."""
+    # x and r are float64 values: comparing them is exact.
+    if math.isnan(x):
+        return "NaN"
+    if math.isnan(r):
+        if not fmt.signed and x < 0:
+            return f"NaN: {fmt.name or fmt} holds no negative value"
+        return f"NaN: {fmt.name or fmt} has no inf"
+    if r == x:
+        return "exact"
+    return (f"rounded {'up' if r > x else 'down'} "
+            f"({'toward zero' if abs(r) < abs(x) else 'away from zero'})")
+
+
+def _encode_values(values, fmt, mode, seed, saturate):
+    # One call for all values: --mode sr draws as lp.encode(values, rng=seed) does.
+    bits = np.atleast_1d(_encode(np.array(values, dtype=np.float64), fmt, mode, rng=seed,
+                                 saturate=saturate))
+    cells = _pattern_cells([int(c) for c in bits], fmt)
+    rows = [(repr(x), c[0], c[1], c[6], _rounding(x, float(c[6]), fmt), c[7])
+            for x, c in zip(values, cells)]
+    return _aligned(("input", "hex", "binary", "value", "rounding", "exactly"), rows)
+
+
+def _all_values(fmt):
+    if fmt.bits > 8:
+        raise _Error(f"values lists formats of at most 8 bits (256 patterns); "
+                     f"{fmt.name or fmt} has {fmt.bits} bits (lowprec decode BITS --fmt F "
+                     "shows single patterns)")
+    return _aligned(_PATTERN_COLUMNS, _pattern_cells(list(range(2 ** fmt.bits)), fmt))
+
+
 def _run(args):
     if args.command == "formats":
         if args.names and args.style == "table":
@@ -386,6 +530,12 @@ def _run(args):
         out = _round(np.array(args.values), args.fmt, args.mode, rng=args.seed)
         for v, r in zip(args.values, out):
             print(f"{v!r} -> {float(r)!r}")
+    elif args.command == "decode":
+        print(_decode_patterns(args.patterns, args.fmt))
+    elif args.command == "encode":
+        print(_encode_values(args.values, args.fmt, args.mode, args.seed, args.saturate))
+    elif args.command == "values":
+        print(_all_values(args.fmt))
     elif args.command == "demo":
         _demo(args)
     elif args.command == "replay":
@@ -409,6 +559,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     0
     >>> main(["round", "0.1", "--fmt", "bf17"])   # the one-line message goes to stderr
     2
+    >>> main(["decode", "0x3dcd", "--fmt", "bf16"])
+    hex     binary                sign  exponent  mantissa  class   value          exactly
+    ------  --------------------  ----  --------  --------  ------  -------------  -------
+    0x3dcd  0b0_01111011_1001101  0     123       77        normal  0.10009765625
+    0
+    >>> main(["encode", "0.1", "--fmt", "bf16", "--mode", "rz"])
+    input  hex     binary                value        rounding                    exactly
+    -----  ------  --------------------  -----------  --------------------------  -------
+    0.1    0x3dcc  0b0_01111011_1001100  0.099609375  rounded down (toward zero)
+    0
     """
     parser = build_parser()
     try:
