@@ -43,7 +43,8 @@ SCALE_RULES = {
     "rceil": "2**ceil(log2(fl32(amax / max_elem))): the quotient first rounded to FP32, "
              "as cuBLAS and torchao's RCEIL compute it",
     "even": "the power of two nearest amax / max_elem (E8M0's own rounding): clamping "
-            "possible",
+            "possible, by up to a factor sqrt(2) (not torchao's EVEN, which rounds amax "
+            "to the element's precision and then takes the floor rule)",
 }
 
 _INT8_STEP = 2.0**-6   # MXINT8: two's-complement int8 with an implicit 2**-6 (OCP §5.3.3)

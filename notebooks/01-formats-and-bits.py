@@ -98,29 +98,56 @@ fig.tight_layout()
 
 # %% [markdown]
 # The relative spacing (gap to the next value divided by the value) is what rounding
-# costs: at most half of it with round to nearest. It saw-tooths between `eps/2` and
-# `eps` across the normal range and grows in the subnormal range, where precision is
-# lost.
+# costs: at most half of it with round to nearest. Within a binade the gap is fixed, so
+# the relative spacing falls from `eps` at the binade's bottom to just above `eps/2` at
+# its top, and jumps back to `eps` at the next power of two: a saw-tooth (right, a few
+# binades around 1, every value drawn). Over the whole range (left) there are too many
+# binades to draw each tooth, so each binade is one step, at its largest relative
+# spacing (at its bottom, `x = 2**e`), with its teeth shaded between that and half of
+# it. In the subnormal range the gap stays that of the smallest normal binade, so the
+# relative spacing climbs to 1 at the smallest subnormal: precision is lost.
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
-for name in ["fp16", "bf16", "e4m3", "e5m2"]:
+names = ["fp16", "bf16", "e4m3", "e5m2"]
+colours = dict(zip(names, ["tab:blue", "tab:orange", "tab:green", "tab:red"]))
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+for name in names:
     fmt = lp.format(name)
     v = lp.decode(np.arange(2 ** (fmt.bits - 1)), fmt)
     v = np.unique(v[np.isfinite(v) & (v > 0)])
-    for ax in axes:
-        ax.loglog(v[:-1], np.diff(v) / v[:-1], label=fmt.name, lw=1)
-axes[1].set_xlim(1e-8, 1e5)
-for ax, title in zip(axes, ["the whole range", "zoom: 1e-8 to 1e5"]):
+    rel = np.diff(v) / v[:-1]                           # relative spacing of every value
+    bottoms = v[:-1] == 2.0 ** np.floor(np.log2(v[:-1]))  # the powers of two: binade bottoms
+    x, r = np.append(v[:-1][bottoms], v[-1]), np.append(rel[bottoms], rel[bottoms][-1])
+    ax1.step(x, r, where="post", color=colours[name], lw=1.5, label=fmt.name)
+    ax1.fill_between(x, r, r / 2, step="post", color=colours[name], alpha=0.15, lw=0)
+    zoom = (v[:-1] >= 2.0**-3) & (v[:-1] < 2.0**3)
+    ax2.plot(v[:-1][zoom], rel[zoom], color=colours[name], lw=1.2,
+             marker="o" if fmt.bits == 8 else None, ms=3, label=fmt.name)
+for name in ("fp16", "bf16"):
+    eps = lp.format(name).eps
+    ax2.axhline(eps, color=colours[name], ls=":", lw=1)
+    ax2.axhline(eps / 2, color=colours[name], ls=":", lw=1)
+ax1.set_xscale("log"); ax1.set_yscale("log")
+ax2.set_xscale("log", base=2)
+ax1.set_title("the whole range: one step per binade (largest relative spacing),\n"
+              "shaded down to half of it, where each binade's saw-tooth ends")
+ax2.set_title("zoom, 2**-3 to 2**3: the saw-tooth of every value\n"
+              "(dotted: eps and eps/2 of FP16 and BF16)")
+for ax in (ax1, ax2):
     ax.set_xlabel("value x")
-    ax.set_title(title)
     ax.grid(alpha=0.3)
-axes[0].set_ylabel("relative spacing (next value - x) / x")
-axes[0].legend()
+ax1.set_ylabel("relative spacing (next value - x) / x")
+ax1.legend()
 fig.suptitle("Relative spacing of FP16, BF16 and FP8 values")
 fig.tight_layout()
 
+# %%
+for name in names:
+    fmt = lp.format(name)
+    print(f"{fmt.name:12} eps {fmt.eps:<9.4g} normal from {fmt.smallest_normal:<10.4g} "
+          f"subnormal down to {fmt.smallest_subnormal:<10.4g} max {fmt.max:.4g}")
+
 # %% [markdown]
-# FP16's curve stops at 65504 while BF16's runs on to about 3.4e38; BF16's sits about
+# FP16's steps stop at its max, 65504, while BF16's run on to about 3.4e38; BF16's sit
 # 8 times higher (3 fewer mantissa bits); below each format's smallest normal the
-# spacing is constant, so the relative spacing rises to 1.
+# relative spacing rises step by step to 1, at the smallest subnormal.

@@ -138,9 +138,11 @@ fig.tight_layout()
 # Longer dot products accumulate more error. `lowprec.teaching.error_vs_k` measures the
 # mean relative error of dot products of uniform [0, 1) vectors (inputs rounded to the
 # format first, so only the accumulation is measured) against the exact result (also what
-# `lowprec demo` prints). With terms of one sign, the Tensor Cores' truncations all
-# point the same way and add up; the sequential FP32 loop rounds to nearest and its
-# errors partly cancel; FP16 accumulation stagnates.
+# `lowprec demo` prints). The outputs are FP32 values (FP16 for the `fp16` model), so
+# the `exact` model, the exact result rounded once to FP32, is not at 0 but at FP32's
+# own rounding error: the floor of any FP32 output. With terms of one sign, the Tensor
+# Cores' truncations all point the same way and add up; the sequential FP32 loop rounds
+# to nearest and its errors partly cancel; FP16 accumulation stagnates.
 
 # %%
 from lowprec.teaching import error_vs_k, error_table, plot_error_vs_k
@@ -172,13 +174,42 @@ for m in names:
 
 ulp = np.spacing(np.abs(D["exact"]).astype(np.float32)).astype(np.float64)
 errors = {m: ((D[m] - D["exact"]) / ulp).ravel() for m in names[1:]}
+u = lp.FP32.unit_roundoff
+relative = {m: ((D[m] - D["exact"]) / np.abs(D["exact"]) / u).ravel() for m in names[1:]}
 print("mean error in ulps:", {m: round(float(e.mean()), 1) for m, e in errors.items()})
-fig, ax = plt.subplots(figsize=(8, 4.5))
+print("mean relative error in units of u = 2**-24:",
+      {m: round(float(e.mean()), 1) for m, e in relative.items()})
+# The power of two nearest the results' median, and how many results lie on each side.
+edge = 2.0 ** np.round(np.log2(np.median(D["exact"])))
+above = np.mean(D["exact"] >= edge)
+print(f"results from {D['exact'].min():.2f} to {D['exact'].max():.2f}: "
+      f"{1 - above:.0%} below {edge:g}, where the FP32 ulp is {np.spacing(np.float32(edge) / 2):.3g}, "
+      f"{above:.0%} at or above it, where it is {np.spacing(np.float32(edge)):.3g}")
+
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
 bins = np.arange(min(e.min() for e in errors.values()) - 0.5, max(e.max() for e in errors.values()) + 1.5)
 for m, e in errors.items():
-    ax.hist(e, bins=bins, histtype="step", lw=1.5, label=m)
-ax.set_xlabel("error of the FP32 result, in ulps of the correctly rounded result")
-ax.set_ylabel("number of outputs (of 48 x 48)")
-ax.set_title("FP16 inputs uniform in [0, 1), K = 256: error against the exact product")
-ax.legend()
+    ax1.hist(e, bins=bins, histtype="step", lw=1.5, label=m)
+ax1.set_xlabel("error of the FP32 result, in ulps of the correctly rounded result")
+ax1.set_ylabel("number of outputs (of 48 x 48)")
+ax1.set_title(f"In ulps: two peaks per model, as the ulp doubles at {edge:g}")
+# Bins 2 units wide: an FP32 result's relative error moves in steps of 1 to 2 units.
+rbins = np.arange(np.floor(min(e.min() for e in relative.values())) - 1,
+                  max(e.max() for e in relative.values()) + 3, 2)
+for m, e in relative.items():
+    ax2.hist(e, bins=rbins, histtype="step", lw=1.5, label=m)
+ax2.set_xlabel("relative error of the FP32 result, in units of u = 2**-24")
+ax2.set_title("Relative to the exact result: one peak per model")
+for ax in (ax1, ax2):
+    ax.legend()
+fig.suptitle("FP16 inputs uniform in [0, 1), K = 256: error against the exact product")
 fig.tight_layout()
+
+# %% [markdown]
+# In ulps (left) each Tensor Core model has two peaks. The results straddle a power of
+# two (the line above says which, and how many lie on each side), and the FP32 ulp
+# doubles there: an absolute error of about the same size counts twice as many ulps
+# of a result just below the power of two as of one just above it. Divided by the
+# exact result instead (right), the errors of results on both sides fall together,
+# and each model has one peak; its position is the model's bias, and the order
+# (V100 worst, then A100, then H100) that of their alignment bits and block widths.

@@ -53,7 +53,11 @@ def error_vs_k(ks: tuple[int, ...] | list[int] = (16, 64, 256, 1024, 4096),
     is the model's accumulation error alone; the reference is the exact result
     of those inputs (exact products summed by `math.fsum`). Dot products report
     the mean relative error; matrix products the normwise error
-    ``||D - D_exact||_F / ||D_exact||_F``.
+    ``||D - D_exact||_F / ||D_exact||_F``. Every model's output is a value of
+    `matmul`'s default output format, FP32 (FP16 for ``"fp16"``), so the model
+    ``"exact"``, the exact result rounded once to FP32, has not error 0 but FP32's
+    rounding error: at most ``2**-24`` relative, a few times 1e-8 on average, the
+    floor of every model with an FP32 output.
 
     Parameters
     ----------
@@ -167,6 +171,8 @@ def plot_error_vs_k(result: dict[str, Any], which: str = "dot") -> Any:
                              sharey=True, squeeze=False)
     colours = dict(zip(result["models"], plt.rcParams["axes.prop_cycle"].by_key()["color"]))
     markers = dict(zip(result["models"], "os^vDx*P"))
+    # The "exact" model is one rounding of the exact result to its FP32 output.
+    labels = {"exact": "exact, rounded once to FP32"}
     for ax, fmt in zip(axes[0], formats):
         for model in result["models"]:
             errs = np.array(result[which][(fmt, model)])
@@ -174,14 +180,16 @@ def plot_error_vs_k(result: dict[str, Any], which: str = "dot") -> Any:
                 continue
             # An exact result has error 0, which a log axis cannot show: floor it.
             ax.loglog(result["ks"], np.maximum(errs, 1e-17), color=colours[model],
-                      marker=markers[model], label=model)
+                      marker=markers[model], label=labels.get(model, model))
         ax.set_title(f"{fmt} inputs")
         ax.set_xlabel("K (length of each dot product)")
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize=8)
     axes[0][0].set_ylabel("mean relative error" if which == "dot"
                           else "normwise relative error")
-    fig.suptitle("Dot products of uniform [0, 1) vectors: error against K" if which == "dot"
-                 else "Matrix products of standard normal matrices: error against K")
+    fig.suptitle(("Dot products of uniform [0, 1) vectors: error against K" if which == "dot"
+                  else "Matrix products of standard normal matrices: error against K")
+                 + "\n(reference: the exact result; \"exact\" is it rounded once to "
+                 "FP32, the floor of an FP32 output)", fontsize=10)
     fig.tight_layout()
     return fig
