@@ -9,6 +9,7 @@ arrays beyond dtype lookup, and it must never hold mutable state.
 
 from __future__ import annotations
 
+import html as _html
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -383,7 +384,13 @@ class Format:
         decimal digits      0
         inf / NaN           no / yes
         """
-        rows = [
+        rows = self._table_rows()
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+    def _table_rows(self) -> list[tuple[str, object]]:
+        """The (label, value) rows of `table` and of the HTML view."""
+        return [
             ("name", str(self)), ("dtype", self.numpy_dtype_name or "-"),
             ("bits", self.bits), ("exponent bits", self.exponent_bits),
             ("mantissa bits", self.mantissa_bits), ("precision p", self.p),
@@ -396,8 +403,27 @@ class Format:
             ("inf / NaN", f"{'yes' if self.has_inf else 'no'} / "
                           f"{'yes' if self.has_nan else 'no'}"),
         ]
-        width = max(len(k) for k, _ in rows)
-        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+    def _repr_html_(self) -> str:
+        """`table` as an HTML table, for Jupyter (inline CSS, every text escaped); the
+        plain repr (``lp.FP16``) stays the text fallback.
+
+        Examples
+        --------
+        >>> import lowprec as lp
+        >>> html = lp.BF16._repr_html_()
+        >>> html.startswith("<table"), "<td" in html, "3.3895313892515355e+38" in html
+        (True, True, True)
+        """
+        cell = "padding:1px 10px 1px 0;text-align:left"
+        body = "".join(f'<tr><th style="{cell};font-weight:normal;color:#555">'
+                       f'{_html.escape(str(k))}</th><td style="{cell}">'
+                       f"{_html.escape(str(v))}</td></tr>" for k, v in self._table_rows())
+        caption = _html.escape(repr(self))
+        return ('<table style="border-collapse:collapse;font-family:ui-monospace,'
+                'SFMono-Regular,Menlo,Consolas,monospace;font-size:13px">'
+                f'<caption style="text-align:left;font-weight:bold;padding-bottom:3px">'
+                f"{caption}</caption>{body}</table>")
 
     def __str__(self) -> str:
         """The name, or for an unnamed format its parameters in one short line.
@@ -485,6 +511,7 @@ _ML_DTYPES_ONLY = {
     "float8_e4m3": Format(4, 3),                            # IEEE-like, with inf
     "float8_e3m4": Format(3, 4),
     "float8_e4m3b11fnuz": Format(4, 3, bias=11, kind="fnuz"),
+    "float8_e5m3fnu": Format(5, 3, kind="fn", signed=False),  # unsigned: 0xFF NaN, max 114688
 }
 _BY_NAME = dict(_ML_DTYPES_ONLY)
 for _fmt, _names in _ALIASES.items():

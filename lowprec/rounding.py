@@ -112,10 +112,8 @@ def _round_unsigned(x, fmt, mode, **options):
     """`round` into an unsigned format: through its signed twin, then its own rules
     (`engine.unsigned`); the flags are the twin's rounding's."""
     r = round(x, twin(fmt), mode, **options)
-    zero_in: np.ndarray | bool = False
-    if not fmt.zero:
-        with np.errstate(all="ignore"):
-            zero_in = np.asarray(x, dtype=np.float64) == 0    # read: x was read above
+    with np.errstate(all="ignore"):
+        zero_in = np.asarray(x, dtype=np.float64) == 0        # read: x was read above
     out = settle(r, zero_in, fmt, bool(options["saturate"]))
     return out[()] if out.ndim == 0 else out
 

@@ -90,7 +90,8 @@ def test_ue4m3_rounding_is_e4m3_rounding_of_positive_values():
     assert np.array_equal(lp.round(x, "ue4m3"), ref.astype(np.float64), equal_nan=True)
     got = lp.round([-1.0, -0.0, -1e-9, 1e-9, 500.0], "ue4m3")
     assert np.isnan(got[0]) and np.isnan(got[4])
-    assert got[1] == 0 and not np.signbit(got[1]) and not np.signbit(got[2]) and got[3] == 0
+    assert got[1] == 0 and not np.signbit(got[1]) and got[3] == 0
+    assert np.isnan(got[2])                     # a negative value, even one that rounds to -0
     assert float(lp.round(500.0, "ue4m3", saturate=True)) == 448.0
 
 
@@ -115,3 +116,19 @@ def test_a_tensor_cannot_hold_a_scale_format():
         lp.tensor([1.0], "e8m0")
     with pytest.raises(ValueError, match="unsigned scale format"):
         lp.tensor([1.0], "fp16").astype("ue4m3")
+
+
+def test_e5m3fnu_rounds_as_ml_dtypes():
+    """ml_dtypes' float8_e5m3fnu (unsigned E5M3, 0xFF NaN): float32 inputs, where
+    ml_dtypes rounds once; negatives, overflow and inf go to NaN, -0 to +0."""
+    if not hasattr(ml_dtypes, "float8_e5m3fnu"):
+        pytest.skip(f"ml_dtypes {ml_dtypes.__version__} has no float8_e5m3fnu (0.7 has)")
+    fmt = lp.format("float8_e5m3fnu")
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(20000) * 10.0 ** rng.integers(-7, 6, 20000)).astype(np.float32)
+    x = np.concatenate([x, np.float32([0.0, -0.0, 114688.0, 118784.0, 122880.0, 1e9,
+                                       2.0**-17, 2.0**-18, np.inf, -np.inf, np.nan])])
+    theirs = x.astype(ml_dtypes.float8_e5m3fnu).astype(np.float64)
+    ours = np.asarray(lp.round(x.astype(np.float64), fmt))
+    assert np.array_equal(ours, theirs, equal_nan=True)
+    assert not np.signbit(ours[~np.isnan(ours)]).any()

@@ -34,9 +34,11 @@ def twin(fmt: Format) -> Format:
 def settle(r: np.ndarray, zero_in: np.ndarray | bool, fmt: Format,
            saturate: bool) -> np.ndarray:
     """The unsigned format's result from ``r``, the twin's rounding of the input, and
-    ``zero_in``, where the input is exactly zero (used only without zero)."""
+    ``zero_in``, where the input is exactly zero."""
     r = np.array(r, dtype=np.float64)
-    r[r < 0] = np.nan                    # no negative value: not a number of the format
+    # No negative value, also one that rounds to -0 (as ml_dtypes): not a number of the
+    # format; only a zero input (-0 included) gives zero.
+    r[(r < 0) | ((r == 0) & np.signbit(r) & ~np.asarray(zero_in, dtype=bool))] = np.nan
     r += 0.0                             # -0 -> +0: no sign bit
     if not fmt.zero:
         tiny = (r < fmt.smallest_normal) & ~np.asarray(zero_in, dtype=bool)
