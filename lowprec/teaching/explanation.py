@@ -12,6 +12,7 @@ this module must never round a value on its own.
 
 from __future__ import annotations
 
+import html
 import math
 import numbers
 import reprlib
@@ -246,79 +247,158 @@ class Explanation:
         return "\n".join(self._lines())
 
     def _lines(self):
+        title, rows = self._rows()
+        return [title, *(f"  {key:<10}  {text}" for key, text in rows)]
+
+    def _rows(self):
+        """The title and the (label, text) rows of the text view; `_lines` and
+        `_repr_html_` both draw these, so the two views say the same."""
         fmt, r = self.fmt, self.rounded
         m = fmt.mantissa_bits
-        lines = [f"{_shown(self.value)} in {format_name(fmt)}, {self.mode} "
-                 f"({MODE_NAMES[self.mode]})",
-                 f"  layout      {layout(fmt).split(': ', 1)[1]}"]
+        title = (f"{_shown(self.value)} in {format_name(fmt)}, {self.mode} "
+                 f"({MODE_NAMES[self.mode]})")
+        rows = [["layout", layout(fmt).split(": ", 1)[1]]]
         if self.bits is None:
-            lines.append(f"  bits        none: {format_name(fmt)} has no NaN (lp.round gives "
-                         "nan, lp.encode raises)")
+            rows.append(["bits", f"none: {format_name(fmt)} has no NaN (lp.round gives "
+                                 "nan, lp.encode raises)"])
         else:
             width = max(4, fmt.exponent_bits)
             hex_digits = (fmt.bits + 3) // 4
-            lines += [
-                f"  fields      sign | {'exponent'.ljust(width)} | mantissa",
-                f"  bits           {self.sign_field} | {self.exponent_field.ljust(width)}"
-                f" | {self.mantissa_field or '(none)'}   = 0x{self.bits:0{hex_digits}x}",
+            rows += [
+                ["fields", f"sign | {'exponent'.ljust(width)} | mantissa"],
+                ["bits", f"   {self.sign_field} | {self.exponent_field.ljust(width)}"
+                         f" | {self.mantissa_field or '(none)'}   = 0x{self.bits:0{hex_digits}x}"],
             ]
         kind = self.kind
         if self.sign is not None and kind != "nan":
-            lines.append(f"  sign        {self.sign} ({'-' if self.sign else '+'})")
+            rows.append(["sign", f"{self.sign} ({'-' if self.sign else '+'})"])
         if kind == "normal":
-            lines += [
-                f"  exponent    {self.exponent_field} = {self.exponent}, "
-                f"{self.exponent} - {fmt.bias} = {self.power}",
-                f"  mantissa    {self.mantissa_field or '(none)'} = {self.mantissa}, "
-                f"significand 1 + {self.mantissa}/{2**m} = {float(self.significand)!r}",
-                f"  value       {'-' if self.sign else '+'}{float(self.significand)!r} * "
-                f"{_pow2(self.power)} = {self.exact_decimal} (exact)",
+            rows += [
+                ["exponent", f"{self.exponent_field} = {self.exponent}, "
+                             f"{self.exponent} - {fmt.bias} = {self.power}"],
+                ["mantissa", f"{self.mantissa_field or '(none)'} = {self.mantissa}, "
+                             f"significand 1 + {self.mantissa}/{2**m} = "
+                             f"{float(self.significand)!r}"],
+                ["value", f"{'-' if self.sign else '+'}{float(self.significand)!r} * "
+                          f"{_pow2(self.power)} = {self.exact_decimal} (exact)"],
             ]
         elif kind == "subnormal":
-            lines += [
-                f"  exponent    {self.exponent_field} = 0: subnormal, exponent emin = "
-                f"{fmt.emin}",
-                f"  mantissa    {self.mantissa_field} = {self.mantissa}, significand "
-                f"0 + {self.mantissa}/{2**m} = {float(self.significand)!r}",
-                f"  value       {'-' if self.sign else '+'}{float(self.significand)!r} * "
-                f"{_pow2(self.power)} = {self.exact_decimal} (exact)",
+            rows += [
+                ["exponent", f"{self.exponent_field} = 0: subnormal, exponent emin = "
+                             f"{fmt.emin}"],
+                ["mantissa", f"{self.mantissa_field} = {self.mantissa}, significand "
+                             f"0 + {self.mantissa}/{2**m} = {float(self.significand)!r}"],
+                ["value", f"{'-' if self.sign else '+'}{float(self.significand)!r} * "
+                          f"{_pow2(self.power)} = {self.exact_decimal} (exact)"],
             ]
         elif kind == "zero":
-            lines.append(f"  value       {self.exact_decimal} (exponent and mantissa all 0)")
+            rows.append(["value", f"{self.exact_decimal} (exponent and mantissa all 0)"])
         elif kind == "inf":
-            lines.append(f"  value       {r!r} (exponent all ones, mantissa 0)")
+            rows.append(["value", f"{r!r} (exponent all ones, mantissa 0)"])
         else:
-            lines.append(f"  value       nan ({_NAN_RULE[fmt.kind]})")
+            rows.append(["value", f"nan ({_NAN_RULE[fmt.kind]})"])
         if self.below is not None or self.above is not None:
             show = lambda v: "none" if v is None else repr(v)  # noqa: E731
-            lines.append(f"  neighbours  {show(self.below)} < {r!r} < {show(self.above)}")
+            rows.append(["neighbours", f"{show(self.below)} < {r!r} < {show(self.above)}"])
         if self.ulp is not None:
             e = math.frexp(self.ulp)[1] - 1
-            lines.append(f"  ulp         {_pow2(e)} = {self.ulp!r}")
+            rows.append(["ulp", f"{_pow2(e)} = {self.ulp!r}"])
         if math.isfinite(self.value):
             exact, shown = _exact_decimal(self.value), _shown(self.value)
             if not isinstance(self.value, float):
                 note = " (exactly: no float64 holds it, and it is rounded once)"
             else:
                 note = "" if exact == shown else f" (float64, exactly {exact})"
-            lines.append(f"  input       {shown}{note}")
+            rows.append(["input", f"{shown}{note}"])
             if self.down != self.up:
-                lines.append(f"  candidates  {self.down!r} <= {shown} <= {self.up!r}"
-                             f": {self.mode} gives {r!r}")
+                rows.append(["candidates", f"{self.down!r} <= {shown} <= {self.up!r}"
+                                           f": {self.mode} gives {r!r}"])
                 if self.mode == "sr" and self.p_up is not None:
-                    lines[-1] += f" (P(up) = {float(self.p_up):.6g})"
+                    rows[-1][1] += f" (P(up) = {float(self.p_up):.6g})"
         if self.abs_error is not None:
-            err = f"  error       abs {float(self.abs_error):.6g}"
+            err = f"abs {float(self.abs_error):.6g}"
             if self.ulp:
                 err += f" = {float(self.abs_error / Fraction(self.ulp)):.4g} ulp"
             if self.rel_error is not None:
                 err += (f", rel {float(self.rel_error):.6g} = "
                         f"{float(self.rel_error / Fraction(fmt.unit_roundoff)):.4g} u "
                         f"(u = {_pow2(-fmt.p)})")
-            lines.append(err)
+            rows.append(["error", err])
         raised = [k for k, v in self.flags.items() if v]
-        lines.append(f"  flags       {', '.join(raised) if raised else 'none (exact)'}")
-        return lines
+        rows.append(["flags", ", ".join(raised) if raised else "none (exact)"])
+        return title, [(key, text) for key, text in rows]
+
+    # -- rich display (Jupyter) ------------------------------------------------------
+    def _repr_html_(self) -> str:
+        """The text view as HTML for Jupyter: the bits in boxes coloured by field, then
+        the same rows as ``str()`` (inline CSS only, no script; every text escaped).
+
+        Examples
+        --------
+        >>> import lowprec as lp
+        >>> html = lp.explain(0.1, "bf16")._repr_html_()
+        >>> html.startswith("<div"), "0.10009765625" in html, "<script" in html
+        (True, True, False)
+        """
+        title, rows = self._rows()
+        parts = [f'<div style="{_BOX}">',
+                 f'<div style="font-weight:bold;margin-bottom:4px">{_esc(title)}</div>']
+        if self.bits is not None:
+            parts.append(self._bits_html())
+        parts.append('<table style="border-collapse:collapse;margin-top:4px">')
+        for key, text in rows:
+            if key in ("fields", "bits") and self.bits is not None:
+                continue                       # drawn as the boxes above
+            cell = self._candidates_html() if key == "candidates" else _esc(text)
+            parts.append(f'<tr><th style="{_KEY}">{_esc(key)}</th>'
+                         f'<td style="{_CELL}">{cell}</td></tr>')
+        parts.append("</table></div>")
+        return "".join(parts)
+
+    def _bits_html(self):
+        fmt = self.fmt
+        # An unsigned format (E8M0, UE4M3) stores no sign bit: no box for it.
+        fields_ = [("sign", self.sign_field if fmt.signed else "", "sign"),
+                   ("exponent", self.exponent_field or "", f"exponent (bias {fmt.bias})"),
+                   ("mantissa", self.mantissa_field or "", "mantissa")]
+        fields_ = [f for f in fields_ if f[1]]
+        bits = "".join(f'<td title="{name} bit" style="{_BIT}background:{_COLOURS[name]}">'
+                       f"{b}</td>" for name, text, _ in fields_ for b in text)
+        labels = "".join(f'<td colspan="{len(text)}" style="{_LABEL}color:{_INK[name]}">'
+                         f"{_esc(label)}</td>" for name, text, label in fields_)
+        hex_digits = (fmt.bits + 3) // 4
+        return (f'<table style="border-collapse:separate;border-spacing:2px">'
+                f"<tr>{bits}<td style=\"{_LABEL}padding-left:8px\">"
+                f"= 0x{self.bits:0{hex_digits}x}</td></tr>"
+                f"<tr>{labels}<td></td></tr></table>")
+
+    def _candidates_html(self):
+        chosen = 'style="font-weight:bold;background:#fff3b0;padding:0 3px"'
+        down, up, r = repr(self.down), repr(self.up), repr(self.rounded)
+        # rounded is one of the candidates (or NaN / inf past them): mark the one taken.
+        d = f"<span {chosen}>{_esc(down)}</span>" if self.rounded == self.down else _esc(down)
+        u = f"<span {chosen}>{_esc(up)}</span>" if self.rounded == self.up else _esc(up)
+        text = f"{d} &lt;= {_esc(_shown(self.value))} &lt;= {u}: {_esc(self.mode)} gives {_esc(r)}"
+        if self.mode == "sr" and self.p_up is not None:
+            text += f" (P(up) = {float(self.p_up):.6g})"
+        return text
+
+
+# Inline styles of the HTML view (Jupyter, nbviewer and GitHub strip <style> blocks).
+_BOX = ("font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:13px;"
+        "line-height:1.4;color:#1b1b1b;background:#fafafa;border:1px solid #ddd;"
+        "border-radius:4px;padding:6px 8px;display:inline-block")
+_COLOURS = {"sign": "#f7c6c7", "exponent": "#c6dbf7", "mantissa": "#c9ecc1"}
+_INK = {"sign": "#9b1c1f", "exponent": "#1c4f9b", "mantissa": "#2a6e1d"}
+_BIT = ("width:1.3em;text-align:center;border:1px solid #888;border-radius:2px;"
+        "padding:1px 0;font-weight:bold;")
+_LABEL = "font-size:11px;text-align:center;padding:0 2px;"
+_KEY = "text-align:left;font-weight:normal;color:#555;padding:1px 12px 1px 0;vertical-align:top"
+_CELL = "text-align:left;padding:1px 0;white-space:pre-wrap"
+
+
+def _esc(text):
+    return html.escape(str(text), quote=True)
 
 
 _NAN_RULE = {

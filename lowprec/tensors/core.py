@@ -11,6 +11,7 @@ this module: the Tensor never imports them). Defaults come from `defaults`.
 
 from __future__ import annotations
 
+import html
 import operator
 from collections.abc import Callable, Collection, Iterator
 from typing import Any, NoReturn, cast
@@ -169,6 +170,29 @@ class Tensor:
 
     def __str__(self) -> str:
         return f"{np.array2string(self._v, threshold=20)} ({_fmt_name(self._fmt)})"
+
+    def _repr_html_(self) -> str:
+        """The values with format and shape, as HTML for Jupyter: each shown value exact
+        (its repr), summarized past NumPy's print threshold as `numpy.array2string`
+        does (``np.printoptions(threshold=...)`` sets it), so a large Tensor never
+        makes a large string. The plain repr stays the text fallback.
+
+        Examples
+        --------
+        >>> import lowprec as lp
+        >>> html = lp.tensor([0.1, 2.0], "fp16")._repr_html_()
+        >>> "0.0999755859375, 2.0" in html, "FP16" in html, "shape (2,)" in html
+        (True, True, True)
+        """
+        # array2string formats only the elements it shows (edgeitems per axis).
+        body = np.array2string(self._v, separator=", ",
+                               formatter={"float_kind": lambda v: repr(float(v))})
+        head = (f"Tensor, fmt {_fmt_name(self._fmt)}, shape {self._v.shape}, "
+                f"{self._v.size} value{'' if self._v.size == 1 else 's'}")
+        return ('<div style="font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,'
+                'monospace;font-size:13px">'
+                f'<div style="color:#555;margin-bottom:2px">{html.escape(head)}</div>'
+                f'<pre style="margin:0">{html.escape(body)}</pre></div>')
 
     # -- container protocol -------------------------------------------------------
     def __len__(self) -> int:

@@ -1,0 +1,193 @@
+"""lowprec.plot against oracles it did not produce: ml_dtypes' own bit patterns (every
+value of an FP8 / FP4 dtype), NumPy's ``np.spacing`` of float16, and rounding by
+search in ml_dtypes' sorted values. The figures are read back from the Axes' artists."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import lowprec as lp
+from peers import ml_dtypes
+
+matplotlib = pytest.importorskip("matplotlib")
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+from matplotlib.axes import Axes  # noqa: E402
+
+import lowprec.plot as lplot  # noqa: E402
+
+#: format name -> (ml_dtypes type, bits of one pattern)
+DTYPES = {"e4m3": (ml_dtypes.float8_e4m3fn, 8), "e5m2": (ml_dtypes.float8_e5m2, 8),
+          "e2m1": (ml_dtypes.float4_e2m1fn, 4), "e4m3fnuz": (ml_dtypes.float8_e4m3fnuz, 8),
+          "e3m2": (ml_dtypes.float6_e3m2fn, 6)}
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def every_value(spec):
+    """The finite values of the ml_dtypes type, sorted, from all its bit patterns."""
+    dtype, bits = DTYPES[spec]
+    with np.errstate(invalid="ignore"):
+        v = np.arange(2**bits, dtype=np.uint8).view(dtype).astype(np.float64)
+    return np.unique(v[np.isfinite(v)])
+
+
+def artists(ax, gid):
+    return [line for line in ax.lines if line.get_gid() == gid]
+
+
+@pytest.mark.parametrize("spec", sorted(DTYPES))
+def test_values_draws_exactly_the_finite_values_of_ml_dtypes(spec):
+    ax = lplot.values(spec)
+    assert isinstance(ax, Axes)
+    drawn = np.sort(np.concatenate([line.get_xdata() for line in artists(ax, "values")]))
+    np.testing.assert_array_equal(drawn, every_value(spec))
+    # Normal values and the zero and subnormals apart, split at finfo's smallest normal.
+    tiny = float(ml_dtypes.finfo(DTYPES[spec][0]).smallest_normal)
+    normal, *rest = artists(ax, "values")
+    assert np.all(np.abs(normal.get_xdata()) >= tiny)
+    assert all(np.all(np.abs(line.get_xdata()) < tiny) for line in rest)
+
+
+def test_values_refuses_formats_wider_than_8_bits():
+    for spec in ("fp16", "bf16", "fp32"):
+        with pytest.raises(ValueError, match="at most 8 bits"):
+            lplot.values(spec)
+
+
+def test_values_draws_into_a_given_axes_and_takes_unsigned_formats():
+    _, (a, b) = plt.subplots(2)
+    assert lplot.values("e8m0", ax=a) is a
+    drawn = np.concatenate([line.get_xdata() for line in artists(a, "values")])
+    assert drawn.size == 255 and drawn.min() == 2.0**-127 and drawn.max() == 2.0**127
+    lplot.values(lp.Format(3, 2), ax=b)
+    assert len(b.lines) >= 1
+
+
+def _fp16_spacing(x):
+    """ulp(x) / x by NumPy: the gap from float16 x to the next float16 up (at the
+    largest value, whose next is inf, the gap to the one below)."""
+    h = x.astype(np.float16)
+    gap = np.spacing(h).astype(np.float64)
+    top = h == np.finfo(np.float16).max
+    gap[top] = (h[top] - np.nextafter(h[top], np.float16(0))).astype(np.float64)
+    return gap / x
+
+
+def test_spacing_curve_is_numpys_spacing_of_float16():
+    ax = lplot.spacing(["fp16", "bf16"])
+    fp16 = artists(ax, "spacing")[0]
+    assert fp16.get_drawstyle() == "steps-post"
+    x, y = np.asarray(fp16.get_xdata()), np.asarray(fp16.get_ydata())
+    # The vertices: every power of two from the smallest subnormal to 2**15, then max.
+    np.testing.assert_array_equal(x[:-1], 2.0 ** np.arange(-24, 16))
+    assert x[-1] == float(np.finfo(np.float16).max)
+    np.testing.assert_array_equal(y[:-1], _fp16_spacing(x[:-1]))
+    assert y[-1] == y[-2]                   # the last step held on to the largest value
+    # Between vertices the step holds ulp(x) / x at the binade's first value, its largest;
+    # every float16 x of the binade has ulp(x) / x in (u, that], u = 2**-11.
+    rng = np.random.default_rng(0)
+    patterns = rng.integers(1, 0x7BFF, 2000, dtype=np.uint16)
+    samples = np.unique(patterns.view(np.float16).astype(np.float64))
+    step = y[np.searchsorted(x, samples, side="right") - 1]
+    ratio = _fp16_spacing(samples)
+    assert np.all(ratio <= step)
+    normal = samples >= 2.0**-14
+    assert np.all(ratio[normal] > 2.0**-11)
+    u = artists(ax, "unit roundoff")
+    assert [line.get_ydata()[0] for line in u] == [2.0**-11, 2.0**-8]
+
+
+def test_spacing_covers_fp64_without_warnings():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ax = lplot.spacing(["fp64", "e4m3"])
+        ax.figure.canvas.draw()
+    fp64 = artists(ax, "spacing")[0]
+    x = fp64.get_xdata()
+    assert x[0] == 5e-324 and x[-1] == np.finfo(np.float64).max
+    assert fp64.get_ydata()[0] == 1.0 and fp64.get_ydata()[-1] == 2.0**-52
+    e4m3 = artists(ax, "spacing")[1]
+    assert e4m3.get_xdata()[-1] == 448.0     # the 'fn' top binade ends before its NaN
+
+
+def _by_search(x, values, mode):
+    """Rounding by search in the sorted values (x within their range)."""
+    below = values[np.searchsorted(values, x, side="right") - 1]
+    above = values[np.searchsorted(values, x, side="left")]
+    if mode == "rd":
+        return below
+    if mode == "ru":
+        return above
+    return np.where(x >= 0, below, above)           # rz
+
+
+@pytest.mark.parametrize("around", [None, 0.0, -3.0, 200.0])
+def test_rounding_staircases_match_ml_dtypes(around):
+    modes = ("rne", "rz", "ru", "rd")
+    ax = lplot.rounding("e4m3", modes, around=around)
+    lines = artists(ax, "rounding")
+    assert [line.get_label().split()[0] for line in lines] == list(modes)
+    values = every_value("e4m3")
+    for mode, line in zip(modes, lines):
+        x, y = np.asarray(line.get_xdata()), np.asarray(line.get_ydata())
+        if mode == "rne":       # ml_dtypes' cast of float64 rounds to nearest even
+            expected = x.astype(ml_dtypes.float8_e4m3fn).astype(np.float64)
+        else:
+            expected = _by_search(x, values, mode)
+        np.testing.assert_array_equal(y, expected)
+    # The dots: 7 adjacent values of the format around the one ``around`` rounds to.
+    (dots,) = artists(ax, "representable")
+    shown = np.asarray(dots.get_xdata())
+    centre = 1.0 if around is None else around
+    i = int(np.searchsorted(values, float(np.array(centre).astype(ml_dtypes.float8_e4m3fn))))
+    np.testing.assert_array_equal(shown, values[max(i - 3, 0):i + 4])
+
+
+def test_rounding_draws_stochastic_rounding_as_points():
+    ax = lplot.rounding("fp16", ("sr",))
+    (line,) = artists(ax, "rounding")
+    assert line.get_linestyle() == "None"
+    x, y = np.asarray(line.get_xdata()), np.asarray(line.get_ydata())
+    down = np.where(x.astype(np.float16).astype(np.float64) <= x,
+                    x.astype(np.float16), np.nextafter(x.astype(np.float16), np.float16(0)))
+    down = down.astype(np.float64)
+    up = np.nextafter(down.astype(np.float16), np.float16(np.inf)).astype(np.float64)
+    assert np.all((y == down) | (y == up) | (y == x))
+
+
+def test_error_vs_k_wraps_the_experiments_plot():
+    from lowprec.teaching import experiments
+    assert lplot.plot_error_vs_k is experiments.plot_error_vs_k
+    result = {"ks": [16, 64], "formats": ["FP16"], "models": ["fp16"],
+              "dot": {("FP16", "fp16"): [1e-4, 3e-4]}}
+    axes = lplot.error_vs_k(result)
+    assert [ax.get_title() for ax in axes] == ["FP16 inputs"]
+    assert all(isinstance(ax, Axes) for ax in axes)
+    (line,) = axes[0].lines
+    assert list(line.get_xdata()) == [16, 64] and list(line.get_ydata()) == [1e-4, 3e-4]
+    with pytest.raises(TypeError, match="not both"):
+        lplot.error_vs_k(result, ks=(16,))
+
+
+def test_plot_is_not_imported_with_lowprec_and_needs_matplotlib():
+    code = ("import sys; sys.modules['matplotlib'] = None\n"
+            "import lowprec\n"
+            "assert 'lowprec.plot' not in sys.modules\n"
+            "import lowprec.plot\n"
+            "try:\n"
+            "    lowprec.plot.values('e4m3')\n"
+            "except ImportError as exc:\n"
+            "    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert 'pip install "lowprec[plot]"' in out
