@@ -381,10 +381,12 @@ def _demo(args):
     result = error_vs_k(ks, progress=progress)
     print("\n== Dot products: mean relative error of 32 K-long dot products ==")
     print("(entries uniform in [0, 1), rounded to the input format; reference: the exact "
-          "sum;\n '-': the model does not take these inputs, Tensor Cores take no FP32)\n")
+          "sum, which the\n exact model rounds once to FP32, so its row is not 0; '-': the "
+          "model does not take\n these inputs, Tensor Cores take no FP32)\n")
     print(error_table(result, "dot"))
     print("\n== Matrix products: normwise relative error of 16xK times Kx16 ==")
-    print("(entries standard normal, rounded to the input format; reference: exact)\n")
+    print("(entries standard normal, rounded to the input format; reference: exact; the "
+          "exact model's\n result is rounded once to FP32)\n")
     print(error_table(result, "matmul"))
     print("\nRead: FP16 accumulation stalls as K grows: once a running sum passes 1024, "
           "where FP16's\nspacing is 1, adding a product below 1/2 changes nothing. "
