@@ -8,6 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+import lowprec as lp
 from helpers import equal_or_both_nan
 from lowprec.formats import format as lp_format
 from lowprec.teaching import error_table, error_vs_k, explain, explain_text, layout
@@ -279,3 +280,21 @@ def test_unnamed_formats_are_named_by_dtype_or_parameters():
     assert layout(Format(8, 10)).startswith("Format(e=8, m=10, bias=127): S EEEEEEEE")
     text = str(explain(1e-6, Format(5, 10, subnormals=False)))
     assert text.startswith("1e-06 in Format(e=5, m=10, bias=15, subnormals=False), rne")
+
+
+@pytest.mark.parametrize("name", ["e8m0", "ue4m3"])
+def test_unsigned_formats_show_no_sign_and_their_neighbours(name):
+    """E8M0 and UE4M3 store no sign bit; the neighbours of each value are the adjacent
+    values of ml_dtypes' float8_e8m0fnu, and of float8_e4m3fn's non-negative ones."""
+    fmt = lp.format(name)
+    if name == "e8m0":
+        vals = np.arange(255, dtype=np.uint8).view(ml_dtypes.float8_e8m0fnu)
+    else:
+        vals = np.arange(127, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn)
+    vals = np.sort(vals.astype(np.float64))
+    for i in (0, 1, len(vals) // 2, len(vals) - 1):
+        e = lp.explain(float(vals[i]), fmt)
+        text = str(e)
+        assert "sign" not in text.split("layout")[1].split("\n")[0].replace("no sign bit", "")
+        assert e.below == (float(vals[i - 1]) if i > 0 else None)
+        assert e.above == (float(vals[i + 1]) if i + 1 < len(vals) else None)

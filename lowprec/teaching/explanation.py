@@ -61,11 +61,15 @@ def layout(fmt: FormatLike) -> str:
     BF16: S EEEEEEEE MMMMMMM = 1 sign | 8 exponent (bias 127) | 7 mantissa bits, p = 8
     >>> print(layout("e4m3"))
     FP8_E4M3: S EEEE MMM = 1 sign | 4 exponent (bias 7) | 3 mantissa bits, p = 4
+    >>> print(layout("e8m0"))
+    E8M0: EEEEEEEE = no sign bit | 8 exponent (bias 127) | 0 mantissa bits, p = 1
     """
     fmt = _format(fmt)
-    drawing = f"S {'E' * fmt.exponent_bits} {'M' * fmt.mantissa_bits}".rstrip()
-    return (f"{format_name(fmt)}: {drawing} = 1 sign | {fmt.exponent_bits} exponent "
-            f"(bias {fmt.bias}) | {fmt.mantissa_bits} mantissa bits, p = {fmt.p}")
+    sign = "S " if fmt.signed else ""
+    drawing = f"{sign}{'E' * fmt.exponent_bits} {'M' * fmt.mantissa_bits}".rstrip()
+    return (f"{format_name(fmt)}: {drawing} = {'1 sign' if fmt.signed else 'no sign bit'} "
+            f"| {fmt.exponent_bits} exponent (bias {fmt.bias}) | {fmt.mantissa_bits} "
+            f"mantissa bits, p = {fmt.p}")
 
 
 
@@ -264,13 +268,15 @@ class Explanation:
         else:
             width = max(4, fmt.exponent_bits)
             hex_digits = (fmt.bits + 3) // 4
+            sign_name, sign_bit = ("sign | ", f"   {self.sign_field} | ") if fmt.signed \
+                else ("", "")
             rows += [
-                ["fields", f"sign | {'exponent'.ljust(width)} | mantissa"],
-                ["bits", f"   {self.sign_field} | {self.exponent_field.ljust(width)}"
+                ["fields", f"{sign_name}{'exponent'.ljust(width)} | mantissa"],
+                ["bits", f"{sign_bit}{self.exponent_field.ljust(width)}"
                          f" | {self.mantissa_field or '(none)'}   = 0x{self.bits:0{hex_digits}x}"],
             ]
         kind = self.kind
-        if self.sign is not None and kind != "nan":
+        if self.sign is not None and kind != "nan" and fmt.signed:
             rows.append(["sign", f"{self.sign} ({'-' if self.sign else '+'})"])
         if kind == "normal":
             rows += [
@@ -413,7 +419,7 @@ def _neighbours(r, fmt):
     """The format's values next to ``r`` on the real line, from adjacent bit patterns."""
     if math.isnan(r):
         return None, None
-    top = 2 ** (fmt.bits - 1)              # magnitude patterns are [0, top)
+    top = 2 ** (fmt.bits - 1 if fmt.signed else fmt.bits)   # magnitude patterns: [0, top)
     mag = int(encode(abs(r), fmt))
 
     def value(pattern):
@@ -427,7 +433,10 @@ def _neighbours(r, fmt):
         away, toward = None, value(mag - 1)
     else:
         away = value(mag + 1)
-        toward = value(mag - 1) if mag > 0 else -value(1)
+        if mag > 0:
+            toward = value(mag - 1)
+        else:                               # zero (or E8M0's least value): below it, -value(1)
+            toward = -value(1) if fmt.signed and fmt.zero else None
     neg = math.copysign(1.0, r) < 0
     if neg:
         return (None if away is None else -away), (None if toward is None else -toward)
