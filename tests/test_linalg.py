@@ -1,0 +1,311 @@
+"""lowprec.linalg against oracles it did not produce: step-by-step `Fraction`
+references rounded by `lowprec.testing.reference_round` after each operation, the
+classical backward-error bound of LU (Higham, Theorem 9.3), and the theory of
+mixed-precision iterative refinement (Carson and Higham 2018)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import lowprec as lp
+import lowprec.linalg as la
+from lowprec.testing import reference_round
+
+F = Fraction
+
+
+def _random(n, fmt, seed, scale=1.0):
+    rng = np.random.default_rng(seed)
+    return lp.tensor(rng.standard_normal((n, n)) * scale, fmt)
+
+
+def _ref_lu(a, fmt, block=None):
+    """LU with partial pivoting on lists, every operation exact then rounded once
+    (``reference_round``); with ``block``, the trailing update ``a22 - l21 u12`` is the
+    exact sum rounded once (the ``"exact"`` model)."""
+    def rnd(q):
+        return reference_round(q, fmt)
+    n = len(a)
+    w = [[float(v) for v in row] for row in a]
+    perm = list(range(n))
+
+    def step(i, stop):
+        r = max(range(i, n), key=lambda k: (abs(w[k][i]), -k))   # first largest
+        if w[r][i] == 0:
+            raise np.linalg.LinAlgError("zero pivot")
+        w[i], w[r] = w[r], w[i]
+        perm[i], perm[r] = perm[r], perm[i]
+        for j in range(i + 1, n):
+            w[j][i] = rnd(F(w[j][i]) / F(w[i][i]))
+            for k in range(i + 1, stop):
+                w[j][k] = rnd(F(w[j][k]) - F(rnd(F(w[j][i]) * F(w[i][k]))))
+
+    if block is None:
+        for i in range(n):
+            step(i, n)
+        return w, perm
+    for k0 in range(0, n, block):
+        e = min(k0 + block, n)
+        for i in range(k0, e):
+            step(i, e)
+        for i in range(k0, e - 1):
+            for j in range(i + 1, e):
+                for k in range(e, n):
+                    w[j][k] = rnd(F(w[j][k]) - F(rnd(F(w[j][i]) * F(w[i][k]))))
+        for j in range(e, n):
+            for k in range(e, n):
+                exact = F(w[j][k]) - sum(F(w[j][t]) * F(w[t][k]) for t in range(k0, e))
+                w[j][k] = rnd(exact)
+    return w, perm
+
+
+def _packed(p, lo, u):
+    """The packed factors and permutation of lu's output (p[perm[i], i] = 1)."""
+    perm = np.argmax(p.values, axis=0)
+    return np.tril(lo.values, -1) + np.triu(u.values), perm
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "fp16"])
+@pytest.mark.parametrize("n", [3, 5, 6])
+@pytest.mark.parametrize("seed", range(3))
+def test_lu_equals_the_fraction_reference(fmt, n, seed):
+    a = _random(n, fmt, seed)
+    try:
+        w, perm = _ref_lu(a.values.tolist(), fmt)
+    except np.linalg.LinAlgError:      # rounding made it singular: so must lu
+        with pytest.raises(np.linalg.LinAlgError):
+            la.lu(a)
+        return
+    p, lo, u = la.lu(a)
+    got, got_perm = _packed(p, lo, u)
+    assert got_perm.tolist() == perm
+    assert np.array_equal(got, np.array(w))      # values: the reference has no -0
+    assert np.array_equal(np.diag(lo.values), np.ones(n))
+    assert lo.fmt == u.fmt == p.fmt == a.fmt
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "fp16"])
+@pytest.mark.parametrize("n,block", [(5, 2), (6, 3), (7, 3), (4, 1), (4, 4)])
+def test_blocked_lu_with_the_exact_model_equals_the_reference(fmt, n, block):
+    a = _random(n, fmt, 10 + n + block)
+    w, perm = _ref_lu(a.values.tolist(), fmt, block=block)
+    p, lo, u = la.lu(a, block=block, model="exact")
+    got, got_perm = _packed(p, lo, u)
+    assert got_perm.tolist() == perm
+    assert np.array_equal(got, np.array(w))
+
+
+def test_blocked_lu_runs_through_a_tensor_core_model():
+    a = _random(8, "fp16", 3)
+    p, lo, u = la.lu(a, block=4, model="h100")
+    r = p.values @ lo.values @ u.values
+    assert np.max(np.abs(r - a.values)) < 0.05 * np.max(np.abs(a.values))
+    with lp.context(matmul="exact"):   # the default model is the context's
+        assert np.array_equal(la.lu(a, block=4)[2].values,
+                              la.lu(a, block=4, model="exact")[2].values)
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "bf16", "fp32"])
+@pytest.mark.parametrize("block", [None, 4])
+@pytest.mark.parametrize("seed", range(3))
+def test_lu_backward_error_bound(fmt, block, seed):
+    # Higham, Theorem 9.3: P L U = A + dA with |dA| <= gamma_n P |L| |U|.
+    n = 12
+    a = _random(n, fmt, 100 + seed)
+    p, lo, u = la.lu(a, block=block, model="exact")
+    un = lp.finfo(fmt).eps / 2
+    gamma = n * un / (1 - n * un)
+    P, L, U = p.values, lo.values, u.values
+    # float64 products and sums of these values err by at most ~n 2**-53 |L||U|,
+    # far below gamma_n of a format of at most 24 bits.
+    err = np.abs(P @ L @ U - a.values)
+    bound = gamma * (P @ np.abs(L) @ np.abs(U))
+    assert np.all(err <= bound * (1 + 1e-6))
+    assert np.all(np.abs(L) <= 1)      # partial pivoting
+
+
+def _ref_forward(a, b, fmt, unit=False):
+    """Row-oriented forward substitution, left to right, each operation rounded."""
+    def rnd(q):
+        return reference_round(q, fmt)
+    x = []
+    for i, bi in enumerate(b):
+        s = float(bi)
+        for j in range(i):
+            s = rnd(F(s) - F(rnd(F(a[i][j]) * F(x[j]))))
+        x.append(s if unit else rnd(F(s) / F(a[i][i])))
+    return x
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "bf16", "fp16"])
+@pytest.mark.parametrize("unit", [False, True])
+def test_solve_triangular_equals_the_row_loop(fmt, unit):
+    rng = np.random.default_rng(7)
+    n = 6
+    a = lp.tensor(np.tril(rng.standard_normal((n, n))) + 3 * np.eye(n), fmt)
+    b = lp.tensor(rng.standard_normal(n), fmt)
+    want = _ref_forward(a.values.tolist(), b.values.tolist(), fmt, unit)
+    got = la.solve_triangular(a, b, lower=True, unit_diagonal=unit)
+    assert np.array_equal(got.values, want)
+    # Upper: the same loop on the reversed system.
+    au = lp.tensor(a.values[::-1, ::-1].T.copy(), fmt)
+    got_u = la.solve_triangular(au.T.T, b, lower=False, unit_diagonal=unit)
+    rev = _ref_forward(au.values[::-1, ::-1].tolist(), b.values[::-1].tolist(), fmt, unit)
+    assert np.array_equal(got_u.values, rev[::-1])
+    # Several right-hand sides: column by column.
+    bb = lp.tensor(rng.standard_normal((n, 3)), fmt)
+    many = la.solve_triangular(a, bb, lower=True, unit_diagonal=unit)
+    for k in range(3):
+        assert np.array_equal(many.values[:, k],
+                              la.solve_triangular(a, bb[:, k], lower=True,
+                                                  unit_diagonal=unit).values)
+
+
+def _ref_sqrt(q, fmt):
+    """Correctly rounded sqrt of a Fraction: floor(sqrt(q) 2**k) + 1/2 over 2**k lies
+    strictly between two multiples of 2**-k, and no midpoint of the format does (k =
+    400 is far finer than any of its grids for these magnitudes); exact squares stay
+    exact."""
+    import math
+    k = 400
+    y = q * 4**k
+    s = math.isqrt(y.numerator // y.denominator)
+    exact = F(s * s) == y
+    return reference_round(F(s, 2**k) if exact else F(2 * s + 1, 2**(k + 1)), fmt)
+
+
+def _ref_cholesky(a, fmt):
+    def rnd(q):
+        return reference_round(q, fmt)
+    n = len(a)
+    w = [[float(a[i][j]) if j <= i else 0.0 for j in range(n)] for i in range(n)]
+    for j in range(n):
+        w[j][j] = _ref_sqrt(F(w[j][j]), fmt)
+        for i in range(j + 1, n):
+            w[i][j] = rnd(F(w[i][j]) / F(w[j][j]))
+        for i in range(j + 1, n):
+            for k in range(j + 1, i + 1):
+                w[i][k] = rnd(F(w[i][k]) - F(rnd(F(w[i][j]) * F(w[k][j]))))
+    return w
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "fp16"])
+@pytest.mark.parametrize("seed", range(3))
+def test_cholesky_equals_the_fraction_reference(fmt, seed):
+    rng = np.random.default_rng(40 + seed)
+    m = rng.standard_normal((5, 5))
+    a = lp.tensor(m @ m.T + 5 * np.eye(5), fmt)
+    want = _ref_cholesky(a.values.tolist(), fmt)
+    assert np.array_equal(la.cholesky(a).values, np.array(want))
+
+
+def test_solve_inv_det():
+    a = lp.tensor([[0.0, 2.0, 1.0], [1.0, 1.0, 0.0], [3.0, 0.0, 1.0]], "fp32")
+    # Small integers: every operation of the elimination is exact in FP32 except the
+    # multipliers; the determinant -5 comes out exactly (NumPy's answer, float64).
+    assert float(la.det(a)) == pytest.approx(np.linalg.det(a.values), rel=1e-6)
+    x = la.solve(a, lp.tensor([1.0, 2.0, 3.0], "fp32"))
+    assert np.allclose(x.values, np.linalg.solve(a.values, [1.0, 2.0, 3.0]), rtol=1e-6)
+    ai = la.inv(a)
+    assert np.allclose(ai.values, np.linalg.inv(a.values), rtol=1e-6, atol=1e-7)
+    assert float(la.det(lp.tensor([[1.0, 2.0], [2.0, 4.0]], "fp16"))) == 0.0
+    assert float(la.det(lp.tensor([[0.0, 1.0], [1.0, 0.0]], "fp16"))) == -1.0
+    b2 = lp.tensor(np.ones((3, 2)), "fp32")
+    assert la.solve(a, b2).shape == (3, 2)
+
+
+def test_cholesky_qr_lstsq_norm_against_numpy():
+    rng = np.random.default_rng(5)
+    m = rng.standard_normal((6, 6))
+    spd = lp.tensor(m @ m.T + 6 * np.eye(6), "fp32")
+    c = la.cholesky(spd)
+    assert np.allclose(c.values, np.linalg.cholesky(spd.values), rtol=1e-5, atol=1e-5)
+    a = lp.tensor(rng.standard_normal((7, 4)), "fp32")
+    q, r = la.qr(a)
+    assert q.shape == (7, 4) and r.shape == (4, 4)
+    assert np.allclose(q.values @ r.values, a.values, atol=1e-5)
+    assert np.allclose(q.values.T @ q.values, np.eye(4), atol=1e-5)
+    b = lp.tensor(rng.standard_normal(7), "fp32")
+    want = np.linalg.lstsq(a.values, b.values, rcond=None)[0]
+    assert np.allclose(la.lstsq(a, b).values, want, atol=1e-5)
+    assert np.allclose(la.norm(a).values, np.linalg.norm(a.values), rtol=1e-6)
+    ints = lp.tensor([[1.0, -2.0], [3.0, 4.0]], "fp16")
+    assert float(la.norm(ints, 1)) == 6.0 and float(la.norm(ints, np.inf)) == 7.0
+    assert float(la.norm(ints[1], 2)) == 5.0
+    assert np.array_equal(la.norm(ints, axis=1).values,
+                          lp.tensor(np.linalg.norm(ints.values, axis=1), "fp16").values)
+    # FP16 squares that overflow FP16 do not overflow the FP32 accumulation.
+    assert float(la.norm(lp.tensor([300.0, 400.0], "fp16"))) == 500.0
+
+
+def _conditioned(n, kappa, seed):
+    rng = np.random.default_rng(seed)
+    u, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    v, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    s = np.logspace(0, -np.log10(kappa), n)
+    a = (u * s) @ v.T
+    x = rng.standard_normal(n)
+    return a, a @ x, x
+
+
+def test_refine_converges_when_kappa_u16_is_below_one():
+    # kappa 1e2, u_16 = 2**-11: kappa u < 1, so the error contracts by ~kappa u each
+    # step down to the working precision (x differs from the exact solution of the
+    # float64 data by about kappa 2**-53, far below 1e-12).
+    a, b, x = _conditioned(12, 1e2, 0)
+    sol, hist = la.refine(a, b, x_true=x)
+    assert hist[0]["forward_error"] > 1e-5          # the FP16 solve alone
+    assert hist[-1]["forward_error"] < 1e-12
+    assert hist[-1]["backward_error"] < 1e-14
+    assert len(hist) <= 11 and sol.fmt == lp.FP64
+    assert [h["iteration"] for h in hist] == list(range(len(hist)))
+
+
+def test_refine_fails_when_kappa_u16_is_above_one():
+    # kappa 1e8: kappa u_16 ~ 5e4 > 1, the FP16 factors carry no correct digit of the
+    # correction and refinement stalls or diverges.
+    a, b, x = _conditioned(12, 1e8, 0)
+    _, hist = la.refine(a, b, x_true=x)
+    assert min(h["forward_error"] for h in hist) > 1e-3
+
+
+def test_refine_with_a_tensor_core_lu_and_fp32_working():
+    a, b, x = _conditioned(16, 1e2, 1)
+    sol, hist = la.refine(a, b, working="fp32", residual="fp64", block=8, model="h100",
+                          x_true=x)
+    assert sol.fmt == lp.FP32
+    assert hist[-1]["forward_error"] < 1e-6
+
+
+def test_errors():
+    with pytest.raises(TypeError, match="lp.tensor"):
+        la.lu(np.eye(2))
+    with pytest.raises(ValueError, match="square"):
+        la.lu(lp.tensor(np.ones((2, 3)), "fp16"))
+    with pytest.raises(np.linalg.LinAlgError):
+        la.lu(lp.tensor([[1.0, 2.0], [2.0, 4.0]], "fp16"))
+    with pytest.raises(np.linalg.LinAlgError):
+        la.solve(lp.tensor(np.zeros((2, 2)), "fp16"), lp.tensor([1.0, 1.0], "fp16"))
+    with pytest.raises(ValueError, match="shape"):
+        la.solve(lp.tensor(np.eye(2), "fp16"), lp.tensor([1.0, 1.0, 1.0], "fp16"))
+    with pytest.raises(TypeError):
+        la.solve(lp.tensor(np.eye(2), "fp16"), [1.0, 1.0])
+    with pytest.raises(np.linalg.LinAlgError):
+        la.cholesky(lp.tensor([[1.0, 2.0], [2.0, 1.0]], "fp32"))
+    with pytest.raises(np.linalg.LinAlgError):
+        la.solve_triangular(lp.tensor([[1.0, 0.0], [1.0, 0.0]], "fp16"),
+                            lp.tensor([1.0, 1.0], "fp16"), lower=True)
+    with pytest.raises(ValueError):
+        la.qr(lp.tensor(np.ones((2, 3)), "fp16"))
+    with pytest.raises(ValueError):
+        la.norm(lp.tensor(np.eye(2), "fp16"), 2)
+    with pytest.raises(ValueError):
+        la.lu(lp.tensor(np.eye(2), "fp16"), block=0)
+    with pytest.raises(TypeError):
+        la.lu(lp.tensor(np.eye(2), "fp16"), block=2.0)
+    with pytest.raises(ValueError, match="square"):
+        la.refine(np.ones((2, 3)), [1.0, 1.0])
+    assert la.LinAlgError is np.linalg.LinAlgError
