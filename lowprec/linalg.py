@@ -588,3 +588,53 @@ def refine(a: Tensor | ArrayLike, b: Tensor | ArrayLike, *, factor: FormatLike =
         if np.array_equal(old.values, x.values):
             break
     return x, history
+
+
+# -- np.linalg on Tensors ----------------------------------------------------------------
+# The dispatch tables of lowprec.tensors are filled by the files that implement their
+# entries; these are this module's (np.linalg.solve(t, b) runs `solve`, and so on).
+
+def _np_solve(a, b):
+    return solve(a, b)
+
+
+def _np_inv(a):
+    return inv(a)
+
+
+def _np_det(a):
+    return det(a)
+
+
+def _np_cholesky(a, /, *, upper=False):
+    if upper:
+        raise TypeError("numpy.linalg.cholesky(upper=True) is not implemented for "
+                        "lowprec.Tensor; take lowprec.linalg.cholesky(a).T")
+    return cholesky(a)
+
+
+def _np_norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - NumPy's name
+    if keepdims:
+        raise TypeError("numpy.linalg.norm(keepdims=True) is not implemented for "
+                        "lowprec.Tensor")
+    return norm(x, ord=ord, axis=axis)
+
+
+def _register() -> None:
+    from .tensors.core import HANDLED_FUNCTIONS
+    from .tensors.functions import KINDS
+    for np_fn, fn, order in (
+            (np.linalg.solve, _np_solve, "lowprec.linalg.solve: LU with partial pivoting, "
+                                         "then two triangular solves"),
+            (np.linalg.inv, _np_inv, "lowprec.linalg.inv: solve with the identity"),
+            (np.linalg.det, _np_det, "lowprec.linalg.det: the product of U's diagonal, "
+                                     "left to right, signed by the pivots"),
+            (np.linalg.cholesky, _np_cholesky, "lowprec.linalg.cholesky: right-looking, "
+                                               "a rounded sqrt per column"),
+            (np.linalg.norm, _np_norm, "lowprec.linalg.norm: 2-norms summed pairwise in "
+                                       "FP32 (FP64 for FP64) and rounded once")):
+        HANDLED_FUNCTIONS[np_fn] = fn
+        KINDS[np_fn] = ("composed", order)
+
+
+_register()

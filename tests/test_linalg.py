@@ -309,3 +309,20 @@ def test_errors():
     with pytest.raises(ValueError, match="square"):
         la.refine(np.ones((2, 3)), [1.0, 1.0])
     assert la.LinAlgError is np.linalg.LinAlgError
+
+
+def test_numpy_linalg_dispatches_to_lowprec_linalg():
+    """np.linalg.X on a Tensor is lowprec.linalg.X, bit for bit; others are refused."""
+    rng = np.random.default_rng(9)
+    m = rng.standard_normal((5, 5))
+    a = lp.tensor(m @ m.T + 5 * np.eye(5), "fp16")
+    b = lp.tensor(rng.standard_normal(5), "fp16")
+    for got, want in ((np.linalg.solve(a, b), lp.linalg.solve(a, b)),
+                      (np.linalg.inv(a), lp.linalg.inv(a)),
+                      (np.linalg.det(a), lp.linalg.det(a)),
+                      (np.linalg.cholesky(a), lp.linalg.cholesky(a)),
+                      (np.linalg.norm(a), lp.linalg.norm(a))):
+        assert isinstance(got, lp.Tensor) and got.fmt == want.fmt
+        assert np.array_equal(got.values, want.values)
+    with pytest.raises(TypeError, match="numpy.linalg.eig is not implemented"):
+        np.linalg.eig(a)

@@ -40,6 +40,13 @@ def _fmt_name(fmt):
     return str(fmt)   # the name, or one line of parameters for an unnamed format
 
 
+def _not_implemented(name):
+    """The refusal of a NumPy call the tables do not hold: not implemented (which
+    says nothing about whether it could be emulated), where the list is, the way out."""
+    return (f"{name} is not implemented for lowprec.Tensor; see docs/numpy-support.md; "
+            "np.asarray(t) gives the float64 values")
+
+
 def values_of(x: Any) -> Any:
     """The float64 values of a Tensor ``x``; anything else as it is."""
     return x._v if isinstance(x, Tensor) else x
@@ -89,8 +96,8 @@ class Tensor:
     >>> np.fft.fft(x)
     Traceback (most recent call last):
     ...
-    TypeError: lowprec.Tensor does not support numpy.fft.fft: it cannot be emulated in BF16
-    (convert with np.asarray(t) to leave the emulation)
+    TypeError: numpy.fft.fft is not implemented for lowprec.Tensor; see
+    docs/numpy-support.md; np.asarray(t) gives the float64 values
     """
 
     __slots__ = ("_v", "_fmt")
@@ -304,6 +311,53 @@ class Tensor:
              order: str = "pairwise", keepdims: bool = False) -> Tensor:
         return HANDLED_FUNCTIONS[np.mean](self, axis=axis, acc=acc, order=order, keepdims=keepdims)
 
+    def prod(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        """`numpy.prod` in the Tensor's format: sequential, each multiplication rounded."""
+        return HANDLED_FUNCTIONS[np.prod](self, axis=axis, keepdims=keepdims)
+
+    def cumprod(self, axis: int | None = None) -> Tensor:
+        """`numpy.cumprod`: sequential partial products, each multiplication rounded."""
+        return HANDLED_FUNCTIONS[np.cumprod](self, axis=axis)
+
+    def var(self, axis: int | tuple[int, ...] | None = None, ddof: int = 0, *,
+            acc: FormatLike | None = None, order: str = "pairwise",
+            keepdims: bool = False) -> Tensor:
+        """`numpy.var` composed of rounded operations (docs/numpy-support.md)."""
+        return HANDLED_FUNCTIONS[np.var](self, axis=axis, ddof=ddof, acc=acc, order=order,
+                                         keepdims=keepdims)
+
+    def std(self, axis: int | tuple[int, ...] | None = None, ddof: int = 0, *,
+            acc: FormatLike | None = None, order: str = "pairwise",
+            keepdims: bool = False) -> Tensor:
+        """`numpy.std`: the square root of `var`, rounded."""
+        return HANDLED_FUNCTIONS[np.std](self, axis=axis, ddof=ddof, acc=acc, order=order,
+                                         keepdims=keepdims)
+
+    def sort(self, axis: int = -1) -> None:
+        """Sort in place along ``axis``, as `numpy.ndarray.sort` (exact: values move).
+
+        Examples
+        --------
+        >>> import lowprec as lp
+        >>> t = lp.tensor([3.0, 0.1, 2.0], "bf16")
+        >>> t.sort()
+        >>> t
+        Tensor([0.10009765625, 2.0, 3.0], fmt=BF16)
+        """
+        self._v.sort(axis=axis)
+
+    def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
+        return HANDLED_FUNCTIONS[np.diagonal](self, offset, axis1, axis2)
+
+    def trace(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
+        """The sum of the diagonal, as `Tensor.sum` (pairwise in the Tensor's format)."""
+        return HANDLED_FUNCTIONS[np.trace](self, offset, axis1, axis2)
+
+    def round(self, decimals: int = 0) -> Tensor:
+        """`numpy.round`: the correctly rounded decimal rounding, rounded once into the
+        format."""
+        return HANDLED_FUNCTIONS[np.round](self, decimals)
+
     def max(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
         return Tensor(np.max(self._v, axis=axis, keepdims=keepdims), self._fmt)
 
@@ -332,8 +386,7 @@ class Tensor:
                                 f"{', '.join(sorted(extra))}=")
         handler = HANDLED_UFUNCS.get(name)
         if handler is None:
-            raise TypeError(f"lowprec.Tensor does not support numpy.{name}: it cannot "
-                            "be emulated (convert with np.asarray(t) to leave the emulation)")
+            raise TypeError(_not_implemented(f"numpy.{name}"))
         return handler(*inputs)
 
     def __array_function__(self, func: Callable[..., Any], types: Collection[type],
@@ -341,9 +394,7 @@ class Tensor:
         handler = HANDLED_FUNCTIONS.get(func)
         if handler is None:
             mod = func.__module__.replace("numpy._core", "numpy").replace(".fromnumeric", "")
-            raise TypeError(f"lowprec.Tensor does not support {mod}.{func.__name__}: it "
-                            f"cannot be emulated in {_fmt_name(self._fmt)} "
-                            "(convert with np.asarray(t) to leave the emulation)")
+            raise TypeError(_not_implemented(f"{mod}.{func.__name__}"))
         return handler(*args, **kwargs)
 
     # -- operators ------------------------------------------------------------------

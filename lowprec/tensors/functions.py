@@ -1,10 +1,14 @@
 """`HANDLED_FUNCTIONS`: the NumPy functions a Tensor emulates, and `matmul` on Tensors.
 
-Functions that move values keep the format; joins promote their operands exactly;
-sums and means round through `arith.sum` in an accumulation format, prefix
-sums through `arith.cumsum` in the Tensor's; selections and
-reductions to max/min are exact; functions whose results are not values (indices,
-shapes, bools) answer in plain NumPy. Options that would store values outside the
+Functions that move values keep the format (sort, diag, triu, roll, unique, ...);
+joins promote their operands exactly; sums and means round through `arith.sum` in an
+accumulation format, prefix sums through `arith.cumsum` in the Tensor's; var, std,
+prod, cumprod, diff, trace, nansum, nanmean and average are composed of rounded
+operations in a stated order; contractions (dot, inner, tensordot, einsum) go through
+`matmul`; selections, medians of odd counts and max/min are exact; functions whose
+results are not values (indices, shapes, bools, histogram counts) answer in plain
+NumPy. `KINDS` gives each handled function its class and order, and `support_table`
+prints them (docs/numpy-support.md). Options that would store values outside the
 format (``out=``, ``dtype=``, ``initial=``, ``where=``) are refused by name. The
 table is `lowprec.tensors.core.HANDLED_FUNCTIONS`, filled here.
 """
@@ -29,9 +33,10 @@ from ..tensorcore.instructions import MatrixUnit
 from .core import HANDLED_FUNCTIONS, HANDLED_UFUNCS, Tensor, format_of_dtype, operands, values_of
 from .defaults import get_context, round_ctx
 from .promotion import holds, result_format
+from .ufuncs import KINDS as _UFUNC_KINDS
 from .ufuncs import select
 
-__all__ = ["matmul", "HANDLED_FUNCTIONS"]
+__all__ = ["matmul", "HANDLED_FUNCTIONS", "KINDS", "support_table"]
 
 
 @overload
@@ -342,6 +347,285 @@ def _matmul_function(a, b, /, out=None, **kwargs):
     return matmul(a, b)
 
 
+# -- selection and reordering: exact ---------------------------------------------------
+
+def _unique(ar, *args, **kwargs):
+    """The distinct values (a Tensor of the format); indices and counts plain."""
+    r = np.unique(ar._v, *args, **kwargs)
+    if isinstance(r, tuple):
+        return (Tensor(r[0], ar.fmt), *r[1:])
+    return Tensor(r, ar.fmt)
+
+
+def _arith(fn, *vals, fmt):
+    ctx = get_context()
+    return np.asarray(fn(*vals, fmt, ctx.mode, **ctx.kwargs()))
+
+
+def _median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    """The middle value of an odd count (exact); of an even count, the two middle
+    values' mean rounded once: ``0.5*lo + 0.5*hi`` (both halvings exact in float64 for
+    values of every format narrower than FP64) through `arith.add`, correctly rounded."""
+    _refuse("median", out=out)
+    v = a._v.ravel() if axis is None else np.moveaxis(a._v, axis, -1)
+    v = np.sort(v, axis=-1)
+    n = v.shape[-1]
+    if n == 0:
+        raise ValueError("numpy.median of an empty Tensor has no value")
+    if n % 2:
+        r = v[..., n // 2]
+    else:
+        r = _arith(arith.add, 0.5 * v[..., n // 2 - 1], 0.5 * v[..., n // 2], fmt=a.fmt)
+    r = np.where(np.isnan(v).any(axis=-1), np.nan, r)   # NaN sorts last; NumPy gives NaN
+    if keepdims:
+        r = np.expand_dims(r, tuple(range(a.ndim)) if axis is None else axis)
+    return Tensor(np.asarray(r), a.fmt)
+
+
+def _histogram(a, bins=10, range=None, density=None, weights=None):  # noqa: A002
+    """Counts of the values (plain int64) and the bin edges (plain float64)."""
+    _refuse("histogram", density=density or None, weights=weights)
+    return np.histogram(a._v, bins=values_of(bins), range=range)
+
+
+def _nan_reduce_exact(fn):
+    def handler(a, axis=None, out=None, keepdims=False, **kwargs):
+        _refuse(fn.__name__, out=out, **kwargs)
+        return Tensor(np.asarray(fn(a._v, axis=axis, keepdims=_given(keepdims)
+                                    and bool(keepdims))), a.fmt)
+    return handler
+
+
+# -- composed of rounded operations --------------------------------------------------
+
+def _along(v, axis):
+    """``v`` with ``axis`` first (``axis=None`` flattens), for a sequential loop."""
+    return v.ravel() if axis is None else np.moveaxis(v, axis, 0)
+
+
+def _prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue,
+          where=np._NoValue):
+    """Left to right, each multiplication rounded in the Tensor's format (context
+    mode); the empty product is 1."""
+    _refuse("prod", out=out, dtype=dtype, initial=initial, where=where)
+    v = _along(a._v, axis)
+    r = np.ones(v.shape[1:])
+    for i in range(v.shape[0]):
+        r = v[0].copy() if i == 0 else _arith(arith.mul, r, v[i], fmt=a.fmt)
+    if _given(keepdims) and keepdims:
+        r = np.expand_dims(r, tuple(range(a.ndim)) if axis is None else axis)
+    return Tensor(np.asarray(r), a.fmt)
+
+
+def _cumprod(a, axis=None, dtype=None, out=None):
+    """Sequential partial products, each multiplication rounded; ``axis=None``
+    flattens, as NumPy."""
+    _refuse("cumprod", out=out, dtype=dtype)
+    v = _along(a._v, axis)
+    r = np.empty_like(v)
+    for i in range(v.shape[0]):
+        r[i] = v[0] if i == 0 else _arith(arith.mul, r[i - 1], v[i], fmt=a.fmt)
+    return Tensor(r if axis is None else np.moveaxis(r, 0, axis), a.fmt)
+
+
+def _diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
+    """``n`` rounds of neighbour differences, each subtraction rounded (context mode);
+    ``prepend``/``append`` enter the format as plain operands do (rounded once)."""
+    parts = [x for x in (prepend, a, append) if x is not np._NoValue]
+    vals, fmt = operands(*parts)
+    vals = [np.broadcast_to(np.asarray(x), a.shape[:axis % a.ndim] + (1,) +
+                            a.shape[axis % a.ndim + 1:]) if np.ndim(x) == 0 else x
+            for x in vals]
+    v = np.concatenate(vals, axis=axis) if len(vals) > 1 else vals[0]
+    for _ in range(n):
+        v = np.moveaxis(v, axis, -1)
+        v = np.moveaxis(_arith(arith.sub, v[..., 1:], v[..., :-1], fmt=fmt), -1, axis)
+    return Tensor(np.asarray(v), fmt)
+
+
+def _var_parts(a, axis, ddof, acc, order, keepdims):
+    """(the Tensor of squared deviations' mean, ...): mean (`_mean`), deviations
+    ``a - mean`` rounded, squares rounded, their sum in ``acc`` (``order``) divided
+    by ``n - ddof`` with one rounding into the Tensor's format."""
+    m = _mean(a, axis=axis, keepdims=True, acc=acc, order=order)
+    d = HANDLED_UFUNCS["subtract"](a, m)
+    sq = HANDLED_UFUNCS["multiply"](d, d)
+    s = _acc_sum(sq, axis, keepdims, acc, order)
+    n = a.size if axis is None else int(np.prod([a.shape[i] for i in np.atleast_1d(axis)]))
+    ctx = get_context()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return Tensor(np.asarray(arith.div(s, float(max(n - ddof, 0)), a.fmt, ctx.mode,
+                                           **ctx.kwargs())), a.fmt)
+
+
+def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=np._NoValue,
+         mean=np._NoValue, correction=np._NoValue, acc=None, order="pairwise"):
+    _refuse("var", out=out, dtype=dtype, where=where, mean=mean)
+    ddof = correction if _given(correction) else ddof
+    return _var_parts(a, axis, ddof, acc, order, _given(keepdims) and bool(keepdims))
+
+
+def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=np._NoValue,
+         mean=np._NoValue, correction=np._NoValue, acc=None, order="pairwise"):
+    _refuse("std", out=out, dtype=dtype, where=where, mean=mean)
+    ddof = correction if _given(correction) else ddof
+    var = _var_parts(a, axis, ddof, acc, order, _given(keepdims) and bool(keepdims))
+    return HANDLED_UFUNCS["sqrt"](var)
+
+
+def _trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    """The diagonal summed as `Tensor.sum` (pairwise in the Tensor's format)."""
+    _refuse("trace", out=out, dtype=dtype)
+    return _sum(Tensor(np.diagonal(a._v, offset, axis1, axis2), a.fmt), axis=-1)
+
+
+def _nan_to_zero(a):
+    return Tensor(np.where(np.isnan(a._v), 0.0, a._v), a.fmt)
+
+
+def _nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue,
+            where=np._NoValue, *, acc=None, order="pairwise"):
+    """`_sum` with NaNs as zeros."""
+    _refuse("nansum", out=out, dtype=dtype, initial=initial, where=where)
+    return _sum(_nan_to_zero(a), axis=axis, keepdims=keepdims, acc=acc, order=order)
+
+
+def _nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=np._NoValue,
+             acc=None, order="pairwise"):
+    """The sum with NaNs as zeros (`_acc_sum`) divided by the count of the others,
+    one rounding (NaN where there are none)."""
+    _refuse("nanmean", out=out, dtype=dtype, where=where)
+    keep = _given(keepdims) and bool(keepdims)
+    s = _acc_sum(_nan_to_zero(a), axis, keep, acc, order)
+    count = np.sum(~np.isnan(a._v), axis=axis, keepdims=keep).astype(np.float64)
+    ctx = get_context()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return Tensor(np.asarray(arith.div(s, count, a.fmt, ctx.mode, **ctx.kwargs())), a.fmt)
+
+
+def _average(a, axis=None, weights=None, returned=False, *, keepdims=np._NoValue):
+    """Unweighted: `_mean`. Weighted: the weights enter the format as operands do
+    (plain ones rounded in once, Tensors promote), each product ``a * w`` rounded, the
+    products and the weights each summed as `_sum`, one correctly rounded division."""
+    keep = _given(keepdims) and bool(keepdims)
+    if weights is None:
+        r = _mean(a, axis=axis, keepdims=keep)
+        n = a.size if axis is None else a.shape[axis]
+        return (r, Tensor(np.full(r.shape, float(n)), a.fmt).astype(a.fmt)) if returned else r
+    (va, vw), fmt = operands(a, weights)
+    va, vw = np.asarray(va), np.asarray(vw)
+    if vw.shape != va.shape:
+        if axis is None or vw.ndim != 1:
+            raise TypeError("numpy.average: weights of another shape than the Tensor's "
+                            "need axis= and must be 1-D, as in NumPy")
+        shape = [1] * va.ndim
+        shape[axis] = vw.size
+        vw = vw.reshape(shape)
+    ta, tw = Tensor(va, fmt), Tensor(np.array(np.broadcast_to(vw, va.shape)), fmt)
+    num = _sum(HANDLED_UFUNCS["multiply"](ta, tw), axis=axis, keepdims=keep)
+    den = _sum(tw, axis=axis, keepdims=keep)
+    r = HANDLED_UFUNCS["divide"](num, den)
+    return (r, den) if returned else r
+
+
+def _outer(a, b, out=None):
+    """Each product ``a[i] * b[j]`` rounded once (correctly, `arith.mul`)."""
+    _refuse("outer", out=out)
+    (va, vb), fmt = operands(a, b)
+    return Tensor(_arith(arith.mul, np.ravel(va)[:, None], np.ravel(vb)[None, :], fmt=fmt),
+                  fmt)
+
+
+def _tensordot(a, b, axes=2):
+    """The contraction as one 2-D product through `matmul` (the context's model):
+    ``a``'s free axes by the contracted ones, times the contracted by ``b``'s free
+    axes; the result is `matmul`'s (an FP32 Tensor for the default model)."""
+    na, nb = np.ndim(values_of(a)), np.ndim(values_of(b))
+    if isinstance(axes, (int, np.integer)):
+        ax_a, ax_b = list(range(na - int(axes), na)), list(range(int(axes)))
+    else:
+        ax_a, ax_b = ([axes[0]] if np.ndim(axes[0]) == 0 else list(axes[0]),
+                      [axes[1]] if np.ndim(axes[1]) == 0 else list(axes[1]))
+    ax_a = [x % na for x in ax_a]
+    ax_b = [x % nb for x in ax_b]
+    sa, sb = np.shape(values_of(a)), np.shape(values_of(b))
+    free_a = [i for i in range(na) if i not in ax_a]
+    free_b = [i for i in range(nb) if i not in ax_b]
+    k = int(np.prod([sa[i] for i in ax_a]))
+    ta = np.transpose(a, free_a + ax_a).reshape(-1, k)
+    tb = np.transpose(b, ax_b + free_b).reshape(k, -1)
+    r = matmul(ta, tb)
+    return r.reshape([sa[i] for i in free_a] + [sb[i] for i in free_b])
+
+
+def _inner(a, b):
+    """Contraction over the last axes, as `_tensordot` (`matmul`); 0-d: a product."""
+    if np.ndim(values_of(a)) == 0 or np.ndim(values_of(b)) == 0:
+        return np.multiply(a, b)
+    return _tensordot(a, b, axes=([-1], [-1]))
+
+
+def _round_decimals(a, decimals=0, out=None):
+    """The exact decimal rounding (ties to even, as NumPy), nearest in float64
+    (Python's `round` on a float is correctly rounded), rounded once into the format.
+    ``decimals=0`` is `numpy.rint`: exact."""
+    _refuse("round", out=out)
+    d = int(decimals)
+    if d == 0:
+        return HANDLED_UFUNCS["rint"](a)
+    flat = [round(x, d) if np.isfinite(x) else x for x in a._v.ravel().tolist()]
+    r = np.asarray(flat, dtype=np.float64).reshape(a.shape)
+    return Tensor(np.asarray(round_ctx(r, a.fmt, None)), a.fmt)
+
+
+def _einsum(subscripts, *operands_, out=None, **kwargs):
+    """One operand: a permutation of its axes (exact). Two operands: their
+    contraction as one (batched) 2-D product through `matmul` (the context's model):
+    axes in both operands and the output are the batch, in both but not the output
+    contracted, the rest free; then the output's order (a transpose). Repeated
+    indices within an operand, ``...``, sums over an axis of one operand, and more
+    than two operands are refused."""
+    _refuse("einsum", out=out, **kwargs)
+    if not isinstance(subscripts, str) or "..." in subscripts:
+        raise TypeError("lowprec.Tensor supports numpy.einsum with explicit letters "
+                        "only (no '...', no operand lists)")
+    spec = subscripts.replace(" ", "")
+    ins, _, res = spec.partition("->")
+    terms = ins.split(",")
+    if "->" not in spec:
+        letters = "".join(terms)
+        res = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    if len(terms) != len(operands_) or any(len(set(t)) != len(t) for t in terms + [res]):
+        raise TypeError(f"lowprec.Tensor does not support numpy.einsum({subscripts!r}): "
+                        "repeated indices (traces, diagonals) are not emulated")
+    if len(terms) == 1:
+        (t,), x = terms, operands_[0]
+        if sorted(t) != sorted(res):
+            raise TypeError("lowprec.Tensor does not support a one-operand numpy.einsum "
+                            "that sums: use np.sum")
+        return np.transpose(x, [t.index(c) for c in res])
+    if len(terms) != 2:
+        raise TypeError("lowprec.Tensor supports numpy.einsum of one or two operands")
+    (ta, tb), (a, b) = terms, operands_
+    if any(c not in tb and c not in res for c in ta) or \
+            any(c not in ta and c not in res for c in tb):
+        raise TypeError("lowprec.Tensor does not support numpy.einsum summing an axis of "
+                        "one operand: use np.sum first")
+    batch = [c for c in ta if c in tb and c in res]
+    summed = [c for c in ta if c in tb and c not in res]
+    free_a = [c for c in ta if c not in tb]
+    free_b = [c for c in tb if c not in ta]
+    size = dict(zip(ta, np.shape(values_of(a)))) | dict(zip(tb, np.shape(values_of(b))))
+    n = lambda cs: int(np.prod([size[c] for c in cs]))   # noqa: E731
+    xa = np.transpose(a, [ta.index(c) for c in batch + free_a + summed]).reshape(
+        n(batch), n(free_a), n(summed))
+    xb = np.transpose(b, [tb.index(c) for c in batch + summed + free_b]).reshape(
+        n(batch), n(summed), n(free_b))
+    r = matmul(xa, xb).reshape([size[c] for c in batch + free_a + free_b])
+    order = batch + free_a + free_b
+    return np.transpose(r, [order.index(c) for c in res])
+
+
 HANDLED_FUNCTIONS.update({
     np.reshape: _same_format(np.reshape), np.transpose: _same_format(np.transpose),
     np.ravel: _same_format(np.ravel), np.squeeze: _same_format(np.squeeze),
@@ -364,6 +648,137 @@ HANDLED_FUNCTIONS.update({
     np.allclose: _plain(np.allclose), np.isclose: _plain(np.isclose),
     np.count_nonzero: _plain(np.count_nonzero), np.nonzero: _plain(np.nonzero),
     np.all: _plain(np.all), np.any: _plain(np.any),
+    np.sort: _same_format(np.sort), np.diag: _same_format(np.diag),
+    np.diagonal: _same_format(np.diagonal), np.triu: _same_format(np.triu),
+    np.tril: _same_format(np.tril), np.fliplr: _same_format(np.fliplr),
+    np.flipud: _same_format(np.flipud), np.roll: _same_format(np.roll),
+    np.rot90: _same_format(np.rot90), np.unique: _unique,
+    np.searchsorted: _plain(np.searchsorted), np.argwhere: _plain(np.argwhere),
+    np.flatnonzero: _plain(np.flatnonzero), np.median: _median, np.histogram: _histogram,
+    np.nanmax: _nan_reduce_exact(np.nanmax), np.nanmin: _nan_reduce_exact(np.nanmin),
+    np.prod: _prod, np.cumprod: _cumprod, np.diff: _diff, np.var: _var, np.std: _std,
+    np.trace: _trace, np.nansum: _nansum, np.nanmean: _nanmean, np.average: _average,
+    np.outer: _outer, np.inner: _inner, np.tensordot: _tensordot,
+    np.round: _round_decimals, np.around: _round_decimals, np.einsum: _einsum,
 })
 # np.matmul is a ufunc too (``np.matmul(t, x)``); registered here, with the Tensor matmul.
 HANDLED_UFUNCS["matmul"] = lambda a, b: matmul(a, b)
+
+_MOVE = "exact", "values moved, not changed; the format kept"
+_PLAIN = "plain", "the result is not values of the format (indices, shapes, bools, counts)"
+_ACC = ("composed", "pairwise in the Tensor's format, every addition rounded (the method "
+                    "`t.sum` takes `acc=`, an accumulation format, then one rounding into "
+                    "the format, and `order=` sequential or kahan)")
+_MATMUL = ("matmul model", "reshaped to one 2-D product through `lp.matmul` with the "
+                           "context's model (FP32 result by default)")
+#: function -> (class, one line on its order of operations): docs/numpy-support.md.
+KINDS: dict[object, tuple[str, str]] = {
+    **dict.fromkeys((np.reshape, np.transpose, np.ravel, np.squeeze, np.expand_dims,
+                     np.swapaxes, np.moveaxis, np.broadcast_to, np.take, np.take_along_axis,
+                     np.copy, np.flip, np.tile, np.repeat, np.atleast_1d, np.atleast_2d,
+                     np.sort, np.diag, np.diagonal, np.triu, np.tril, np.fliplr, np.flipud,
+                     np.roll, np.rot90, np.unique), _MOVE),
+    **dict.fromkeys((np.concatenate, np.stack, np.vstack, np.hstack),
+                    ("exact", "operands promoted exactly to one format; plain operands "
+                              "rounded in once")),
+    **dict.fromkeys((np.where, np.clip, np.max, np.amax, np.min, np.amin),
+                    ("exact", "a selection; a selected plain operand (or `initial=`) is "
+                              "rounded into the format once")),
+    **dict.fromkeys((np.nanmax, np.nanmin), ("exact", "a selection, NaNs skipped")),
+    np.median: ("exact", "the middle value of an odd count; of an even count the two "
+                         "middle values' mean, rounded once (`0.5*a + 0.5*b`, one "
+                         "correctly rounded addition)"),
+    **dict.fromkeys((np.argmax, np.argmin, np.argsort, np.shape, np.ndim, np.size,
+                     np.array_equal, np.allclose, np.isclose, np.count_nonzero, np.nonzero,
+                     np.all, np.any, np.searchsorted, np.argwhere, np.flatnonzero), _PLAIN),
+    np.histogram: ("plain", "counts (int) and bin edges (float64) as plain arrays; "
+                            "`density=` and `weights=` refused"),
+    **dict.fromkeys((np.zeros_like, np.ones_like, np.full_like),
+                    ("rounded once", "the fill value rounded once into the format "
+                                     "(`dtype=` names it)")),
+    np.sum: _ACC,
+    np.mean: ("composed", "the sum as `numpy.sum`, then one correctly rounded division "
+                          "by the count"),
+    np.nansum: ("composed", "NaNs as zeros, then as `numpy.sum`"),
+    np.nanmean: ("composed", "NaNs as zeros, summed as `numpy.sum`, then one correctly "
+                             "rounded division by the count of the others"),
+    np.average: ("composed", "unweighted: as `numpy.mean`; weighted: weights rounded into "
+                             "the format, each product `a*w` rounded, products and weights "
+                             "each summed as `numpy.sum`, one correctly rounded division"),
+    np.trace: ("composed", "the diagonal summed as `numpy.sum` (pairwise in the format)"),
+    np.var: ("composed", "mean as `numpy.mean` (keepdims); deviations `a - mean`, each "
+                         "rounded; squares, each rounded; their sum as `numpy.sum` "
+                         "(`t.var` takes `acc=`, `order=`); one correctly rounded "
+                         "division by `n - ddof`"),
+    np.std: ("composed", "`numpy.var`, then a correctly rounded square root"),
+    np.cumsum: ("composed", "sequential prefix sums, every addition rounded in the format "
+                            "(`lp.cumsum`)"),
+    np.prod: ("composed", "sequential, left to right, every multiplication rounded in "
+                          "the format; the empty product is 1"),
+    np.cumprod: ("composed", "sequential partial products, every multiplication rounded"),
+    np.diff: ("composed", "every subtraction rounded, `n` rounds; `prepend=`/`append=` "
+                          "rounded into the format once"),
+    np.outer: ("correctly rounded", "each product rounded once (promoted format)"),
+    np.dot: _MATMUL, np.matmul: _MATMUL, np.tensordot: _MATMUL,
+    np.einsum: ("matmul model", "one operand: a transpose (exact); two: batch, free and "
+                                "contracted axes as one batched 2-D product through "
+                                "`lp.matmul`; repeated indices, `...` and one-operand "
+                                "sums refused"),
+    np.inner: ("matmul model", "contraction of the last axes as `numpy.tensordot`; "
+                               "with a 0-d operand, correctly rounded products"),
+    **dict.fromkeys((np.round, np.around),
+                    ("rounded once", "the correctly rounded decimal rounding (ties to "
+                                     "even) nearest in float64, then one rounding into the "
+                                     "format; `decimals=0` is `rint`, exact")),
+}
+
+_CLASSES = {
+    "exact": "values are the inputs' (selected, moved or compared); no rounding",
+    "correctly rounded": "one rounding of the exact result",
+    "rounded once": "evaluated in float64 (not always correctly rounded), then rounded "
+                    "once into the format",
+    "composed": "a sequence of emulated operations, each rounded in the format, in the "
+                "order given",
+    "matmul model": "`lp.matmul`: the context's matrix-product model",
+    "plain": "the result is not values of a format: a plain NumPy array",
+}
+
+
+def _function_name(func):
+    mod = func.__module__.replace("numpy._core", "numpy").replace(".fromnumeric", "")
+    mod = "numpy" if mod.startswith("numpy") and mod.count(".") <= 1 and \
+        getattr(np, func.__name__, None) is func else mod
+    return f"{mod}.{func.__name__}"
+
+
+def support_table() -> str:
+    """docs/numpy-support.md: every NumPy function and ufunc a Tensor handles, from the
+    dispatch tables, with its class and its order of operations.
+
+    Examples
+    --------
+    >>> from lowprec.tensors.functions import support_table
+    >>> "| `numpy.sort` | exact |" in support_table()
+    True
+    """
+    lines = [
+        "# NumPy functions on Tensors",
+        "",
+        "Generated from `lowprec.tensors.HANDLED_FUNCTIONS` and `HANDLED_UFUNCS` by",
+        "`lowprec.tensors.functions.support_table()` (`tests/test_numpy_support.py` holds",
+        "this page equal to it). Every other NumPy function or ufunc raises `TypeError`:",
+        "`numpy.X is not implemented for lowprec.Tensor`; `np.asarray(t)` gives the",
+        "float64 values, the explicit way out of the emulation. Rounding uses the",
+        "context's mode and options (`lp.context`).",
+        "",
+        "Classes:",
+        "",
+    ]
+    lines += [f"- **{name}**: {what}." for name, what in _CLASSES.items()]
+    lines += ["", "## Functions", "", "| function | class | order |", "| --- | --- | --- |"]
+    rows = sorted((_function_name(f), *KINDS[f]) for f in HANDLED_FUNCTIONS)
+    lines += [f"| `{n}` | {c} | {o} |" for n, c, o in rows]
+    lines += ["", "## Ufuncs", "", "| ufunc | class | order |", "| --- | --- | --- |"]
+    rows = sorted((f"numpy.{n}", *_UFUNC_KINDS[n]) for n in HANDLED_UFUNCS)
+    lines += [f"| `{n}` | {c} | {o} |" for n, c, o in rows]
+    return "\n".join(lines) + "\n"

@@ -20,7 +20,7 @@ from ..arith.elementwise import on_values
 from .core import HANDLED_UFUNCS, Tensor, exact_operands, is_real, operands, values_of
 from .defaults import get_context, round_ctx
 
-__all__ = ["HANDLED_UFUNCS", "select"]
+__all__ = ["HANDLED_UFUNCS", "KINDS", "select"]
 
 
 def _kernel(fn):
@@ -123,3 +123,25 @@ for _name in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "c
     HANDLED_UFUNCS[_name] = _rounded_once(getattr(np, _name))
 HANDLED_UFUNCS["true_divide"] = HANDLED_UFUNCS["divide"]
 HANDLED_UFUNCS["reciprocal"] = lambda x: _kernel(arith.div)(1.0, x)  # one correct rounding
+
+_ROUNDED = "correctly rounded", "one rounding of the exact result (`lowprec.arith`, context mode)"
+_EXACT = "exact", "values unchanged or exactly representable; the format kept"
+_SELECT = "exact", "a selection; a selected plain operand is rounded into the format once"
+_BOOL = "plain", "a bool array (comparisons are exact)"
+_ONCE = "rounded once", "evaluated in float64, then one rounding into the format"
+#: ufunc name -> (class, one line on how it rounds): what docs/numpy-support.md prints.
+KINDS: dict[str, tuple[str, str]] = {
+    **dict.fromkeys(("add", "subtract", "multiply", "divide", "true_divide", "sqrt",
+                     "square", "reciprocal"), _ROUNDED),
+    "power": ("rounded once", "x**2, x**0.5, x**-1 and x**1 correctly rounded; other "
+                              "powers evaluated in float64, then one rounding"),
+    **dict.fromkeys(("negative", "positive", "absolute", "fabs", "sign", "floor", "ceil",
+                     "trunc", "rint"), _EXACT),
+    **dict.fromkeys(("maximum", "minimum", "fmax", "fmin"), _SELECT),
+    **dict.fromkeys(("equal", "not_equal", "less", "less_equal", "greater",
+                     "greater_equal", "isnan", "isinf", "isfinite", "signbit"), _BOOL),
+    "matmul": ("matmul model", "`lp.matmul` with the context's model (FP32 result by "
+                               "default)"),
+}
+for _name in HANDLED_UFUNCS:
+    KINDS.setdefault(_name, _ONCE)   # the transcendental functions registered above
