@@ -13,6 +13,7 @@ never computes in a format it does not name.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -95,6 +96,20 @@ class BlockScaled:
         ``abs(x) > q.limits`` marks the elements of ``x`` that were clamped."""
         top = 127 * _INT8_STEP if self.elem == "int8" else self.elem.max  # type: ignore[union-attr]
         return self._unblock(top * self._element_scales())
+
+    def blocked(self, values: ArrayLike) -> NDArray[Any]:
+        """``values`` of the array's shape laid out as its blocks: shape
+        (..., blocks, block), the blocked axis last, zero-padded (False for a mask).
+
+        Examples
+        --------
+        >>> import numpy as np, lowprec as lp
+        >>> q = lp.mx.quantize(np.ones(40), "mxfp4")
+        >>> q.blocked(np.arange(40) < 3).any(axis=-1)      # which blocks hold a True
+        array([ True, False])
+        """
+        v = np.asarray(values)
+        return _blocks(v, self.axis, self.block).astype(v.dtype)
 
     def _element_scales(self):
         return np.repeat(self.scales, self.block, axis=-1) * self.tensor_scale

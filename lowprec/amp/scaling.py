@@ -357,12 +357,7 @@ class _Blocked:
         q = mx.quantize(v, scheme, axis=axis, scale_rule=self.recipe.scale_rule,
                         mode="sr" if sr else "rne", rng=self.rng if sr else None)
         clipped = np.abs(v) > q.limits
-        moved = np.moveaxis(clipped, axis, -1)
-        pad = (-moved.shape[-1]) % q.block
-        if pad:
-            moved = np.concatenate([moved, np.zeros(moved.shape[:-1] + (pad,), bool)], -1)
-        blocks = moved.reshape(moved.shape[:-1] + (-1, q.block)).any(axis=-1)
-        self.counts.add(kind, blocks, clipped, v, q.dequantize())
+        self.counts.add(kind, q.blocked(clipped).any(axis=-1), clipped, v, q.dequantize())
         return q
 
     def _product(self, a, b, c=None):

@@ -34,7 +34,7 @@ from ..formats import NAMED_FORMATS, FormatLike
 from ..formats import format as _format
 from ..rounding import round as _round
 from .experiments import error_table, error_vs_k, plot_error_vs_k
-from .explanation import explain, explain_text
+from .explanation import explain, explain_text, kind_of
 
 __all__ = ["main", "format_table"]
 
@@ -443,13 +443,8 @@ def _exactly(v):
 
 
 def _class(v, fmt):
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "inf"
-    if v == 0:
-        return "zero"
-    return "subnormal" if abs(v) < fmt.smallest_normal else "normal"
+    kind = kind_of(v, fmt)
+    return "NaN" if kind == "nan" else kind
 
 
 _PATTERN_COLUMNS = ("hex", "binary", "sign", "exponent", "mantissa", "class", "value",

@@ -73,6 +73,26 @@ def layout(fmt: FormatLike) -> str:
 
 
 
+def kind_of(value: float, fmt: Format) -> str:
+    """The class of ``value``, a value of ``fmt``: ``"nan"``, ``"inf"``, ``"zero"``,
+    ``"subnormal"`` or ``"normal"``.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> from lowprec.teaching.explanation import kind_of
+    >>> kind_of(2.0**-15, lp.FP16), kind_of(0.5, lp.FP16)
+    ('subnormal', 'normal')
+    """
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf"
+    if value == 0:
+        return "zero"
+    return "subnormal" if abs(value) < fmt.smallest_normal else "normal"
+
+
 def _exact_decimal(x):
     """The exact decimal expansion of a float64, an int or a Fraction whose denominator
     is a power of two (every binary float has one)."""
@@ -154,14 +174,7 @@ class Explanation:
     @property
     def kind(self) -> str:
         """``"nan"``, ``"inf"``, ``"zero"``, ``"subnormal"`` or ``"normal"``."""
-        r = self.rounded
-        if math.isnan(r):
-            return "nan"
-        if math.isinf(r):
-            return "inf"
-        if r == 0:
-            return "zero"
-        return "subnormal" if abs(r) < self.fmt.smallest_normal else "normal"
+        return kind_of(self.rounded, self.fmt)
 
     def _field(self, value, width):
         return None if value is None else format(value, f"0{width}b") if width else ""
