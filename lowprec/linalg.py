@@ -10,7 +10,12 @@ multiplication, subtraction, division and square root is a rounded Tensor
 operation (the context's mode and options), every sum is `Tensor.sum` (pairwise,
 in the format unless said otherwise) and every blocked update is one `lowprec.matmul`.
 Only pivot choices (comparisons, exact) and `refine`'s error measurements (a
-diagnostic, in float64, never fed back) read the values directly.
+diagnostic, in float64, never fed back) read the values directly; the quantities
+that need an SVD (`norm`'s matrix ``ord=2``, ``-2``, ``"nuc"``, `numpy.linalg.lstsq`'s
+singular values and rank) and `slogdet`'s logarithm are the one exception, evaluated
+in float64 and rounded once into the format, and said so where they are documented.
+Stacks (``ndim > 2``) of `solve`, `inv`, `det`, `slogdet`, `cholesky` and `qr` are
+looped over, each matrix factored on its own in C order of the leading indices.
 """
 
 from __future__ import annotations
@@ -23,13 +28,16 @@ from numpy.typing import ArrayLike
 
 from .formats import FP32, Format, FormatLike
 from .formats import format as _format
-from .tensorcore import Model
-from .tensors import Tensor, matmul, result_format, tensor
+from .tensorcore import Model, resolve_model
+from .tensors import Tensor, get_context, matmul, result_format, tensor
 
-__all__ = ["lu", "cholesky", "qr", "solve_triangular", "solve", "inv", "det", "lstsq",
-           "norm", "refine", "Step", "LinAlgError"]
+__all__ = ["lu", "cholesky", "qr", "solve_triangular", "solve", "inv", "det", "slogdet",
+           "lstsq", "norm", "matrix_power", "multi_dot", "refine", "Step", "LinAlgError"]
 
 LinAlgError = np.linalg.LinAlgError
+# NumPy's named tuples, taken from a call (their classes live in a private module).
+_QR: Any = type(np.linalg.qr(np.eye(1)))
+_SLOGDET: Any = type(np.linalg.slogdet(np.eye(1)))
 
 
 # -- checks and helpers -------------------------------------------------------------
@@ -42,11 +50,47 @@ def _as_tensor(x: Any, name: str) -> Tensor:
                     f"lp.tensor({name}, fmt)")
 
 
-def _square(a: Any, name: str = "a") -> Tensor:
+def _square(a: Any, name: str = "a", stack: bool = False) -> Tensor:
+    """``a`` as a square matrix (or, with ``stack``, a stack of them); `LinAlgError`
+    otherwise, as NumPy (it is a `ValueError`)."""
     a = _as_tensor(a, name)
-    if a.ndim != 2 or a.shape[0] != a.shape[1]:
-        raise ValueError(f"{name} must be a square matrix, got shape {a.shape}")
+    if (a.ndim < 2 if stack else a.ndim != 2) or a.shape[-1] != a.shape[-2]:
+        what = "a square matrix or a stack of them" if stack else "a square matrix"
+        raise LinAlgError(f"{name} must be {what}, got shape {a.shape}")
     return a
+
+
+def _stacked(parts: list[Tensor], batch: tuple[int, ...], core: tuple[int, ...],
+             fmt: Format) -> Tensor:
+    """The results of each matrix of a stack, stacked (copied values: exact)."""
+    if not parts:
+        return _exact(np.zeros(batch + core), fmt)
+    return _exact(np.stack([p.values for p in parts]).reshape(batch + parts[0].shape),
+                  parts[0].fmt)
+
+
+def _product(a: Tensor, b: Tensor, model: str | Model | None,
+             c: Tensor | None = None) -> Tensor:
+    """``a @ b (+ c)`` by `lowprec.matmul` under ``model`` (default: the context's),
+    rounded into ``a``'s format once: by the model's output conversion where it has
+    an output in that format, else from its FP32 output (its default where it has no
+    FP32) by one rounding in the context's mode, as a GEMM epilogue converts (BF16
+    or FP8 inputs on ``"h100"``, whose outputs are FP32 and FP16)."""
+    fmt = a.fmt
+    model = get_context().matmul if model is None else model
+    allowed = resolve_model(model).out_formats(fmt)
+    if allowed is None or fmt in allowed:
+        return matmul(a, b, model=model, c=c, out_fmt=fmt)
+    out = FP32 if FP32 in allowed else resolve_model(model).default_out_format()
+    return matmul(a, b, model=model, c=c, out_fmt=out).astype(fmt)
+
+
+def _apply(a: Tensor, x: Tensor) -> Tensor:
+    """``a @ x`` with each product rounded and the products of a row summed pairwise,
+    in the format (``x`` of shape (n,) or (n, k))."""
+    if x.ndim == 1:
+        return (a * x.reshape(1, -1)).sum(axis=1)
+    return (a.reshape(*a.shape, 1) * x.reshape(1, *x.shape)).sum(axis=1)
 
 
 def _exact(values: ArrayLike, fmt: Format) -> Tensor:
@@ -123,9 +167,8 @@ def _factor(a: Tensor, block: int | None, model: str | Model | None,
             w[i + 1:e, e:] = (w[i + 1:e, e:]
                               - w[i + 1:e, i].reshape(-1, 1) * w[i, e:].reshape(1, -1))
         # A22 - L21 @ U12 as one GEMM, (-L21) @ U12 + A22 (negation is exact), rounded
-        # into the format by the model's output conversion.
-        w[e:, e:] = matmul(-w[e:, k:e], w[k:e, e:], model=model, c=w[e:, e:],
-                           out_fmt=w.fmt)
+        # into the format once (`_product`).
+        w[e:, e:] = _product(-w[e:, k:e], w[k:e, e:], model, c=w[e:, e:])
     return w, perm
 
 
@@ -153,8 +196,13 @@ def lu(a: Tensor, *, block: int | None = None,
     ``U12 = L11^-1 A12`` by the same rounded steps; then the trailing matrix
     ``A22 - L21 @ U12`` is one `lowprec.matmul`, ``(-L21) @ U12 + A22`` (GEMM with
     ``c``), under ``model`` (default: the context's matmul model), its result rounded
-    into the format once by the model's output conversion. With ``model="exact"``
-    each entry of the update is the exact ``a22 - sum(l * u)`` rounded once.
+    into the format once by the model's output conversion (where the model has no
+    output in the format, BF16 or FP8 on ``"h100"``, its FP32 output rounded once into
+    it, as a GEMM epilogue converts). With ``model="exact"`` each entry of the update
+    is the exact ``a22 - sum(l * u)`` rounded once.
+
+    A NaN in the pivot column is taken as the pivot (`numpy.argmax`), so NaNs spread
+    through the factors; nothing raises (as `numpy.linalg.solve`, which returns NaNs).
 
     Parameters
     ----------
@@ -198,7 +246,7 @@ def lu(a: Tensor, *, block: int | None = None,
 
 def cholesky(a: Tensor) -> Tensor:
     """Cholesky factor ``l`` (lower), ``a = l @ l.T``, of a symmetric positive definite
-    matrix; only the lower triangle of ``a`` is read.
+    matrix (or of each matrix of a stack); only the lower triangle of ``a`` is read.
 
     Right-looking: step ``j`` takes ``l[j, j] = sqrt(a[j, j])``, ``l[i, j] = a[i, j] /
     l[j, j]`` and updates ``a[i, k] = a[i, k] - l[i, j] * l[k, j]`` (``k <= i``), each
@@ -208,7 +256,8 @@ def cholesky(a: Tensor) -> Tensor:
     ------
     numpy.linalg.LinAlgError
         Where a pivot ``a[j, j]`` is not positive (not positive definite, in the
-        format's arithmetic).
+        format's arithmetic), a NaN pivot included (LAPACK's ``potrf`` rule; NumPy 2
+        returns NaNs there instead).
 
     Examples
     --------
@@ -217,7 +266,11 @@ def cholesky(a: Tensor) -> Tensor:
     Tensor([[2.0, 0.0],
             [1.0, 1.4140625]], fmt=BF16)
     """
-    a = _square(a)
+    a = _square(a, stack=True)
+    if a.ndim > 2:
+        batch = a.shape[:-2]
+        return _stacked([cholesky(a[i]) for i in np.ndindex(*batch)], batch, a.shape[-2:],
+                        a.fmt)
     n = a.shape[0]
     w = _exact(np.tril(a.values), a.fmt)
     for j in range(n):
@@ -247,17 +300,25 @@ def _household(x: Tensor) -> tuple[Tensor, Tensor, Tensor] | None:
     return v, beta, alpha
 
 
-def qr(a: Tensor) -> tuple[Tensor, Tensor]:
-    """Reduced QR factorization ``a = q @ r`` of an ``m x n`` matrix, ``m >= n``, by
-    Householder reflections (``q`` is ``m x n``, ``r`` ``n x n`` upper triangular).
+_QR_MODES = ("reduced", "complete", "r")
 
-    Column ``j``: ``x = r[j:, j]``, ``alpha = -sign(x0) * norm(x)`` (`norm`: FP32 or
-    wider accumulation), ``v = x`` with ``v0 = x0 - alpha``, ``beta = 2 / sum(v * v)``;
-    then ``r[j:, j:] = r - (beta * v) * (v^T r)`` and ``q[:, j:] = q - (q v) * (beta
-    v)^T`` (``q`` from the identity), each product, sum (pairwise, in the format) and
-    difference rounded; ``r[j, j] = alpha`` and ``r[j+1:, j] = 0`` are set. A column
-    already zero below the diagonal is left as it is (no reflection), so ``r``'s
-    diagonal may have either sign.
+
+def qr(a: Tensor, mode: str = "reduced") -> Any:
+    """QR factorization ``a = q @ r`` of an ``m x n`` matrix (or of each matrix of a
+    stack) by Householder reflections, with NumPy's modes: ``"reduced"`` (``q`` is
+    ``m x k``, ``r`` ``k x n``, ``k = min(m, n)``), ``"complete"`` (``q`` ``m x m``,
+    ``r`` ``m x n``) and ``"r"`` (``r`` only, ``k x n``: the same values, ``q`` not
+    formed). ``"raw"`` (LAPACK's packed reflectors) is refused.
+
+    Column ``j < min(n, m - 1)``: ``x = r[j:, j]``, ``alpha = -sign(x0) * norm(x)``
+    (`norm`: FP32 or wider accumulation), ``v = x`` with ``v0 = x0 - alpha``, ``beta =
+    2 / sum(v * v)``; then ``r[j:, j:] = r - (beta * v) * (v^T r)`` and ``q[:, j:] = q -
+    (q v) * (beta v)^T`` (``q`` from the identity), each product, sum (pairwise, in
+    the format) and difference rounded; ``r[j, j] = alpha`` and ``r[j+1:, j] = 0`` are
+    set. A column already zero below the diagonal is left as it is (no reflection),
+    so ``r``'s diagonal may have either sign.
+
+    Returns NumPy's named tuple ``(Q, R)``, or ``r`` for ``mode="r"``.
 
     Examples
     --------
@@ -266,11 +327,28 @@ def qr(a: Tensor) -> tuple[Tensor, Tensor]:
     >>> r
     Tensor([[-5.0, -2.19921875],
             [0.0, 0.400390625]], fmt=FP16)
+    >>> la.qr(lp.tensor([[3.0, 1.0], [4.0, 2.0]], "fp16"), mode="r").values.tolist()
+    [[-5.0, -2.19921875], [0.0, 0.400390625]]
     """
     a = _as_tensor(a, "a")
-    if a.ndim != 2 or a.shape[0] < a.shape[1]:
-        raise ValueError(f"qr needs an m x n matrix with m >= n, got shape {a.shape}")
+    if not isinstance(mode, str):
+        raise TypeError(f"mode must be a str, one of {', '.join(_QR_MODES)}")
+    if mode not in _QR_MODES:
+        raise ValueError(f"qr mode {mode!r} is not supported; modes: "
+                         f"{', '.join(_QR_MODES)} (no 'raw': LAPACK's packed layout)")
+    if a.ndim < 2:
+        raise LinAlgError(f"qr needs a matrix or a stack of them, got shape {a.shape}")
+    if a.ndim > 2:
+        batch = a.shape[:-2]
+        parts = [qr(a[i], mode) for i in np.ndindex(*batch)]
+        m, n = a.shape[-2:]
+        k = m if mode == "complete" else min(m, n)
+        r = _stacked([p if mode == "r" else p[1] for p in parts], batch, (k, n), a.fmt)
+        if mode == "r":
+            return r
+        return _QR(_stacked([p[0] for p in parts], batch, (m, k), a.fmt), r)
     m, n = a.shape
+    k = m if mode == "complete" else min(m, n)
     r = a.copy()
     q = _exact(np.eye(m), a.fmt)
     for j in range(min(n, m - 1)):   # a 1 x 1 last column needs no reflection
@@ -283,9 +361,11 @@ def qr(a: Tensor) -> tuple[Tensor, Tensor]:
         r[j:, j:] = r[j:, j:] - bv.reshape(-1, 1) * vr.reshape(1, -1)
         r[j, j] = alpha
         r[j + 1:, j] = _exact(np.zeros(m - j - 1), a.fmt)
-        qv = (q[:, j:] * v.reshape(1, -1)).sum(axis=1)
-        q[:, j:] = q[:, j:] - qv.reshape(-1, 1) * bv.reshape(1, -1)
-    return q[:, :n], _exact(np.triu(r.values[:n]), a.fmt)
+        if mode != "r":
+            qv = (q[:, j:] * v.reshape(1, -1)).sum(axis=1)
+            q[:, j:] = q[:, j:] - qv.reshape(-1, 1) * bv.reshape(1, -1)
+    rk = _exact(np.triu(r.values[:k]), a.fmt)
+    return rk if mode == "r" else _QR(q[:, :k], rk)
 
 
 # -- solves -------------------------------------------------------------------------
@@ -342,6 +422,11 @@ def solve(a: Tensor, b: Tensor) -> Tensor:
     """Solve ``a @ x = b``: `lu` (unblocked), then ``l y = b[perm]`` and ``u x = y``
     by `solve_triangular`.
 
+    Stacks as `numpy.linalg.solve` (NumPy 2): ``a`` of shape (..., n, n); ``b`` of
+    shape (n,) is one vector for every matrix, otherwise (..., n, k), the leading
+    shapes broadcast; each system is solved on its own, in C order of the leading
+    indices. NaNs in ``a`` or ``b`` give NaNs (nothing raises).
+
     Examples
     --------
     >>> import lowprec as lp, lowprec.linalg as la
@@ -349,14 +434,31 @@ def solve(a: Tensor, b: Tensor) -> Tensor:
     >>> la.solve(a, lp.tensor([5.0, 6.0], "fp32"))
     Tensor([-4.0, 4.5], fmt=FP32)
     """
-    a = _square(a)
-    a, b = _rhs(a, b)
-    w, perm = _factor(a, None, None)
-    return _lu_solve(w, perm, b)
+    a = _square(a, stack=True)
+    b = _as_tensor(b, "b")
+    if a.ndim == 2 and b.ndim <= 2:
+        a, b = _rhs(a, b)
+        w, perm = _factor(a, None, None)
+        return _lu_solve(w, perm, b)
+    n = a.shape[-1]
+    if b.ndim == 1:
+        if b.shape[0] != n:
+            raise ValueError(f"b must have shape ({n},) or (..., {n}, k) for a of shape "
+                             f"{a.shape}, got {b.shape}")
+        batch, core = a.shape[:-2], b.shape
+    else:
+        if b.shape[-2] != n:
+            raise ValueError(f"b must have shape ({n},) or (..., {n}, k) for a of shape "
+                             f"{a.shape}, got {b.shape}")
+        batch, core = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), b.shape[-2:]
+        b = cast(Tensor, np.broadcast_to(b, batch + core))
+    a = cast(Tensor, np.broadcast_to(a, batch + a.shape[-2:]))
+    parts = [solve(a[i], b if b.ndim == 1 else b[i]) for i in np.ndindex(*batch)]
+    return _stacked(parts, batch, core, result_format(a.fmt, b.fmt))
 
 
 def inv(a: Tensor) -> Tensor:
-    """The inverse: `solve` with the identity.
+    """The inverse: `solve` with the identity (each matrix of a stack on its own).
 
     Examples
     --------
@@ -365,31 +467,13 @@ def inv(a: Tensor) -> Tensor:
     Tensor([[0.5, 0.0],
             [0.0, 0.333984375]], fmt=BF16)
     """
-    a = _square(a)
-    return solve(a, _exact(np.eye(a.shape[0]), a.fmt))
+    a = _square(a, stack=True)
+    return solve(a, _exact(np.eye(a.shape[-1]), a.fmt))
 
 
-def det(a: Tensor) -> Tensor:
-    """The determinant: ``u``'s diagonal of `lu` multiplied left to right (rounded
-    products), negated (exact) for an odd permutation; zero where `lu` meets a zero
-    pivot, as `numpy.linalg.det`.
-
-    Examples
-    --------
-    >>> import lowprec as lp, lowprec.linalg as la
-    >>> la.det(lp.tensor([[1.0, 2.0], [3.0, 4.0]], "fp16"))
-    Tensor(-2.0, fmt=FP16)
-    """
-    a = _square(a)
-    n = a.shape[0]
-    try:
-        w, perm = _factor(a, None, None)
-    except LinAlgError:
-        return _exact(0.0, a.fmt)
-    d = _exact(1.0, a.fmt)
-    for i in range(n):
-        d = d * w[i, i]
-    # The permutation's parity: n minus its number of cycles.
+def _parity(perm: np.ndarray[Any, Any]) -> int:
+    """The permutation's parity: n minus its number of cycles, mod 2."""
+    n = perm.size
     seen, cycles = np.zeros(n, bool), 0
     for i in range(n):
         if not seen[i]:
@@ -398,13 +482,77 @@ def det(a: Tensor) -> Tensor:
             while not seen[j]:
                 seen[j] = True
                 j = int(perm[j])
-    return -d if (n - cycles) % 2 else d
+    return (n - cycles) % 2
+
+
+def det(a: Tensor) -> Tensor:
+    """The determinant: ``u``'s diagonal of `lu` multiplied left to right (rounded
+    products), negated (exact) for an odd permutation; zero where `lu` meets a zero
+    pivot, as `numpy.linalg.det`. A stack gives the determinant of each matrix.
+
+    Examples
+    --------
+    >>> import lowprec as lp, lowprec.linalg as la
+    >>> la.det(lp.tensor([[1.0, 2.0], [3.0, 4.0]], "fp16"))
+    Tensor(-2.0, fmt=FP16)
+    """
+    a = _square(a, stack=True)
+    if a.ndim > 2:
+        batch = a.shape[:-2]
+        return _stacked([det(a[i]) for i in np.ndindex(*batch)], batch, (), a.fmt)
+    try:
+        w, perm = _factor(a, None, None)
+    except LinAlgError:
+        return _exact(0.0, a.fmt)
+    d = _exact(1.0, a.fmt)
+    for i in range(a.shape[0]):
+        d = d * w[i, i]
+    return -d if _parity(perm) else d
+
+
+def slogdet(a: Tensor) -> Any:
+    """Sign and logarithm of ``|det(a)|``, as `numpy.linalg.slogdet` (its named tuple
+    ``(sign, logabsdet)``, both Tensors of ``a``'s format; a stack gives one per matrix).
+
+    From the factors of `lu` (unblocked): ``sign`` is the product of the signs of
+    ``u``'s diagonal and of the permutation (exact: -1, 0 or 1); ``logabsdet`` is
+    ``sum(log|u[i, i]|)`` evaluated in float64 (`math.fsum` of the logarithms) and
+    rounded once into the format, so that it does not overflow where `det` does. A
+    zero pivot gives ``(0, -inf)`` (``-inf`` is NaN in formats without infinities,
+    E4M3); NaNs give ``(nan, nan)``.
+
+    Examples
+    --------
+    >>> import lowprec as lp, lowprec.linalg as la
+    >>> sign, logdet = la.slogdet(lp.tensor([[1.0, 2.0], [3.0, 4.0]], "fp16"))
+    >>> float(sign), float(logdet)
+    (-1.0, 0.69384765625)
+    """
+    a = _square(a, stack=True)
+    if a.ndim > 2:
+        batch = a.shape[:-2]
+        parts = [slogdet(a[i]) for i in np.ndindex(*batch)]
+        return _SLOGDET(_stacked([p[0] for p in parts], batch, (), a.fmt),
+                        _stacked([p[1] for p in parts], batch, (), a.fmt))
+    try:
+        w, perm = _factor(a, None, None)
+    except LinAlgError:
+        return _SLOGDET(_exact(0.0, a.fmt), tensor(-np.inf, a.fmt))
+    d = np.diag(w.values)
+    if np.isnan(d).any():
+        return _SLOGDET(_exact(np.nan, a.fmt), _exact(np.nan, a.fmt))
+    sign = float(np.prod(np.sign(d))) * (-1.0 if _parity(perm) else 1.0)
+    logabs = math.fsum(math.log(abs(float(x))) for x in d) if d.size else 0.0
+    return _SLOGDET(_exact(sign, a.fmt), tensor(logabs, a.fmt))
 
 
 def lstsq(a: Tensor, b: Tensor) -> Tensor:
     """Least-squares solution of ``a @ x ~ b`` (``m >= n``, full rank) by `qr`:
     ``x = r^-1 (q^T b)``, the products of ``q^T b`` summed pairwise in the format.
-    Returns ``x`` only (not NumPy's residuals, rank and singular values).
+    Returns ``x`` only; `numpy.linalg.lstsq` on Tensors returns NumPy's tuple
+    ``(x, residuals, rank, s)`` (rank and singular values from a float64 SVD of the
+    values, rounded once) and refuses a rank-deficient ``a`` (`LinAlgError`: QR
+    without pivoting has no minimum-norm solution).
 
     Examples
     --------
@@ -413,19 +561,98 @@ def lstsq(a: Tensor, b: Tensor) -> Tensor:
     >>> la.lstsq(a, lp.tensor([1.0, 2.0, 3.0], "fp32"))
     Tensor([1.0, 2.0], fmt=FP32)
     """
-    a = _as_tensor(a, "a")
-    b = _as_tensor(b, "b")
-    if a.ndim != 2 or a.shape[0] < a.shape[1]:
-        raise ValueError(f"lstsq needs an m x n matrix with m >= n, got shape {a.shape}")
-    if b.ndim not in (1, 2) or b.shape[0] != a.shape[0]:
-        raise ValueError(f"b must have {a.shape[0]} rows, got shape {b.shape}")
-    if a.fmt != b.fmt:
-        fmt = result_format(a.fmt, b.fmt)
-        a, b = a.astype(fmt), b.astype(fmt)
+    a, b = _lstsq_operands(a, b)
     q, r = qr(a)
     y = ((q * b.reshape(-1, 1)).sum(axis=0) if b.ndim == 1 else
          (q.reshape(*q.shape, 1) * b.reshape(b.shape[0], 1, -1)).sum(axis=0))
     return solve_triangular(r, y, lower=False)
+
+
+def _lstsq_operands(a: Any, b: Any) -> tuple[Tensor, Tensor]:
+    a = _as_tensor(a, "a")
+    b = _as_tensor(b, "b")
+    if a.ndim != 2 or a.shape[0] < a.shape[1]:
+        raise LinAlgError(f"lstsq needs an m x n matrix with m >= n (QR; no minimum-norm "
+                          f"solutions), got shape {a.shape}")
+    if b.ndim not in (1, 2) or b.shape[0] != a.shape[0]:
+        raise LinAlgError(f"b must have {a.shape[0]} rows, got shape {b.shape}")
+    if a.fmt != b.fmt:
+        fmt = result_format(a.fmt, b.fmt)
+        a, b = a.astype(fmt), b.astype(fmt)
+    return a, b
+
+
+# -- products -----------------------------------------------------------------------
+
+def matrix_power(a: Tensor, n: int, *, model: str | Model | None = None) -> Tensor:
+    """``a`` to the integer power ``n`` (each matrix of a stack), in ``a``'s format.
+
+    NumPy's order: ``n = 0`` the identity (exact), ``n < 0`` the power of `inv`
+    (``a``); ``n = 1`` a copy, ``2`` ``a @ a``, ``3`` ``(a @ a) @ a``; larger ``n`` by
+    binary powering (``z`` runs through ``a, a^2, a^4, ...``, multiplied into the
+    result from the lowest set bit up, ``result @ z``). Each product is one
+    `lowprec.matmul` under ``model`` (default: the context's) rounded into ``a``'s
+    format once (by the model's output conversion, or from its FP32 output where it
+    has none in the format), so that every power stays in the format.
+
+    Examples
+    --------
+    >>> import lowprec as lp, lowprec.linalg as la
+    >>> la.matrix_power(lp.tensor([[1.0, 1.0], [0.0, 1.0]], "e4m3"), 5)
+    Tensor([[1.0, 5.0],
+            [0.0, 1.0]], fmt=FP8_E4M3)
+    """
+    import operator
+    a = _square(a, stack=True)
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise TypeError(f"exponent must be an integer, got {type(n).__name__}") from None
+    if n == 0:
+        return _exact(np.broadcast_to(np.eye(a.shape[-1]), a.shape).copy(), a.fmt)
+    if n < 0:
+        a, n = inv(a), -n
+    if n == 1:
+        return a.copy()
+    if n in (2, 3):
+        sq = _product(a, a, model)
+        return sq if n == 2 else _product(sq, a, model)
+    z: Tensor | None = None
+    result: Tensor | None = None
+    while n > 0:
+        z = a if z is None else _product(z, z, model)
+        n, bit = divmod(n, 2)
+        if bit:
+            result = z if result is None else _product(result, z, model)
+    return cast(Tensor, result)
+
+
+def multi_dot(arrays: Any, *, model: str | Model | None = None) -> Tensor:
+    """The product of two or more Tensors, left to right: ``multi_dot([a, b, c])`` is
+    ``(a @ b) @ c``, each ``@`` one `lowprec.matmul` under ``model`` (default: the
+    context's; its output format, FP32 by default, as ``@``). Unlike
+    `numpy.linalg.multi_dot`, no cheaper order is chosen: the order is part of the
+    result. The first may be 1-D (a row), the last 1-D (a column), the others 2-D.
+
+    Examples
+    --------
+    >>> import lowprec as lp, lowprec.linalg as la
+    >>> a = lp.tensor([[1.0, 2.0**-11]], "fp16")
+    >>> la.multi_dot([a, lp.tensor([[1.0], [1.0]], "fp16"), lp.tensor([[2.0]], "fp16")])
+    Tensor([[2.0009765625]], fmt=FP32)
+    """
+    arrays = [_as_tensor(x, f"arrays[{i}]") for i, x in enumerate(arrays)]
+    if len(arrays) < 2:
+        raise ValueError("multi_dot needs at least two arrays")
+    last = len(arrays) - 1
+    for i, x in enumerate(arrays):
+        if x.ndim != 2 and not (x.ndim == 1 and i in (0, last)):
+            raise ValueError(f"multi_dot: arrays[{i}] must be 2-D (the first and the "
+                             f"last may be 1-D), got shape {x.shape}")
+    r = arrays[0]
+    for x in arrays[1:]:
+        r = matmul(r, x, model=model)
+    return r
 
 
 # -- norms --------------------------------------------------------------------------
@@ -435,18 +662,42 @@ def _wide(fmt: Format) -> Format:
     return FP32 if result_format(fmt, FP32) == FP32 else fmt
 
 
-def norm(x: Tensor, ord: float | str | None = None, axis: int | None = None) -> Tensor:  # noqa: A002
+def _two_norm(x: Tensor, axis: int | tuple[int, ...] | None) -> Tensor:
+    w = x.astype(_wide(x.fmt))
+    s = (w * w).sum(axis=axis)
+    return cast(Tensor, np.sqrt(s)).astype(x.fmt)
+
+
+def _axes(axis: Any, ndim: int) -> tuple[int, ...] | None:
+    if axis is None:
+        return None
+    items = axis if isinstance(axis, tuple) else (axis,)
+    if any(isinstance(i, bool) or not isinstance(i, (int, np.integer)) for i in items):
+        raise TypeError(f"axis must be an int, a tuple of ints or None, got {axis!r}")
+    axes = tuple(np.lib.array_utils.normalize_axis_tuple(items, ndim))
+    if len(axes) > 2:
+        raise ValueError("improper number of dimensions to norm: axis names more than two")
+    return axes
+
+
+def norm(x: Tensor, ord: float | str | None = None,  # noqa: A002 - NumPy's name
+         axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
     """Vector and matrix norms, as `numpy.linalg.norm`, in ``x``'s format.
 
-    2-norms (vectors, ``ord=None`` or 2) and the Frobenius norm (matrices, ``ord=None``
-    or ``"fro"``; any ``ndim`` with ``ord=None`` and ``axis=None``): ``x`` converted to
-    FP32 (or kept in its format where that is wider, FP64), squared and summed
-    pairwise in it, its square root taken in it, the result rounded into ``x``'s
-    format (so twice rounded; FP32's range bounds the squares: BF16 values past
-    ``2**64`` give inf). 1-norms and the matrix 1/inf norms (largest column/row sum)
-    sum ``|x|`` pairwise in ``x``'s format; inf/-inf norms of vectors are the exact
-    largest/smallest ``|x|``. Other orders raise `ValueError` (no matrix 2-norm: it
-    needs an SVD).
+    ``axis``: None (a vector or a matrix, or with ``ord=None`` every element), an int
+    (vectors along it) or a pair (matrices over those two axes); ``keepdims`` as NumPy.
+
+    2-norms of vectors (``ord=None`` or 2) and the Frobenius norm (``ord=None`` or
+    ``"fro"``): ``x`` converted to FP32 (or kept in its format where that is wider,
+    FP64), squared and summed pairwise in it, its square root taken in it, the result
+    rounded into ``x``'s format (so twice rounded; FP32's range bounds the squares:
+    BF16 values past ``2**64`` give inf). 1-norms and the matrix 1/inf norms (largest
+    column/row sum) sum ``|x|`` pairwise in ``x``'s format; inf/-inf norms of vectors
+    are the exact largest/smallest ``|x|``, ``ord=0`` the count of nonzeros rounded
+    once. The matrix ``ord=2``, ``-2`` and ``"nuc"`` (largest, smallest singular value,
+    their sum) need an SVD: a float64 SVD of the values (`numpy.linalg.svd`), the
+    result rounded once into the format (not an emulated algorithm; NaNs make NumPy's
+    SVD raise `LinAlgError`). Other orders raise `ValueError`.
 
     Examples
     --------
@@ -454,36 +705,63 @@ def norm(x: Tensor, ord: float | str | None = None, axis: int | None = None) -> 
     >>> v = lp.tensor([3.0, 4.0], "e4m3")
     >>> la.norm(v), la.norm(v, 1), la.norm(v, float("inf"))
     (Tensor(5.0, fmt=FP8_E4M3), Tensor(7.0, fmt=FP8_E4M3), Tensor(4.0, fmt=FP8_E4M3))
+    >>> la.norm(lp.tensor([[3.0, 0.0], [0.0, -4.0]], "fp16"), 2)
+    Tensor(4.0, fmt=FP16)
     """
     x = _as_tensor(x, "x")
-    if axis is not None and (isinstance(axis, bool) or not isinstance(axis, int)):
-        raise TypeError(f"axis must be an int or None, got {type(axis).__name__}")
-    matrix = axis is None and x.ndim == 2
-    if ord is None or (ord == "fro" and matrix) or (ord == 2 and not matrix):
-        if axis is None and ord is not None and x.ndim != 1 and not matrix:
-            raise ValueError(f"ord={ord!r} needs a vector or a matrix, got ndim {x.ndim}")
-        w = x.astype(_wide(x.fmt)) if axis is not None else x.ravel().astype(_wide(x.fmt))
-        s = (w * w).sum(axis=axis)
-        return cast(Tensor, np.sqrt(s)).astype(x.fmt)
-    absx = abs(x)
-    if matrix:
-        if ord in (1, -1):
-            sums = absx.sum(axis=0)
-        elif ord in (math.inf, -math.inf):
-            sums = absx.sum(axis=1)
-        else:
-            raise ValueError(f"matrix norm ord={ord!r} is not supported (None, 'fro', 1, "
-                             "-1, inf, -inf)")
-        return sums.max() if ord > 0 else sums.min()
-    if x.ndim != 1 and axis is None:
-        raise ValueError(f"ord={ord!r} needs a vector or a matrix, got ndim {x.ndim}")
+    if not isinstance(keepdims, (bool, np.bool_)):
+        raise TypeError(f"keepdims must be a bool, got {type(keepdims).__name__}")
+    axes = _axes(axis, x.ndim)
+    if axes is None:
+        if ord is None:
+            r = _two_norm(x.ravel(), None)
+            return r.reshape((1,) * x.ndim) if keepdims else r
+        if x.ndim not in (1, 2):
+            raise ValueError(f"ord={ord!r} needs a vector or a matrix (or axis=), got "
+                             f"ndim {x.ndim}")
+        axes = tuple(range(x.ndim))
+    r = _vector_norm(x, ord, axes[0]) if len(axes) == 1 else _matrix_norm(x, ord, axes)
+    if keepdims:
+        r = r.reshape(tuple(1 if i in axes else s for i, s in enumerate(x.shape)))
+    return r
+
+
+def _vector_norm(x: Tensor, ord: Any, ax: int) -> Tensor:  # noqa: A002
+    if isinstance(ord, str):
+        raise ValueError(f"invalid norm order {ord!r} for vectors")
+    if ord is None or ord == 2:
+        return _two_norm(x, ax)
     if ord == 1:
-        return absx.sum(axis=axis)
+        return abs(x).sum(axis=ax)
     if ord == math.inf:
-        return absx.max(axis=axis)
+        return abs(x).max(axis=ax)
     if ord == -math.inf:
-        return absx.min(axis=axis)
-    raise ValueError(f"vector norm ord={ord!r} is not supported (None, 1, 2, inf, -inf)")
+        return abs(x).min(axis=ax)
+    if ord == 0:
+        # Counts below 2**53: exact in float64, one rounding into the format.
+        return tensor(np.count_nonzero(x.values, axis=ax).astype(np.float64), x.fmt)
+    raise ValueError(f"vector norm ord={ord!r} is not supported (None, 0, 1, 2, inf, -inf:"
+                     " |x|**p is not emulated)")
+
+
+def _matrix_norm(x: Tensor, ord: Any, axes: tuple[int, ...]) -> Tensor:  # noqa: A002
+    r, c = axes
+    if r == c:
+        raise ValueError("duplicate axes given to norm")
+    if ord is None or ord == "fro":
+        return _two_norm(x, axes)
+    if ord in (2, -2, "nuc"):
+        s = np.linalg.svd(np.moveaxis(x.values, axes, (-2, -1)), compute_uv=False)
+        v = s.sum(axis=-1) if ord == "nuc" else s[..., 0] if ord == 2 else s[..., -1]
+        return tensor(v, x.fmt)      # float64, rounded once
+    if ord in (1, -1):
+        sums, other = abs(x).sum(axis=r), c - (c > r)
+    elif ord in (math.inf, -math.inf):
+        sums, other = abs(x).sum(axis=c), r - (r > c)
+    else:
+        raise ValueError(f"matrix norm ord={ord!r} is not supported (None, 'fro', 'nuc', "
+                         "1, -1, 2, -2, inf, -inf)")
+    return sums.max(axis=other) if ord > 0 else sums.min(axis=other)
 
 
 # -- iterative refinement -----------------------------------------------------------
@@ -566,10 +844,7 @@ def refine(a: Tensor | ArrayLike, b: Tensor | ArrayLike, *, factor: FormatLike =
         return step
 
     def resid() -> Tensor:
-        xr = x.astype(fr)
-        ax = (ar * xr.reshape(1, -1) if xr.ndim == 1 else
-              ar.reshape(*ar.shape, 1) * xr.reshape(1, *xr.shape))
-        return br - ax.sum(axis=1)
+        return br - _apply(ar, x.astype(fr))
 
     r = resid()
     step = measure(r, 0, None)
@@ -594,47 +869,189 @@ def refine(a: Tensor | ArrayLike, b: Tensor | ArrayLike, *, factor: FormatLike =
 # The dispatch tables of lowprec.tensors are filled by the files that implement their
 # entries; these are this module's (np.linalg.solve(t, b) runs `solve`, and so on).
 
-def _np_solve(a, b):
-    return solve(a, b)
-
-
-def _np_inv(a):
-    return inv(a)
-
-
-def _np_det(a):
-    return det(a)
-
-
 def _np_cholesky(a, /, *, upper=False):
-    if upper:
-        raise TypeError("numpy.linalg.cholesky(upper=True) is not implemented for "
-                        "lowprec.Tensor; take lowprec.linalg.cholesky(a).T")
-    return cholesky(a)
+    if not upper:
+        return cholesky(a)
+    # U with U^T U = a, from a's upper triangle: the lower factor of a^T, transposed
+    # (the same rounded operations; transposes are exact).
+    return np.swapaxes(cholesky(np.swapaxes(_as_tensor(a, "a"), -1, -2)), -1, -2)
 
 
 def _np_norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - NumPy's name
-    if keepdims:
-        raise TypeError("numpy.linalg.norm(keepdims=True) is not implemented for "
-                        "lowprec.Tensor")
-    return norm(x, ord=ord, axis=axis)
+    return norm(x, ord=ord, axis=axis, keepdims=bool(keepdims))
+
+
+def _np_vector_norm(x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002
+    x = _as_tensor(x, "x")
+    keep = bool(keepdims)
+    if axis is None:
+        r = norm(x.ravel(), ord=ord, axis=0)
+        return r.reshape((1,) * x.ndim) if keep else r
+    axes = tuple(np.lib.array_utils.normalize_axis_tuple(
+        axis if isinstance(axis, tuple) else (axis,), x.ndim))
+    rest = [i for i in range(x.ndim) if i not in axes]
+    # Several axes: one vector of their elements, in C order of the axes as given.
+    flat = np.transpose(x, rest + list(axes)).reshape([x.shape[i] for i in rest] + [-1])
+    r = norm(flat, ord=ord, axis=-1)
+    if keep:
+        r = r.reshape(tuple(1 if i in axes else s for i, s in enumerate(x.shape)))
+    return r
+
+
+def _np_matrix_norm(x, /, *, keepdims=False, ord="fro"):  # noqa: A002
+    x = _as_tensor(x, "x")
+    if x.ndim < 2:
+        raise ValueError(f"matrix_norm needs at least 2 dimensions, got shape {x.shape}")
+    return norm(x, ord=ord, axis=(-2, -1), keepdims=bool(keepdims))
+
+
+def _np_qr(a, mode="reduced"):
+    return qr(a, mode)
+
+
+def _np_lstsq(a, b, rcond=None):
+    """NumPy's tuple: ``x`` by `lstsq`; ``residuals`` the squared 2-norms of the
+    columns of ``b - a x`` (products rounded, summed pairwise, the difference rounded;
+    squares summed as `norm` does, rounded once), empty unless ``m > n``; ``rank`` and
+    ``s`` from a float64 SVD of the values (``s`` rounded once), singular values at
+    most ``rcond * s[0]`` counted as zero (default ``rcond``: the format's eps times
+    ``max(m, n)``, NumPy's rule in the format)."""
+    a, b = _lstsq_operands(a, b)
+    m, n = a.shape
+    s = np.linalg.svd(a.values, compute_uv=False)
+    cut = (a.fmt.eps * max(m, n) if rcond is None else float(rcond)) * (s[0] if s.size else 0)
+    rank = int(np.sum(s > cut))
+    if rank < n:
+        raise LinAlgError(f"a has rank {rank} < {n} columns (rcond cut-off {cut:.3g}): "
+                          "lowprec's lstsq (QR without pivoting) needs full column rank")
+    x = lstsq(a, b)
+    if m > n:
+        w = (b - _apply(a, x)).astype(_wide(a.fmt))
+        res = (w * w).sum(axis=0).astype(a.fmt).reshape(-1)
+    else:
+        res = _exact(np.zeros(0), a.fmt)
+    return x, res, rank, tensor(s, a.fmt)
+
+
+def _np_outer(x1, x2, /):
+    if np.ndim(x1) != 1 or np.ndim(x2) != 1:
+        raise ValueError(f"numpy.linalg.outer needs 1-D arrays, got ndim {np.ndim(x1)} "
+                         f"and {np.ndim(x2)}")
+    return np.outer(x1, x2)
+
+
+def _np_cross(x1, x2, /, *, axis=-1):
+    """``c0 = a1 b2 - a2 b1`` and cyclically: two rounded products, then a rounded
+    difference (not fused), for 3-vectors along ``axis``."""
+    a, b = np.moveaxis(x1, axis, -1), np.moveaxis(x2, axis, -1)
+    if np.shape(a)[-1] != 3 or np.shape(b)[-1] != 3:
+        raise ValueError("numpy.linalg.cross needs 3-element vectors along axis, got "
+                         f"shapes {np.shape(x1)} and {np.shape(x2)}")
+    parts = [a[..., i] * b[..., j] - a[..., j] * b[..., i] for i, j in ((1, 2), (2, 0), (0, 1))]
+    return np.moveaxis(np.stack(parts, axis=-1), -1, axis)
+
+
+def _np_vecdot(x1, x2, /, *, axis=-1):
+    a, b = np.moveaxis(x1, axis, -1), np.moveaxis(x2, axis, -1)
+    k = np.shape(a)[-1]
+    if np.shape(b)[-1] != k:
+        raise ValueError(f"numpy.linalg.vecdot: axis lengths differ, {k} and "
+                         f"{np.shape(b)[-1]}")
+    r = matmul(a.reshape(*np.shape(a)[:-1], 1, k), b.reshape(*np.shape(b)[:-1], k, 1))
+    return r.reshape(r.shape[:-2])
+
+
+def _np_matrix_transpose(x, /):
+    if np.ndim(x) < 2:
+        raise ValueError(f"matrix_transpose needs at least 2 dimensions, got {np.ndim(x)}")
+    return np.swapaxes(x, -1, -2)
+
+
+def _np_trace(x, /, *, offset=0, dtype=None):
+    return np.trace(x, offset=offset, axis1=-2, axis2=-1, dtype=dtype)
+
+
+def _np_diagonal(x, /, *, offset=0):
+    return np.diagonal(x, offset=offset, axis1=-2, axis2=-1)
+
+
+def _np_tensordot(x1, x2, /, *, axes=2):
+    return np.tensordot(x1, x2, axes=axes)
+
+
+def _np_matmul(x1, x2, /):
+    return matmul(x1, x2)
+
+
+def _np_multi_dot(arrays, *, out=None):
+    if out is not None:
+        raise TypeError("lowprec.Tensor does not support out= in numpy.linalg.multi_dot: "
+                        "results are new Tensors")
+    return multi_dot(arrays)
+
+
+_STACK = "; stacks looped over, each matrix on its own"
+_MM = ("matmul model", "as `numpy.matmul`: `lp.matmul` with the context's model "
+                       "(FP32 result by default)")
+_NORM = ("2-norms and Frobenius: squares summed pairwise in FP32 (FP64 for FP64), sqrt, "
+         "rounded into the format; 1/inf norms: |x| summed pairwise in the format; matrix "
+         "2/-2/'nuc': float64 SVD of the values, rounded once")
+
+#: (numpy.linalg name, handler, class, order): what this module registers.
+_NUMPY = (
+    ("solve", lambda a, b: solve(a, b), "composed",
+     "lowprec.linalg.solve: LU with partial pivoting, then two triangular solves" + _STACK),
+    ("inv", lambda a: inv(a), "composed", "lowprec.linalg.inv: solve with the identity" + _STACK),
+    ("det", lambda a: det(a), "composed",
+     "lowprec.linalg.det: the product of U's diagonal, left to right, signed by the "
+     "pivots" + _STACK),
+    ("slogdet", lambda a: slogdet(a), "composed",
+     "lowprec.linalg.slogdet: LU; sign exact; log|det| the float64 sum of log|u_ii| "
+     "rounded once" + _STACK),
+    ("cholesky", _np_cholesky, "composed",
+     "lowprec.linalg.cholesky: right-looking, a rounded sqrt per column; upper=True the "
+     "transpose of the lower factor of a^T" + _STACK),
+    ("qr", _np_qr, "composed",
+     "lowprec.linalg.qr: Householder, every product, sum (pairwise) and difference "
+     "rounded; modes reduced, complete, r" + _STACK),
+    ("lstsq", _np_lstsq, "composed",
+     "lowprec.linalg.lstsq: QR, x = R^-1 (Q^T b); residuals rounded as `norm`; rank and "
+     "s from a float64 SVD (s rounded once); rank-deficient a refused"),
+    ("matrix_power", lambda a, n: matrix_power(a, n), "matmul model",
+     "lowprec.linalg.matrix_power: NumPy's binary powering, each product `lp.matmul` "
+     "(context's model) rounded into the format"),
+    ("multi_dot", _np_multi_dot, "matmul model",
+     "lowprec.linalg.multi_dot: left to right, each `@` through `lp.matmul` (no order "
+     "optimisation)"),
+    ("norm", _np_norm, "composed", "lowprec.linalg.norm: " + _NORM),
+    ("vector_norm", _np_vector_norm, "composed",
+     "lowprec.linalg.norm over the flattened axes: " + _NORM),
+    ("matrix_norm", _np_matrix_norm, "composed",
+     "lowprec.linalg.norm over the last two axes: " + _NORM),
+    ("outer", _np_outer, "correctly rounded", "as `numpy.outer` (1-D only): each product "
+                                              "rounded once"),
+    ("cross", _np_cross, "composed", "two rounded products, then a rounded difference "
+                                     "(not fused), per component"),
+    ("vecdot", _np_vecdot, "matmul model", "each dot product a 1 x k by k x 1 `lp.matmul` "
+                                           "(context's model, FP32 result by default)"),
+    ("matmul", _np_matmul, *_MM),
+    ("tensordot", _np_tensordot, "matmul model", "as `numpy.tensordot`: one 2-D "
+                                                 "`lp.matmul` with the context's model"),
+    ("matrix_transpose", _np_matrix_transpose, "exact", "the last two axes swapped"),
+    ("diagonal", _np_diagonal, "exact", "the diagonal of the last two axes"),
+    ("trace", _np_trace, "composed", "the diagonal of the last two axes summed as "
+                                     "`numpy.sum` (pairwise in the format)"),
+)
 
 
 def _register() -> None:
     from .tensors.core import HANDLED_FUNCTIONS
     from .tensors.functions import KINDS
-    for np_fn, fn, order in (
-            (np.linalg.solve, _np_solve, "lowprec.linalg.solve: LU with partial pivoting, "
-                                         "then two triangular solves"),
-            (np.linalg.inv, _np_inv, "lowprec.linalg.inv: solve with the identity"),
-            (np.linalg.det, _np_det, "lowprec.linalg.det: the product of U's diagonal, "
-                                     "left to right, signed by the pivots"),
-            (np.linalg.cholesky, _np_cholesky, "lowprec.linalg.cholesky: right-looking, "
-                                               "a rounded sqrt per column"),
-            (np.linalg.norm, _np_norm, "lowprec.linalg.norm: 2-norms summed pairwise in "
-                                       "FP32 (FP64 for FP64) and rounded once")):
-        HANDLED_FUNCTIONS[np_fn] = fn
-        KINDS[np_fn] = ("composed", order)
+    for name, fn, kind, order in _NUMPY:
+        np_fn = getattr(np.linalg, name, None)    # NumPy 2 added several
+        if np_fn is not None:
+            HANDLED_FUNCTIONS[np_fn] = fn
+            KINDS[np_fn] = (kind, order)
 
 
 _register()
