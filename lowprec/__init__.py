@@ -14,6 +14,7 @@ from .tensorcore import MODELS, TensorCoreModel
 from .tensors import Tensor, context, get_context, matmul, result_format, tensor
 from .teaching import Explanation, explain
 from . import amp, linalg, mx, nn, testing  # noqa: F401  (public modules, imported with the package)
+from .array_api import array_namespace
 
 __version__ = "0.1.0"
 
@@ -27,5 +28,6 @@ __all__ = [
     "matmul", "TensorCoreModel", "MODELS",
     "Tensor", "tensor", "context", "get_context", "result_format",
     "explain", "Explanation",
+    "array_namespace",
     "amp", "linalg", "nn",
 ]

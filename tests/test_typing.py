@@ -15,7 +15,7 @@ from lowprec.teaching import cli
 
 #: The public modules (docs/design/DESIGN.md, "Layout").
 PUBLIC = ("formats", "status", "rounding", "bits", "arith", "tensorcore", "tensors", "nn",
-          "amp", "linalg", "testing", "teaching")
+          "amp", "linalg", "testing", "teaching", "array_api")
 MODULES = {"lowprec": lp, **{f"lowprec.{m}": importlib.import_module(f"lowprec.{m}")
                             for m in PUBLIC}}
 

@@ -34,6 +34,13 @@ HANDLED_UFUNCS: dict[str, Callable[..., Any]] = {}
 #: NumPy function -> handler, filled by `lowprec.tensors.functions`; a function not in
 #: it is refused. `Tensor.sum`, `Tensor.mean` and ``@`` call their handlers here.
 HANDLED_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {}
+#: Format -> its array-API namespace, the one entry filled by `lowprec.array_api` when it
+#: is imported (``import lowprec`` does): `Tensor.__array_namespace__` calls it.
+NAMESPACE: list[Callable[[Format], Any]] = []
+
+
+#: The standard's versions `Tensor.__array_namespace__` accepts (the namespace is 2024.12).
+_API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")
 
 
 def _fmt_name(fmt):
@@ -388,6 +395,27 @@ class Tensor:
         if handler is None:
             raise TypeError(_not_implemented(f"numpy.{name}"))
         return handler(*inputs)
+
+    def __array_namespace__(self, *, api_version: str | None = None) -> Any:
+        """The array-API namespace of the Tensor's format (docs/array-api.md).
+
+        `lowprec.array_api` itself for FP32 and FP64 (its ``float32`` and ``float64``),
+        ``lp.array_namespace(fmt)`` for any other format; its functions take Tensors and
+        return `lowprec.array_api.Array` objects (``.tensor`` is the Tensor).
+
+        Examples
+        --------
+        >>> import lowprec as lp
+        >>> xp = lp.tensor([1.0, 4.0], "bf16").__array_namespace__()
+        >>> xp is lp.array_namespace("bf16")
+        True
+        """
+        if api_version is not None and api_version not in _API_VERSIONS:
+            raise ValueError(f"api_version must be one of {', '.join(_API_VERSIONS)} or "
+                             f"None, got {api_version!r}")
+        if not NAMESPACE:
+            raise RuntimeError("lowprec.array_api is not imported: import lowprec")
+        return NAMESPACE[0](self.fmt)
 
     def __array_function__(self, func: Callable[..., Any], types: Collection[type],
                            args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
