@@ -13,7 +13,7 @@ from .arith import add, cumsum, div, dot, fma, mul, sqrt, sub, sum
 from .tensorcore import MODELS, TensorCoreModel
 from .tensors import Tensor, context, get_context, matmul, result_format, tensor
 from .teaching import Explanation, explain
-from . import amp, linalg, mx, nn, testing  # noqa: F401  (public modules, imported with the package)
+from . import amp, fft, linalg, mx, nn, testing  # noqa: F401  (public modules, imported with the package)
 from .array_api import array_namespace
 
 __version__ = "0.1.0"

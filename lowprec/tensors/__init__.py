@@ -12,6 +12,7 @@ from .defaults import context, get_context
 from .functions import HANDLED_FUNCTIONS, matmul
 from .promotion import PROMOTION, result_format
 from .ufuncs import HANDLED_UFUNCS
+from . import products, statistics  # noqa: F401  (they fill HANDLED_FUNCTIONS)
 
 __all__ = ["Tensor", "tensor", "context", "get_context", "result_format", "matmul",
            "PROMOTION", "HANDLED_UFUNCS", "HANDLED_FUNCTIONS"]
