@@ -7,12 +7,13 @@ and the `PROMOTION` table, built at import (`promotion`), the `Tensor` class and
 "Layout").
 """
 
+# (manipulation, products and statistics fill HANDLED_FUNCTIONS; coverage, REFUSED)
+from . import coverage, manipulation, products, statistics  # noqa: F401
 from .core import Tensor, tensor
 from .defaults import context, get_context
 from .functions import HANDLED_FUNCTIONS, matmul
 from .promotion import PROMOTION, result_format
 from .ufuncs import HANDLED_UFUNCS
-from . import products, statistics  # noqa: F401  (they fill HANDLED_FUNCTIONS)
 
 __all__ = ["Tensor", "tensor", "context", "get_context", "result_format", "matmul",
            "PROMOTION", "HANDLED_UFUNCS", "HANDLED_FUNCTIONS"]

@@ -25,7 +25,8 @@ from ..formats import format as _format
 from .defaults import copy_rounds, round_ctx
 from .promotion import holds, result_format
 
-__all__ = ["Tensor", "tensor", "HANDLED_UFUNCS", "HANDLED_FUNCTIONS", "values_of", "is_real",
+__all__ = ["Tensor", "tensor", "HANDLED_UFUNCS", "HANDLED_FUNCTIONS", "REFUSED", "values_of",
+           "is_real",
            "format_of_dtype", "operands", "exact_operands"]
 
 #: NumPy ufunc name -> handler, filled by `lowprec.tensors.ufuncs` (and ``matmul`` by
@@ -34,6 +35,9 @@ HANDLED_UFUNCS: dict[str, Callable[..., Any]] = {}
 #: NumPy function -> handler, filled by `lowprec.tensors.functions`; a function not in
 #: it is refused. `Tensor.sum`, `Tensor.mean` and ``@`` call their handlers here.
 HANDLED_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {}
+#: "numpy.X" -> why a Tensor refuses it, filled by `lowprec.tensors.coverage` (the
+#: refusal message says it; a function in neither table is refused all the same).
+REFUSED: dict[str, str] = {}
 #: Format -> its array-API namespace, the one entry filled by `lowprec.array_api` when it
 #: is imported (``import lowprec`` does): `Tensor.__array_namespace__` calls it.
 NAMESPACE: list[Callable[[Format], Any]] = []
@@ -50,8 +54,9 @@ def _fmt_name(fmt):
 def _not_implemented(name):
     """The refusal of a NumPy call the tables do not hold: not implemented (which
     says nothing about whether it could be emulated), where the list is, the way out."""
-    return (f"{name} is not implemented for lowprec.Tensor; see docs/numpy-support.md; "
-            "np.asarray(t) gives the float64 values")
+    why = f" ({REFUSED[name]})" if name in REFUSED else ""
+    return (f"{name} is not implemented for lowprec.Tensor{why}; see "
+            "docs/numpy-support.md; np.asarray(t) gives the float64 values")
 
 
 def values_of(x: Any) -> Any:
@@ -100,10 +105,11 @@ class Tensor:
     (array([0.20019531, 0.40039062, 0.6015625 ]), array([15821, 15949, 16026], dtype=uint16))
     >>> np.exp(x).fmt, (x > 0.15).tolist()
     (lp.BF16, [False, True, True])
-    >>> np.fft.fft(x)
+    >>> np.gcd(x, x)
     Traceback (most recent call last):
     ...
-    TypeError: numpy.fft.fft is not implemented for lowprec.Tensor; see
+    TypeError: numpy.gcd is not implemented for lowprec.Tensor (an operation on integers or
+    their bits: a Tensor holds real values (`lp.encode(t)` gives its bit patterns)); see
     docs/numpy-support.md; np.asarray(t) gives the float64 values
     """
 

@@ -7,8 +7,8 @@ prod, cumprod, diff, trace, nansum, nanmean and average are composed of rounded
 operations in a stated order; contractions (dot, inner, tensordot, einsum) go through
 `matmul`; selections, medians of odd counts and max/min are exact; functions whose
 results are not values (indices, shapes, bools, histogram counts) answer in plain
-NumPy. `KINDS` gives each handled function its class and order, and `support_table`
-prints them (docs/numpy-support.md). Options that would store values outside the
+NumPy. `KINDS` gives each handled function its class and order (`coverage.support_table`
+prints them: docs/numpy-support.md). Options that would store values outside the
 format (``out=``, ``dtype=``, ``initial=``, ``where=``) are refused by name. The
 table is `lowprec.tensors.core.HANDLED_FUNCTIONS`, filled here.
 """
@@ -33,10 +33,9 @@ from ..tensorcore.instructions import MatrixUnit
 from .core import HANDLED_FUNCTIONS, HANDLED_UFUNCS, Tensor, format_of_dtype, operands, values_of
 from .defaults import get_context, round_ctx
 from .promotion import holds, result_format
-from .ufuncs import KINDS as _UFUNC_KINDS
 from .ufuncs import select
 
-__all__ = ["matmul", "HANDLED_FUNCTIONS", "KINDS", "support_table"]
+__all__ = ["matmul", "HANDLED_FUNCTIONS", "KINDS"]
 
 
 @overload
@@ -731,54 +730,3 @@ KINDS: dict[object, tuple[str, str]] = {
                                      "even) nearest in float64, then one rounding into the "
                                      "format; `decimals=0` is `rint`, exact")),
 }
-
-_CLASSES = {
-    "exact": "values are the inputs' (selected, moved or compared); no rounding",
-    "correctly rounded": "one rounding of the exact result",
-    "rounded once": "evaluated in float64 (not always correctly rounded), then rounded "
-                    "once into the format",
-    "composed": "a sequence of emulated operations, each rounded in the format, in the "
-                "order given",
-    "matmul model": "`lp.matmul`: the context's matrix-product model",
-    "plain": "the result is not values of a format: a plain NumPy array",
-}
-
-
-def _function_name(func):
-    mod = func.__module__.replace("numpy._core", "numpy").replace(".fromnumeric", "")
-    mod = "numpy" if mod.startswith("numpy") and mod.count(".") <= 1 and \
-        getattr(np, func.__name__, None) is func else mod
-    return f"{mod}.{func.__name__}"
-
-
-def support_table() -> str:
-    """docs/numpy-support.md: every NumPy function and ufunc a Tensor handles, from the
-    dispatch tables, with its class and its order of operations.
-
-    Examples
-    --------
-    >>> from lowprec.tensors.functions import support_table
-    >>> "| `numpy.sort` | exact |" in support_table()
-    True
-    """
-    lines = [
-        "# NumPy functions on Tensors",
-        "",
-        "Generated from `lowprec.tensors.HANDLED_FUNCTIONS` and `HANDLED_UFUNCS` by",
-        "`lowprec.tensors.functions.support_table()` (`tests/test_numpy_support.py` holds",
-        "this page equal to it). Every other NumPy function or ufunc raises `TypeError`:",
-        "`numpy.X is not implemented for lowprec.Tensor`; `np.asarray(t)` gives the",
-        "float64 values, the explicit way out of the emulation. Rounding uses the",
-        "context's mode and options (`lp.context`).",
-        "",
-        "Classes:",
-        "",
-    ]
-    lines += [f"- **{name}**: {what}." for name, what in _CLASSES.items()]
-    lines += ["", "## Functions", "", "| function | class | order |", "| --- | --- | --- |"]
-    rows = sorted((_function_name(f), *KINDS[f]) for f in HANDLED_FUNCTIONS)
-    lines += [f"| `{n}` | {c} | {o} |" for n, c, o in rows]
-    lines += ["", "## Ufuncs", "", "| ufunc | class | order |", "| --- | --- | --- |"]
-    rows = sorted((f"numpy.{n}", *_UFUNC_KINDS[n]) for n in HANDLED_UFUNCS)
-    lines += [f"| `{n}` | {c} | {o} |" for n, c, o in rows]
-    return "\n".join(lines) + "\n"

@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import arith
 from ..arith.elementwise import on_values
+from ..rounding import round as _round
 from .core import HANDLED_UFUNCS, Tensor, exact_operands, is_real, operands, values_of
 from .defaults import get_context, round_ctx
 
@@ -99,6 +100,108 @@ def _square(x):
     return _kernel(arith.mul)(x, x)
 
 
+def _no_negative_zero(r, fmt):
+    """``r`` with -0 made +0 where ``fmt`` has no -0 (the fnuz formats)."""
+    return r if fmt.has_negative_zero else r + 0.0
+
+
+def _copysign(a, b):
+    """``|a|`` with ``b``'s sign: exact (a plain ``a`` is rounded in once; ``b`` only
+    gives its sign bit, read as given)."""
+    (va, _), fmt = operands(a, b)
+    sign = np.asarray(values_of(b), dtype=np.float64)
+    return Tensor(_no_negative_zero(np.copysign(va, sign), fmt), fmt)
+
+
+def _neighbour(v, toward, fmt):
+    """The value of ``fmt`` next to each ``v`` (values of ``fmt``) toward ``toward``."""
+    with np.errstate(all="ignore"):
+        # The format's values are float64 values, so the least one above v is the
+        # least one >= float64's nextafter(v, +inf): a round up of it (down alike).
+        up = np.asarray(_round(np.nextafter(v, np.inf), fmt, "ru"))
+        down = np.asarray(_round(np.nextafter(v, -np.inf), fmt, "rd"))
+    r = np.where(toward > v, up, np.where(toward < v, down, toward))
+    return np.where(np.isnan(v) | np.isnan(toward), np.nan, r)
+
+
+def _nextafter(a, b):
+    """The next value of the format after ``a`` toward ``b`` (the format's neighbours,
+    not float64's); ``b`` is compared as given, and returned where it equals ``a``."""
+    (va, _), fmt = operands(a, b)
+    vb = np.asarray(values_of(b), dtype=np.float64)
+    r = _neighbour(np.asarray(va, dtype=np.float64), vb, fmt)
+    return Tensor(_no_negative_zero(np.asarray(r, dtype=np.float64), fmt), fmt)
+
+
+def _spacing(x):
+    """The distance from ``x`` to the next value of the format away from zero (inf at
+    the largest finite value), one rounding."""
+    (v,), fmt = operands(x)
+    away = np.where(v < 0, -np.inf, np.inf)     # NumPy: +0 and -0 both look up
+    with np.errstate(all="ignore"):
+        d = _neighbour(v, away, fmt) - v   # exact: neighbours of a format differ by a power of two
+    return Tensor(np.asarray(round_ctx(d, fmt, None)), fmt)
+
+
+def _fmod(a, b):
+    (va, vb), fmt = operands(a, b)
+    with np.errstate(all="ignore"):
+        r = np.fmod(va, vb)   # fmod is exact in float64 (|r| < |b|, a multiple of an ulp)
+    return Tensor(np.asarray(round_ctx(r, fmt, None)), fmt)
+
+
+def _remainder(a, b):
+    """NumPy's ``a - floor(a/b)*b``: the exact ``fmod``, plus ``b`` where the signs
+    differ (one correctly rounded addition), signed zeros as NumPy's."""
+    (va, vb), fmt = operands(a, b)
+    with np.errstate(all="ignore"):
+        r = np.fmod(va, vb)   # exact in float64
+        shift = (r != 0) & (np.signbit(r) != np.signbit(vb))
+        ctx = get_context()
+        moved = np.asarray(arith.add(r, vb, fmt, ctx.mode, **ctx.kwargs()))
+        r = np.where(shift, moved, np.asarray(round_ctx(r, fmt, None)))
+        r = np.where(r == 0, np.copysign(0.0, vb), r)
+    return Tensor(_no_negative_zero(np.asarray(r, dtype=np.float64), fmt), fmt)
+
+
+def _divmod(a, b):
+    return HANDLED_UFUNCS["floor_divide"](a, b), _remainder(a, b)
+
+
+def _frexp(x):
+    """Exact: the significand in [0.5, 1) (a value of every format) and the exponent
+    (plain int32, NumPy's)."""
+    (v,), fmt = operands(x)
+    m, e = np.frexp(v)
+    return Tensor(_no_negative_zero(m, fmt), fmt), e
+
+
+def _modf(x):
+    """Exact: the fractional and integral parts are values of the format."""
+    (v,), fmt = operands(x)
+    f, i = np.modf(v)
+    f = np.asarray(round_ctx(f, fmt, None))   # exact, except a flushed tiny fraction
+    return Tensor(_no_negative_zero(f, fmt), fmt), Tensor(_no_negative_zero(i, fmt), fmt)
+
+
+def _ldexp(x, n):
+    (v,), fmt = operands(x)
+    with np.errstate(all="ignore"):
+        r = np.ldexp(v, values_of(n))
+    return Tensor(np.asarray(round_ctx(r, fmt, None)), fmt)
+
+
+def _heaviside(x, h0):
+    """Exact selection: 0 below zero, 1 above, ``h0`` (rounded in once) at zero."""
+    return select(lambda v, h: np.heaviside(v, h))(x, h0)
+
+
+def _logical(fn):
+    def handler(*inputs):
+        return fn(*(values_of(x) for x in inputs))
+    return handler
+
+
 HANDLED_UFUNCS.update({
     "add": _kernel(arith.add), "subtract": _kernel(arith.sub),
     "multiply": _kernel(arith.mul), "divide": _kernel(arith.div),
@@ -115,11 +218,19 @@ HANDLED_UFUNCS.update({
     "greater": _compare(np.greater), "greater_equal": _compare(np.greater_equal),
     "isnan": _predicate(np.isnan), "isinf": _predicate(np.isinf),
     "isfinite": _predicate(np.isfinite), "signbit": _predicate(np.signbit),
+    "copysign": _copysign, "nextafter": _nextafter, "spacing": _spacing,
+    "fmod": _fmod, "remainder": _remainder, "divmod": _divmod, "frexp": _frexp,
+    "modf": _modf, "ldexp": _ldexp, "heaviside": _heaviside,
+    "conjugate": _exact_unary(np.positive),
+    "logical_and": _logical(np.logical_and), "logical_or": _logical(np.logical_or),
+    "logical_xor": _logical(np.logical_xor), "logical_not": _logical(np.logical_not),
 })
 for _name in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos",
               "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh",
               "arccosh", "arctanh", "cbrt", "arctan2", "hypot",
               "logaddexp", "logaddexp2"):
+    HANDLED_UFUNCS[_name] = _rounded_once(getattr(np, _name))
+for _name in ("deg2rad", "rad2deg", "radians", "degrees", "float_power", "floor_divide"):
     HANDLED_UFUNCS[_name] = _rounded_once(getattr(np, _name))
 HANDLED_UFUNCS["true_divide"] = HANDLED_UFUNCS["divide"]
 HANDLED_UFUNCS["reciprocal"] = lambda x: _kernel(arith.div)(1.0, x)  # one correct rounding
@@ -142,6 +253,21 @@ KINDS: dict[str, tuple[str, str]] = {
                      "greater_equal", "isnan", "isinf", "isfinite", "signbit"), _BOOL),
     "matmul": ("matmul model", "`lp.matmul` with the context's model (FP32 result by "
                                "default)"),
+    "copysign": ("exact", "|a| with b's sign (a plain a rounded in once)"),
+    "nextafter": ("exact", "the next value of the format toward b (the format's "
+                           "neighbours, not float64's); b where a == b"),
+    "spacing": ("correctly rounded", "the next value of the format away from zero minus "
+                                     "x (a power of two), one rounding"),
+    "fmod": ("correctly rounded", "float64's fmod (exact), one rounding"),
+    "remainder": ("correctly rounded", "the exact fmod, plus b where the signs differ, "
+                                       "one rounding"),
+    "divmod": ("rounded once", "(floor_divide, remainder), each as its own entry"),
+    "frexp": ("exact", "the significand (a Tensor) and the exponent (plain ints)"),
+    "modf": ("exact", "the fractional and integral parts, Tensors of the format"),
+    "ldexp": ("rounded once", "float64's ldexp (exact inside float64's range), one rounding"),
+    "heaviside": _SELECT,
+    "conjugate": _EXACT,
+    **dict.fromkeys(("logical_and", "logical_or", "logical_xor", "logical_not"), _BOOL),
 }
 for _name in HANDLED_UFUNCS:
     KINDS.setdefault(_name, _ONCE)   # the transcendental functions registered above
