@@ -11,9 +11,12 @@ operation (the context's mode and options), every sum is `Tensor.sum` (pairwise,
 in the format unless said otherwise) and every blocked update is one `lowprec.matmul`.
 Only pivot choices (comparisons, exact) and `refine`'s error measurements (a
 diagnostic, in float64, never fed back) read the values directly; the quantities
-that need an SVD (`norm`'s matrix ``ord=2``, ``-2``, ``"nuc"``, `numpy.linalg.lstsq`'s
-singular values and rank) and `slogdet`'s logarithm are the one exception, evaluated
-in float64 and rounded once into the format, and said so where they are documented.
+that need an SVD or an eigendecomposition (`norm`'s matrix ``ord=2``, ``-2``,
+``"nuc"``, `numpy.linalg.lstsq`'s singular values and rank, and np.linalg's `eigh`,
+`eigvalsh`, `eig`, `eigvals`, `svd`, `svdvals`, `pinv`, `cond` with p None/2/-2) and
+`slogdet`'s logarithm are the one exception, evaluated in float64 and rounded once
+into the format, and said so where they are documented; `matrix_rank` counts with the
+format's eps in NumPy's tolerance, and `eig` refuses complex eigenvalues.
 Stacks (``ndim > 2``) of `solve`, `inv`, `det`, `slogdet`, `cholesky` and `qr` are
 looped over, each matrix factored on its own in C order of the leading indices.
 """
@@ -990,12 +993,278 @@ def _np_multi_dot(arrays, *, out=None):
     return multi_dot(arrays)
 
 
+# The spectral functions below (eigenvalues, SVD, pseudo-inverse) are not emulated step
+# by step: NumPy's float64 LAPACK result for the decoded values, each floating array of
+# it rounded once into the Tensor's format (the context's mode), as the array-API
+# namespace does (docs/array-api.md). NumPy's named tuples, taken from a call.
+_EIG: Any = type(np.linalg.eig(np.eye(1)))
+_EIGH: Any = type(np.linalg.eigh(np.eye(1)))
+_SVD: Any = type(np.linalg.svd(np.eye(1)))
+_UNSET: Any = object()     # pinv's rtol not given (NumPy's own sentinel is private)
+
+
+def _plain(x: Any) -> Any:
+    """A Tensor option (``tol``, ``rtol``, ``rcond``) as its float64 values."""
+    return x.values if isinstance(x, Tensor) else x
+
+
+def _once(values: Any, fmt: Format) -> Tensor:
+    """float64 values (NumPy's result for the decoded values) rounded once into ``fmt``
+    by the context's mode."""
+    return tensor(np.asarray(values, dtype=np.float64), fmt)
+
+
+def _np_eigh(a, UPLO="L"):
+    """NumPy's float64 ``eigh`` of the values, ``eigenvalues`` and ``eigenvectors``
+    each rounded once (NumPy's ``EighResult``).
+
+    Examples
+    --------
+    >>> import numpy as np, lowprec as lp
+    >>> w, v = np.linalg.eigh(lp.tensor([[2.0, 1.0], [1.0, 2.0]], "bf16"))
+    >>> w
+    Tensor([1.0, 3.0], fmt=BF16)
+    >>> abs(v.values).tolist()      # 1/sqrt(2) rounded once
+    [[0.70703125, 0.70703125], [0.70703125, 0.70703125]]
+    """
+    a = _square(a, stack=True)
+    w, v = np.linalg.eigh(a.values, UPLO=UPLO)
+    return _EIGH(_once(w, a.fmt), _once(v, a.fmt))
+
+
+def _np_eigvalsh(a, UPLO="L"):
+    a = _square(a, stack=True)
+    return _once(np.linalg.eigvalsh(a.values, UPLO=UPLO), a.fmt)
+
+
+def _real_spectrum(name: str, parts: tuple[Any, ...]) -> None:
+    """`TypeError` where NumPy's float64 ``eig`` is complex (it returns real arrays
+    exactly when every eigenvalue's imaginary part is zero)."""
+    if any(np.iscomplexobj(p) for p in parts):
+        raise TypeError(f"numpy.linalg.{name}: the eigenvalues are complex (NumPy's float64 "
+                        f"result) and lowprec has no complex formats; "
+                        f"np.linalg.{name}(np.asarray(t)) gives the float64 result")
+
+
+def _np_eig(a):
+    """NumPy's float64 ``eig`` of the values, eigenvalues and eigenvectors each rounded
+    once (NumPy's ``EigResult``), where they are real; `TypeError` where they are
+    complex (lowprec has no complex formats).
+
+    Examples
+    --------
+    >>> import numpy as np, lowprec as lp
+    >>> np.linalg.eig(lp.tensor([[2.0, 1.0], [0.0, 3.0]], "fp16")).eigenvalues
+    Tensor([2.0, 3.0], fmt=FP16)
+    >>> np.linalg.eig(lp.tensor([[0.0, -1.0], [1.0, 0.0]], "fp16"))
+    Traceback (most recent call last):
+    ...
+    TypeError: numpy.linalg.eig: the eigenvalues are complex (NumPy's float64 result) ...
+    """
+    a = _square(a, stack=True)
+    w, v = np.linalg.eig(a.values)
+    _real_spectrum("eig", (w, v))
+    return _EIG(_once(w, a.fmt), _once(v, a.fmt))
+
+
+def _np_eigvals(a):
+    a = _square(a, stack=True)
+    w = np.linalg.eigvals(a.values)
+    _real_spectrum("eigvals", (w,))
+    return _once(w, a.fmt)
+
+
+def _np_svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    """NumPy's float64 ``svd`` of the values (its options), ``U``, ``S`` and ``Vh``
+    each rounded once (NumPy's ``SVDResult``), or ``S`` alone with
+    ``compute_uv=False``.
+
+    Examples
+    --------
+    >>> import numpy as np, lowprec as lp
+    >>> np.linalg.svd(lp.tensor([[3.0, 0.0], [0.0, -0.1]], "fp16")).S
+    Tensor([3.0, 0.0999755859375], fmt=FP16)
+    """
+    a = _as_tensor(a, "a")
+    if not compute_uv:
+        return _once(np.linalg.svd(a.values, compute_uv=False, hermitian=hermitian), a.fmt)
+    u, s, vh = np.linalg.svd(a.values, full_matrices=full_matrices, hermitian=hermitian)
+    return _SVD(_once(u, a.fmt), _once(s, a.fmt), _once(vh, a.fmt))
+
+
+def _np_svdvals(x, /):
+    x = _as_tensor(x, "x")
+    return _once(np.linalg.svd(x.values, compute_uv=False), x.fmt)
+
+
+def _np_pinv(a, rcond=None, hermitian=False, *, rtol=_UNSET):
+    """NumPy's float64 ``pinv`` of the values, rounded once. The cut-off is NumPy's
+    (``rcond``, or ``rtol``; neither: ``1e-15``), but ``rtol=None`` means
+    ``max(M, N)`` times the format's eps (NumPy's rule, which takes float64's eps
+    from the dtype of the values: here the format's, as `numpy.linalg.matrix_rank`
+    and `numpy.linalg.lstsq` on Tensors).
+
+    Examples
+    --------
+    >>> import numpy as np, lowprec as lp
+    >>> np.linalg.pinv(lp.tensor([[2.0, 0.0], [0.0, 0.0]], "fp16"))
+    Tensor([[0.5, 0.0],
+            [0.0, 0.0]], fmt=FP16)
+    """
+    a = _as_tensor(a, "a")
+    if rtol is None and rcond is None and a.ndim >= 2:
+        rtol = max(a.shape[-2:]) * float(a.fmt.eps)
+    kw = {} if rtol is _UNSET else {"rtol": _plain(rtol)}
+    return _once(np.linalg.pinv(a.values, _plain(rcond), hermitian, **kw), a.fmt)
+
+
+def _np_matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
+    """NumPy's rule on a float64 SVD of the values: the count of singular values above
+    ``tol`` (default ``s.max() * rtol``, ``rtol`` defaulting to ``max(M, N)`` times the
+    format's eps, where NumPy takes float64's), a plain integer as NumPy's.
+
+    Examples
+    --------
+    >>> import numpy as np, lowprec as lp
+    >>> a = lp.tensor([[1.0, 1.0], [1.0, 1.0 + 2.0**-10]], "fp16")
+    >>> int(np.linalg.matrix_rank(a)), int(np.linalg.matrix_rank(a.values))
+    (1, 2)
+    """
+    a = _as_tensor(A, "A")
+    v = a.values
+    if v.ndim < 2:
+        return int(not np.all(v == 0))
+    s = np.linalg.svd(v, compute_uv=False, hermitian=hermitian)
+    if tol is None:
+        if rtol is None:
+            rtol = max(v.shape[-2:]) * float(a.fmt.eps)
+        else:
+            rtol = np.asarray(_plain(rtol))[..., np.newaxis]
+        tol = s.max(axis=-1, keepdims=True) * rtol
+    else:
+        tol = np.asarray(_plain(tol))[..., np.newaxis]
+    return np.count_nonzero(s > tol, axis=-1)
+
+
+def _cond_matrix(x: Tensor, p: Any) -> Tensor:
+    """``norm(x, p) * norm(inv(x), p)`` for one square matrix; a matrix `inv` finds
+    singular (a zero pivot) has condition number inf, as NumPy's."""
+    nx = norm(x, p)       # first: an unknown p raises ValueError even where x is singular
+    try:
+        ix = inv(x)
+    except LinAlgError:
+        return _once(np.inf, x.fmt)
+    return nx * norm(ix, p)
+
+
+def _np_cond(x, p=None):
+    """The condition number, as `numpy.linalg.cond`. ``p`` None, 2 or -2: the ratio of
+    the largest and smallest singular values of a float64 SVD of the values, computed
+    in float64 and rounded once. Other ``p`` (1, -1, inf, -inf, ``"fro"``, ``"nuc"``):
+    `inv` (LU in the format), `norm` of ``x`` and of ``inv(x)`` (each as `norm`
+    documents), their product rounded; each matrix of a stack on its own. A singular
+    matrix (``inv`` meets a zero pivot) gives inf; a NaN result becomes inf unless
+    ``x`` holds a NaN (NumPy's rule); inf is rounded into the format like any value
+    (NaN in formats without infinities, or their max under ``saturate``).
+
+    Examples
+    --------
+    >>> import numpy as np, lowprec as lp
+    >>> d = lp.tensor([[3.0, 0.0], [0.0, 0.5]], "fp16")
+    >>> np.linalg.cond(d), np.linalg.cond(d, 1)
+    (Tensor(6.0, fmt=FP16), Tensor(6.0, fmt=FP16))
+    """
+    x = _as_tensor(x, "x")
+    if x.size == 0 and math.prod(x.shape[-2:]) == 0:
+        raise LinAlgError("cond is not defined on empty arrays")
+    if x.ndim < 2:
+        raise LinAlgError(f"cond needs a matrix or a stack of them, got shape {x.shape}")
+    nan_in = np.isnan(x.values).any(axis=(-2, -1))
+    if p is None or (not isinstance(p, str) and p in (2, -2)):
+        s = np.linalg.svd(x.values, compute_uv=False)
+        with np.errstate(all="ignore"):
+            r = s[..., -1] / s[..., 0] if p == -2 else s[..., 0] / s[..., -1]
+        return _once(np.where(np.isnan(r) & ~nan_in, np.inf, r), x.fmt)
+    x = _square(x, "x", stack=True)
+    batch = x.shape[:-2]
+    if batch:
+        r = _stacked([_cond_matrix(x[i], p) for i in np.ndindex(*batch)], batch, (),
+                     x.fmt)
+    else:
+        r = _cond_matrix(x, p)
+    fix = np.isnan(r.values) & ~nan_in
+    if not fix.any():
+        return r
+    return _exact(np.where(fix, _once(np.inf, x.fmt).values, r.values), x.fmt)
+
+
+def _tensor_pair(a: Any, b: Any) -> tuple[Tensor, Tensor]:
+    """``a`` and ``b`` as Tensors: a plain operand is rounded into the other's format
+    (context mode), as the ufuncs round a plain operand in."""
+    if not isinstance(a, Tensor):
+        a = tensor(a, _as_tensor(b, "b").fmt)
+    if not isinstance(b, Tensor):
+        b = tensor(b, a.fmt)
+    return a, b
+
+
+def _np_tensorinv(a, ind=2):
+    """NumPy's ``tensorinv``: ``a`` reshaped (exact) to ``prod(a.shape[ind:])`` rows,
+    `inv` (LU in the format), reshaped to ``a.shape[ind:] + a.shape[:ind]``.
+
+    Examples
+    --------
+    >>> import numpy as np, lowprec as lp
+    >>> a = lp.tensor(np.eye(4).reshape(4, 2, 2) * 3.0, "bf16")
+    >>> np.linalg.tensorinv(a, ind=1).shape, float(np.linalg.tensorinv(a, ind=1)[0, 0, 0])
+    ((2, 2, 4), 0.333984375)
+    """
+    a = _as_tensor(a, "a")
+    if not ind > 0:
+        raise ValueError(f"Invalid ind argument: {ind!r} (it must be positive)")
+    shape = a.shape
+    rows = math.prod(shape[ind:])
+    return inv(a.reshape(rows, -1)).reshape(shape[ind:] + shape[:ind])
+
+
+def _np_tensorsolve(a, b, axes=None):
+    """NumPy's ``tensorsolve``: ``a``'s ``axes`` moved to the end and ``a`` reshaped
+    into a square matrix, ``b`` flattened (exact), `solve` (LU in the format, two
+    triangular solves), the result reshaped; a plain operand rounded into the other's
+    format first.
+
+    Examples
+    --------
+    >>> import numpy as np, lowprec as lp
+    >>> a = lp.tensor(np.eye(6).reshape(6, 2, 3) * 2.0, "fp16")
+    >>> np.linalg.tensorsolve(a, np.arange(6.0))
+    Tensor([[0.0, 0.5, 1.0],
+            [1.5, 2.0, 2.5]], fmt=FP16)
+    """
+    a, b = _tensor_pair(a, b)
+    an = a.ndim
+    if axes is not None:
+        order = list(range(an))
+        for k in axes:
+            order.remove(k)
+            order.insert(an, k)
+        a = a.transpose(order)
+    shape = a.shape[-(an - b.ndim):]
+    n = math.prod(shape)
+    if a.size != n * n:
+        raise LinAlgError("Input arrays must satisfy the requirement prod(a.shape[b.ndim:])"
+                          f" == prod(a.shape[:b.ndim]), got shapes {a.shape} and {b.shape}")
+    return solve(a.reshape(n, n), b.ravel()).reshape(shape)
+
+
 _STACK = "; stacks looped over, each matrix on its own"
 _MM = ("matmul model", "as `numpy.matmul`: `lp.matmul` with the context's model "
                        "(FP32 result by default)")
 _NORM = ("2-norms and Frobenius: squares summed pairwise in FP32 (FP64 for FP64), sqrt, "
          "rounded into the format; 1/inf norms: |x| summed pairwise in the format; matrix "
          "2/-2/'nuc': float64 SVD of the values, rounded once")
+
+_ONCE = "NumPy's float64 (LAPACK) "
 
 #: (numpy.linalg name, handler, class, order): what this module registers.
 _NUMPY = (
@@ -1041,6 +1310,28 @@ _NUMPY = (
     ("diagonal", _np_diagonal, "exact", "the diagonal of the last two axes"),
     ("trace", _np_trace, "composed", "the diagonal of the last two axes summed as "
                                      "`numpy.sum` (pairwise in the format)"),
+    ("eigh", _np_eigh, "rounded once", _ONCE + "eigh (UPLO as NumPy): eigenvalues and "
+     "eigenvectors each rounded once"),
+    ("eigvalsh", _np_eigvalsh, "rounded once", _ONCE + "eigvalsh, rounded once"),
+    ("eig", _np_eig, "rounded once", _ONCE + "eig, eigenvalues and eigenvectors each rounded "
+     "once where real; complex eigenvalues refused (TypeError: no complex formats)"),
+    ("eigvals", _np_eigvals, "rounded once", _ONCE + "eigvals, rounded once where real; "
+     "complex eigenvalues refused (TypeError: no complex formats)"),
+    ("svd", _np_svd, "rounded once", _ONCE + "svd (NumPy's options): U, S and Vh each "
+     "rounded once"),
+    ("svdvals", _np_svdvals, "rounded once", _ONCE + "singular values, rounded once"),
+    ("pinv", _np_pinv, "rounded once", _ONCE + "pinv (rcond, rtol as NumPy; rtol=None: "
+     "max(M, N) * the format's eps), rounded once"),
+    ("matrix_rank", _np_matrix_rank, "plain", "a count: singular values of a float64 SVD "
+     "of the values above tol (default max(M, N) * the format's eps * the largest)"),
+    ("cond", _np_cond, "composed", "p None/2/-2: s_max / s_min of a float64 SVD, rounded "
+     "once; other p: lowprec.linalg.inv, then norm(x, p) and norm(inv(x), p) as "
+     "lowprec.linalg.norm, their product rounded; singular: inf" + _STACK),
+    ("tensorinv", _np_tensorinv, "composed", "reshaped to a square matrix (exact), "
+     "lowprec.linalg.inv (LU in the format), reshaped back"),
+    ("tensorsolve", _np_tensorsolve, "composed", "a plain operand rounded into the format; "
+     "a's axes moved, reshaped to a square matrix, b flattened (exact), "
+     "lowprec.linalg.solve (LU, two triangular solves), reshaped"),
 )
 
 

@@ -331,8 +331,8 @@ def test_numpy_linalg_dispatches_to_lowprec_linalg():
                       (np.linalg.norm(a), lp.linalg.norm(a))):
         assert isinstance(got, lp.Tensor) and got.fmt == want.fmt
         assert np.array_equal(got.values, want.values)
-    with pytest.raises(TypeError, match="numpy.linalg.eig is not implemented"):
-        np.linalg.eig(a)
+    with pytest.raises(TypeError, match="complex"):     # a rotation: eigenvalues +-i
+        np.linalg.eig(lp.tensor([[0.0, -1.0], [1.0, 0.0]], "fp16"))
 
 
 # -- Householder QR against its Fraction reference ------------------------------------
@@ -615,3 +615,257 @@ def test_shape_format_and_nan_errors():
     assert np.isnan(la.qr(nan)[1].values).any()
     with pytest.raises(np.linalg.LinAlgError, match="positive definite"):
         la.cholesky(nan)
+
+
+# -- np.linalg's spectral functions, cond, tensorinv and tensorsolve on Tensors -----------
+# eigh, eigvalsh, eig, eigvals, svd, svdvals and pinv are "rounded once" by definition:
+# NumPy's float64 result for the decoded values, rounded into the format, which is the
+# oracle here (lp.round is the rounding kernel, not the function under test); the
+# properties below (orthonormality, reconstruction, rank, Fraction references) are
+# checks that do not go through that definition.
+
+SPECTRAL_FORMATS = ["fp16", "bf16", "e4m3", "fp32"]
+
+
+def _symmetric(n, fmt, seed):
+    rng = np.random.default_rng(seed)
+    m = rng.standard_normal((n, n))
+    return lp.tensor(m + m.T, fmt)
+
+
+def _same(got, want, fmt):
+    assert isinstance(got, lp.Tensor) and got.fmt == lp.format(fmt)
+    assert np.array_equal(got.values, want, equal_nan=True)
+
+
+@pytest.mark.parametrize("fmt", SPECTRAL_FORMATS)
+def test_spectral_functions_are_numpys_float64_result_rounded_once(fmt):
+    rng = np.random.default_rng(40)
+    s = _symmetric(5, fmt, 41)
+    a = lp.tensor(rng.standard_normal((5, 3)), fmt)
+    tri = lp.tensor(np.triu(rng.standard_normal((4, 4))) + 3 * np.eye(4), fmt)
+    sv, av, tv = s.values, a.values, tri.values
+
+    def once(x):
+        return lp.round(x, fmt)
+
+    r = np.linalg.eigh(s)
+    assert type(r) is type(np.linalg.eigh(np.eye(2)))
+    w, v = np.linalg.eigh(sv)
+    _same(r.eigenvalues, once(w), fmt)
+    _same(r.eigenvectors, once(v), fmt)
+    _same(np.linalg.eigh(s, UPLO="U")[1], once(np.linalg.eigh(sv, UPLO="U")[1]), fmt)
+    _same(np.linalg.eigvalsh(s), once(np.linalg.eigvalsh(sv)), fmt)
+    r = np.linalg.eig(tri)      # upper triangular: real eigenvalues
+    assert type(r) is type(np.linalg.eig(np.eye(2)))
+    w, v = np.linalg.eig(tv)
+    _same(r.eigenvalues, once(w), fmt)
+    _same(r.eigenvectors, once(v), fmt)
+    _same(np.linalg.eigvals(s), once(np.linalg.eigvals(sv)), fmt)
+    for full in (True, False):
+        r = np.linalg.svd(a, full_matrices=full)
+        assert type(r) is type(np.linalg.svd(np.eye(2)))
+        for got, want in zip(r, np.linalg.svd(av, full_matrices=full)):
+            _same(got, once(want), fmt)
+    _same(np.linalg.svd(a, compute_uv=False), once(np.linalg.svd(av, compute_uv=False)), fmt)
+    _same(np.linalg.svd(s, hermitian=True)[1], once(np.linalg.svd(sv, hermitian=True)[1]),
+          fmt)
+    if hasattr(np.linalg, "svdvals"):
+        _same(np.linalg.svdvals(a), once(np.linalg.svd(av, compute_uv=False)), fmt)
+    _same(np.linalg.pinv(a), once(np.linalg.pinv(av)), fmt)
+    _same(np.linalg.pinv(a, rcond=0.5), once(np.linalg.pinv(av, rcond=0.5)), fmt)
+    # rtol=None: NumPy's rule max(M, N) * eps with the format's eps, not float64's.
+    eps = float(lp.format(fmt).eps)
+    _same(np.linalg.pinv(a, rtol=None), once(np.linalg.pinv(av, rtol=5 * eps)), fmt)
+    _same(np.linalg.pinv(a, rtol=0.3), once(np.linalg.pinv(av, rtol=0.3)), fmt)
+    with pytest.raises(ValueError):
+        np.linalg.pinv(a, rcond=0.1, rtol=0.1)
+
+
+def test_rounded_once_takes_the_contexts_mode():
+    a = lp.tensor(np.random.default_rng(42).standard_normal((4, 4)), "bf16")
+    want = np.linalg.svd(a.values)
+    with lp.context(mode="rz"):
+        got = np.linalg.svd(a)
+        pinv = np.linalg.pinv(a)
+    for g, w in zip(got, want):
+        _same(g, lp.round(w, "bf16", "rz"), "bf16")
+    _same(pinv, lp.round(np.linalg.pinv(a.values), "bf16", "rz"), "bf16")
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "bf16"])
+@pytest.mark.parametrize("seed", range(2))
+def test_eigh_vectors_orthonormal_and_svd_reconstructs_within_a_bound(fmt, seed):
+    n = 6
+    u = float(lp.format(fmt).eps) / 2
+    s = _symmetric(n, fmt, 50 + seed)
+    _, v = np.linalg.eigh(s)
+    q = v.values
+    # V' = V + dV with |dV| <= u |V| elementwise and V's columns unit vectors: every
+    # entry of V'^T V' - I is at most 2u + u^2 (Cauchy-Schwarz), plus float64 noise.
+    assert np.max(np.abs(q.T @ q - np.eye(n))) <= 2 * u + u * u + 1e-12
+    a = lp.tensor(np.random.default_rng(60 + seed).standard_normal((n, n - 2)), fmt)
+    uu, ss, vh = np.linalg.svd(a, full_matrices=False)
+    rebuilt = uu.values @ np.diag(ss.values) @ vh.values
+    # U, S, Vh each within relative u elementwise: ||dU||_2 <= u ||U||_F <= u sqrt(n).
+    norm2 = np.linalg.norm(a.values, 2)
+    bound = ((1 + u * np.sqrt(n)) ** 2 * (1 + u) - 1) * norm2 + 1e-12
+    assert np.linalg.norm(rebuilt - a.values, 2) <= bound
+    assert np.all(np.diff(ss.values) <= 0) and np.all(ss.values >= 0)
+
+
+def test_eig_with_complex_eigenvalues_is_refused():
+    rot = lp.tensor([[0.0, -1.0], [1.0, 0.0]], "fp16")
+    for fn in (np.linalg.eig, np.linalg.eigvals):
+        with pytest.raises(TypeError, match="complex.*np.asarray"):
+            fn(rot)
+    assert np.iscomplexobj(np.linalg.eigvals(rot.values))     # NumPy's result is complex
+
+
+def test_matrix_rank_uses_the_formats_tolerance():
+    rng = np.random.default_rng(70)
+    # A rank-1 matrix rounded into FP16: the rounding error E has ||E||_2 <= u ||A||_F
+    # = u s1, so s2 <= 2**-11 s1, below the FP16 tolerance 5 * 2**-10 * s1, far above
+    # float64's.
+    a = lp.tensor(np.outer(rng.standard_normal(5), rng.standard_normal(5)), "fp16")
+    r = np.linalg.matrix_rank(a)
+    assert not isinstance(r, lp.Tensor) and isinstance(r, (int, np.integer)) and r == 1
+    assert np.linalg.matrix_rank(a.values) == 5          # float64's eps sees noise
+    assert np.linalg.matrix_rank(a, tol=1e-300) == 5
+    assert np.linalg.matrix_rank(a, rtol=1e-15) == 5
+    # [[1, 1], [1, 1 + d]]: s1 s2 = d, s1 ~ 2, so s2 ~ d / 2 = 2**-11 < 2 * eps * s1.
+    near = lp.tensor([[1.0, 1.0], [1.0, 1.0 + 2.0**-10]], "fp16")
+    assert np.linalg.matrix_rank(near) == 1
+    assert np.linalg.matrix_rank(near.astype("fp32")) == 2
+    singular = lp.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]], "fp16")
+    assert np.linalg.matrix_rank(singular) == 2
+    assert np.linalg.matrix_rank(lp.tensor(np.eye(3), "e4m3")) == 3
+    stack = lp.tensor(np.stack([np.eye(3), singular.values]), "fp16")
+    assert np.linalg.matrix_rank(stack).tolist() == [3, 2]
+    assert np.linalg.matrix_rank(lp.tensor([0.0, 0.0], "fp16")) == 0
+    assert np.linalg.matrix_rank(lp.tensor([0.0, 2.0], "fp16")) == 1
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "bf16", "e4m3"])
+def test_cond_of_a_diagonal_matrix_against_the_fraction_ratio(fmt):
+    d = [3.0, -0.5, 7.25, 0.0625, 1.375]
+    d = [float(lp.round(x, fmt)) for x in d]
+    x = lp.tensor(np.diag(d), fmt)
+    big, small = max(map(abs, d)), min(map(abs, d))
+    # p = None / 2 / -2: the singular values are |d|; their ratio rounded once (the
+    # float64 quotient of two values of at most 24 bits cannot sit on a midpoint of the
+    # format unless the exact one does: one rounding either way).
+    assert float(np.linalg.cond(x)) == reference_round(F(big) / F(small), fmt)
+    assert float(np.linalg.cond(x, 2)) == reference_round(F(big) / F(small), fmt)
+    assert float(np.linalg.cond(x, -2)) == reference_round(F(small) / F(big), fmt)
+    # Other p: inv's diagonal is rnd(1 / d) (LU of a diagonal matrix does no other
+    # rounding), the 1/inf norms of a diagonal matrix are its largest/smallest |d|
+    # (sums with zeros), and their product is rounded.
+    inv_d = [abs(reference_round(1 / F(v), fmt)) for v in d]
+    for p, pick in ((1, max), (np.inf, max), (-1, min), (-np.inf, min)):
+        want = reference_round(F(pick(map(abs, d))) * F(pick(inv_d)), fmt)
+        got = np.linalg.cond(x, p)
+        assert isinstance(got, lp.Tensor) and got.fmt == lp.format(fmt)
+        assert float(got) == want, p
+
+
+def test_cond_composes_lowprec_norm_and_inv_and_follows_numpy_on_edges():
+    rng = np.random.default_rng(75)
+    a = lp.tensor(rng.standard_normal((4, 4)), "fp16")
+    for p in (1, -1, np.inf, "fro", "nuc"):
+        want = la.norm(a, p) * la.norm(la.inv(a), p)
+        _same(np.linalg.cond(a, p), want.values, "fp16")
+    stack = lp.tensor(rng.standard_normal((2, 3, 3)), "bf16")
+    got = np.linalg.cond(stack, 1)
+    assert got.shape == (2,)
+    assert [float(v) for v in got] == [float(np.linalg.cond(stack[i], 1)) for i in range(2)]
+    singular = lp.tensor([[1.0, 2.0], [2.0, 4.0]], "fp16")
+    assert float(np.linalg.cond(singular, 1)) == np.inf == np.linalg.cond(singular.values, 1)
+    assert float(np.linalg.cond(singular)) == np.inf
+    nan = lp.tensor([[np.nan, 0.0], [0.0, 1.0]], "fp16")
+    assert np.isnan(float(np.linalg.cond(nan, 1))) and np.isnan(np.linalg.cond(nan.values, 1))
+    wide = lp.tensor(rng.standard_normal((2, 3)), "fp16")
+    _same(np.linalg.cond(wide), lp.round(np.linalg.cond(wide.values), "fp16"), "fp16")
+    with pytest.raises(np.linalg.LinAlgError):
+        np.linalg.cond(wide, 1)                  # not square, as NumPy
+    with pytest.raises(np.linalg.LinAlgError):
+        np.linalg.cond(lp.tensor(np.ones((0, 0)), "fp16"))
+    with pytest.raises(ValueError):
+        np.linalg.cond(a, 3)
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "fp16"])
+def test_tensorsolve_and_tensorinv_are_solve_and_inv_of_the_reshaped_matrix(fmt):
+    rng = np.random.default_rng(80)
+    a = lp.tensor(rng.standard_normal((2, 3, 6)) + np.eye(6).reshape(2, 3, 6) * 2, fmt)
+    b = lp.tensor(rng.standard_normal((2, 3)), fmt)
+    x = np.linalg.tensorsolve(a, b)
+    want = la.solve(a.reshape(6, 6), b.ravel())
+    assert x.shape == (6,) and x.fmt == lp.format(fmt)
+    assert np.array_equal(x.values, want.values)
+    ref, _, _ = _ref_solve(a.values.reshape(6, 6).tolist(), b.values.ravel().tolist(), fmt)
+    assert np.array_equal(x.values, ref)                      # Fraction, step by step
+    # axes: moved to the end first, as NumPy (a.shape (3, 6, 2) -> (6, 2, 3)).
+    c = lp.tensor(rng.standard_normal((3, 6, 2)) + np.eye(6).reshape(6, 2, 3).transpose(2, 0, 1),
+                  fmt)
+    y = np.linalg.tensorsolve(c, b.reshape(6), axes=(0,))
+    assert y.shape == (2, 3)
+    moved = c.values.transpose(1, 2, 0).reshape(6, 6)
+    assert np.array_equal(y.values.ravel(), la.solve(lp.tensor(moved, fmt), b.reshape(6)).values)
+    # A plain operand is rounded into the Tensor's format (the context's mode).
+    bp = rng.standard_normal((2, 3))
+    with lp.context(mode="rz"):
+        got = np.linalg.tensorsolve(a, bp)
+        want = la.solve(a.reshape(6, 6), lp.tensor(bp.ravel(), fmt))
+    assert np.array_equal(got.values, want.values)
+    ap = rng.standard_normal((2, 3, 6)) + 2 * np.eye(6).reshape(2, 3, 6)
+    got = np.linalg.tensorsolve(ap, b)
+    assert got.fmt == lp.format(fmt)
+    assert np.array_equal(got.values, la.solve(lp.tensor(ap.reshape(6, 6), fmt),
+                                               b.ravel()).values)
+    # tensorinv: inv of a.reshape(prod(shape[ind:]), -1), reshaped to shape[ind:] + shape[:ind].
+    t = lp.tensor(rng.standard_normal((6, 2, 3)) + 2 * np.eye(6).reshape(6, 2, 3), fmt)
+    ti = np.linalg.tensorinv(t, ind=1)
+    assert ti.shape == (2, 3, 6) and ti.fmt == lp.format(fmt)
+    assert np.array_equal(ti.values.reshape(6, 6), la.inv(t.reshape(6, 6)).values)
+    ref_cols = [_ref_solve(t.values.reshape(6, 6).tolist(), list(e), fmt)[0] for e in np.eye(6)]
+    assert np.array_equal(ti.values.reshape(6, 6), np.array(ref_cols).T)
+    sq = lp.tensor(0.2 * rng.standard_normal((2, 3, 2, 3)) + np.eye(6).reshape(2, 3, 2, 3),
+                   fmt)
+    si = np.linalg.tensorinv(sq)
+    assert np.array_equal(si.values.reshape(6, 6), la.inv(sq.reshape(6, 6)).values)
+    # Well conditioned: near NumPy's float64 tensorinv (a sanity bound, a few ulps).
+    assert np.allclose(si.values, np.linalg.tensorinv(sq.values), rtol=0,
+                       atol=8 * float(lp.format(fmt).eps))
+
+
+def test_tensorsolve_tensorinv_shape_errors_as_numpy():
+    h = lp.tensor(np.ones((2, 3)), "fp16")
+    with pytest.raises(np.linalg.LinAlgError):
+        np.linalg.tensorsolve(h, lp.tensor(np.ones(2), "fp16"))
+    with pytest.raises(np.linalg.LinAlgError):
+        np.linalg.tensorsolve(np.ones((2, 3)), np.ones(2))       # NumPy too
+    with pytest.raises(np.linalg.LinAlgError):
+        np.linalg.tensorinv(h, ind=1)                            # 3 x 2: not square
+    with pytest.raises(ValueError):
+        np.linalg.tensorinv(lp.tensor(np.eye(4), "fp16"), ind=0)
+    with pytest.raises(TypeError, match="complex"):
+        np.linalg.tensorsolve(lp.tensor(np.eye(2), "fp16"), np.array([1j, 1.0]))
+    for fn in (np.linalg.eigh, np.linalg.eigvalsh, np.linalg.eig, np.linalg.eigvals):
+        with pytest.raises(np.linalg.LinAlgError):
+            fn(h)
+    for fn in (np.linalg.svd, np.linalg.pinv):
+        with pytest.raises(np.linalg.LinAlgError):
+            fn(lp.tensor([1.0, 2.0], "fp16"))
+
+
+def test_new_numpy_linalg_entries_have_their_classes():
+    from lowprec.tensors.functions import KINDS
+    classes = {"eigh": "rounded once", "eigvalsh": "rounded once", "eig": "rounded once",
+               "eigvals": "rounded once", "svd": "rounded once", "pinv": "rounded once",
+               "svdvals": "rounded once", "matrix_rank": "plain", "cond": "composed",
+               "tensorinv": "composed", "tensorsolve": "composed"}
+    for name, kind in classes.items():
+        fn = getattr(np.linalg, name, None)
+        if fn is not None:
+            assert KINDS[fn][0] == kind, name
