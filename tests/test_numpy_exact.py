@@ -257,3 +257,32 @@ def test_frexp_modf_copysign_ldexp(fmt):
         assert same(np.ldexp(ta, n).values, expected)
     h = np.heaviside(ta, 0.1).values
     assert same(h, [0.0 if x < 0 else 1.0 if x > 0 else rr(0.1, fmt) for x in a])
+
+
+@pytest.mark.parametrize("fmt", FEW, ids=ids)
+def test_methods_mirror_ndarray(fmt):
+    """The ndarray methods of handled functions: NumPy's method on the decoded values
+    gives the same values (the format kept where NumPy keeps the dtype)."""
+    v = draw(fmt, (3, 4), seed=9)
+    t = lp.tensor(v, fmt)
+    for name, args in (("clip", (-1.0, 1.0)), ("take", ([0, 5],)), ("repeat", (2,)),
+                       ("swapaxes", (0, 1)), ("compress", ([True, False, True],)),
+                       ("squeeze", ()), ("conj", ())):
+        r = getattr(t, name)(*args)
+        assert r.fmt == fmt and same(r.values, getattr(v, name)(*args)), name
+    for name, args in (("all", ()), ("any", (0,)), ("argsort", (-1, "stable")),
+                       ("nonzero", ()), ("searchsorted", (0.5,))):
+        w = np.sort(v.ravel()) if name == "searchsorted" else v
+        u = lp.tensor(w, fmt)
+        assert np.array_equal(getattr(u, name)(*args), getattr(w, name)(*args)), name
+    assert same(t.mT.values, v.T) and same(t.real.values, v)
+    assert same(t.imag.values, np.zeros_like(v))
+    u = lp.tensor(v, fmt)
+    u.partition(1, axis=1)
+    w = v.copy()
+    w.partition(1, axis=1)
+    assert same(u.values, w)
+    u.fill(0.1)
+    assert same(u.values, np.full((3, 4), rr(0.1, fmt)))
+    u.put([0, 5], 0.3)
+    assert same(u.values.ravel()[[0, 5]], [rr(0.3, fmt)] * 2)

@@ -359,6 +359,85 @@ class Tensor:
         """
         self._v.sort(axis=axis)
 
+    # ndarray's methods of the handled functions: each calls its table entry, so it
+    # has the function's class and order (docs/numpy-support.md).
+    def all(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Any:
+        return HANDLED_FUNCTIONS[np.all](self, axis=axis, keepdims=keepdims)
+
+    def any(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Any:
+        return HANDLED_FUNCTIONS[np.any](self, axis=axis, keepdims=keepdims)
+
+    def argsort(self, axis: int | None = -1, kind: str | None = None) -> Any:
+        return HANDLED_FUNCTIONS[np.argsort](self, axis=axis, kind=kind)
+
+    def argpartition(self, kth: Any, axis: int | None = -1) -> Any:
+        return HANDLED_FUNCTIONS[np.argpartition](self, kth, axis=axis)
+
+    def partition(self, kth: Any, axis: int = -1) -> None:
+        """Partition in place along ``axis``, as `numpy.ndarray.partition` (exact)."""
+        self._v.partition(kth, axis=axis)
+
+    def nonzero(self) -> tuple[NDArray[np.intp], ...]:
+        return HANDLED_FUNCTIONS[np.nonzero](self)
+
+    def searchsorted(self, v: Any, side: str = "left", sorter: Any = None) -> Any:
+        return HANDLED_FUNCTIONS[np.searchsorted](self, v, side=side, sorter=sorter)
+
+    def clip(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - NumPy's names
+        return HANDLED_FUNCTIONS[np.clip](self, min, max)
+
+    def compress(self, condition: Any, axis: int | None = None) -> Tensor:
+        return HANDLED_FUNCTIONS[np.compress](condition, self, axis=axis)
+
+    def choose(self, choices: Any, mode: str = "raise") -> Tensor:
+        return HANDLED_FUNCTIONS[np.choose](self, choices, mode=mode)
+
+    def take(self, indices: Any, axis: int | None = None, mode: str = "raise") -> Tensor:
+        return HANDLED_FUNCTIONS[np.take](self, indices, axis=axis, mode=mode)
+
+    def put(self, indices: Any, values: Any, mode: str = "raise") -> None:
+        """Write ``values`` at flat ``indices``, rounded into the format once."""
+        HANDLED_FUNCTIONS[np.put](self, indices, values, mode=mode)
+
+    def fill(self, value: Any) -> None:
+        """Every element set to ``value`` rounded into the format once."""
+        self[...] = value
+
+    def repeat(self, repeats: Any, axis: int | None = None) -> Tensor:
+        return HANDLED_FUNCTIONS[np.repeat](self, repeats, axis=axis)
+
+    def squeeze(self, axis: int | tuple[int, ...] | None = None) -> Tensor:
+        return HANDLED_FUNCTIONS[np.squeeze](self, axis=axis)
+
+    def swapaxes(self, axis1: int, axis2: int) -> Tensor:
+        return HANDLED_FUNCTIONS[np.swapaxes](self, axis1, axis2)
+
+    def dot(self, b: Any) -> Tensor:
+        """`numpy.dot` through `lp.matmul` (the context's model)."""
+        return HANDLED_FUNCTIONS[np.dot](self, b)
+
+    def conj(self) -> Tensor:
+        """The Tensor itself, copied: its values are real."""
+        return Tensor(self._v.copy(), self._fmt)
+
+    conjugate = conj
+
+    @property
+    def real(self) -> Tensor:
+        return Tensor(self._v, self._fmt)
+
+    @property
+    def imag(self) -> Tensor:
+        """Zeros of the format: a Tensor holds real numbers."""
+        return Tensor(np.zeros(self._v.shape), self._fmt)
+
+    @property
+    def mT(self) -> Tensor:
+        """The last two axes swapped (``ndarray.mT``)."""
+        if self._v.ndim < 2:
+            raise ValueError(f"mT needs at least 2 dimensions, got {self._v.ndim}")
+        return Tensor(np.swapaxes(self._v, -1, -2), self._fmt)
+
     def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
         return HANDLED_FUNCTIONS[np.diagonal](self, offset, axis1, axis2)
 

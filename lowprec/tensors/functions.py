@@ -4,7 +4,7 @@ Functions that move values keep the format (sort, diag, triu, roll, unique, ...)
 joins promote their operands exactly; sums and means round through `arith.sum` in an
 accumulation format, prefix sums through `arith.cumsum` in the Tensor's; var, std,
 prod, cumprod, diff, trace, nansum, nanmean and average are composed of rounded
-operations in a stated order; contractions (dot, inner, tensordot, einsum) go through
+operations in a stated order; contractions (dot, inner, tensordot) go through
 `matmul`; selections, medians of odd counts and max/min are exact; functions whose
 results are not values (indices, shapes, bools, histogram counts) answer in plain
 NumPy. `KINDS` gives each handled function its class and order (`coverage.support_table`
@@ -577,54 +577,6 @@ def _round_decimals(a, decimals=0, out=None):
     return Tensor(np.asarray(round_ctx(r, a.fmt, None)), a.fmt)
 
 
-def _einsum(subscripts, *operands_, out=None, **kwargs):
-    """One operand: a permutation of its axes (exact). Two operands: their
-    contraction as one (batched) 2-D product through `matmul` (the context's model):
-    axes in both operands and the output are the batch, in both but not the output
-    contracted, the rest free; then the output's order (a transpose). Repeated
-    indices within an operand, ``...``, sums over an axis of one operand, and more
-    than two operands are refused."""
-    _refuse("einsum", out=out, **kwargs)
-    if not isinstance(subscripts, str) or "..." in subscripts:
-        raise TypeError("lowprec.Tensor supports numpy.einsum with explicit letters "
-                        "only (no '...', no operand lists)")
-    spec = subscripts.replace(" ", "")
-    ins, _, res = spec.partition("->")
-    terms = ins.split(",")
-    if "->" not in spec:
-        letters = "".join(terms)
-        res = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
-    if len(terms) != len(operands_) or any(len(set(t)) != len(t) for t in terms + [res]):
-        raise TypeError(f"lowprec.Tensor does not support numpy.einsum({subscripts!r}): "
-                        "repeated indices (traces, diagonals) are not emulated")
-    if len(terms) == 1:
-        (t,), x = terms, operands_[0]
-        if sorted(t) != sorted(res):
-            raise TypeError("lowprec.Tensor does not support a one-operand numpy.einsum "
-                            "that sums: use np.sum")
-        return np.transpose(x, [t.index(c) for c in res])
-    if len(terms) != 2:
-        raise TypeError("lowprec.Tensor supports numpy.einsum of one or two operands")
-    (ta, tb), (a, b) = terms, operands_
-    if any(c not in tb and c not in res for c in ta) or \
-            any(c not in ta and c not in res for c in tb):
-        raise TypeError("lowprec.Tensor does not support numpy.einsum summing an axis of "
-                        "one operand: use np.sum first")
-    batch = [c for c in ta if c in tb and c in res]
-    summed = [c for c in ta if c in tb and c not in res]
-    free_a = [c for c in ta if c not in tb]
-    free_b = [c for c in tb if c not in ta]
-    size = dict(zip(ta, np.shape(values_of(a)))) | dict(zip(tb, np.shape(values_of(b))))
-    n = lambda cs: int(np.prod([size[c] for c in cs]))   # noqa: E731
-    xa = np.transpose(a, [ta.index(c) for c in batch + free_a + summed]).reshape(
-        n(batch), n(free_a), n(summed))
-    xb = np.transpose(b, [tb.index(c) for c in batch + summed + free_b]).reshape(
-        n(batch), n(summed), n(free_b))
-    r = matmul(xa, xb).reshape([size[c] for c in batch + free_a + free_b])
-    order = batch + free_a + free_b
-    return np.transpose(r, [order.index(c) for c in res])
-
-
 HANDLED_FUNCTIONS.update({
     np.reshape: _same_format(np.reshape), np.transpose: _same_format(np.transpose),
     np.ravel: _same_format(np.ravel), np.squeeze: _same_format(np.squeeze),
@@ -658,7 +610,7 @@ HANDLED_FUNCTIONS.update({
     np.prod: _prod, np.cumprod: _cumprod, np.diff: _diff, np.var: _var, np.std: _std,
     np.trace: _trace, np.nansum: _nansum, np.nanmean: _nanmean, np.average: _average,
     np.outer: _outer, np.inner: _inner, np.tensordot: _tensordot,
-    np.round: _round_decimals, np.around: _round_decimals, np.einsum: _einsum,
+    np.round: _round_decimals, np.around: _round_decimals,
 })
 # np.matmul is a ufunc too (``np.matmul(t, x)``); registered here, with the Tensor matmul.
 HANDLED_UFUNCS["matmul"] = lambda a, b: matmul(a, b)
@@ -719,10 +671,6 @@ KINDS: dict[object, tuple[str, str]] = {
                           "rounded into the format once"),
     np.outer: ("correctly rounded", "each product rounded once (promoted format)"),
     np.dot: _MATMUL, np.matmul: _MATMUL, np.tensordot: _MATMUL,
-    np.einsum: ("matmul model", "one operand: a transpose (exact); two: batch, free and "
-                                "contracted axes as one batched 2-D product through "
-                                "`lp.matmul`; repeated indices, `...` and one-operand "
-                                "sums refused"),
     np.inner: ("matmul model", "contraction of the last axes as `numpy.tensordot`; "
                                "with a 0-d operand, correctly rounded products"),
     **dict.fromkeys((np.round, np.around),
