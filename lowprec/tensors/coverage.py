@@ -57,33 +57,6 @@ REFUSED.update({
                     "multi-dimensional and Hermitian transforms are not emulated; "
                     "lowprec.fft has fft, ifft, rfft and irfft along one axis"),
 })
-# Not implemented yet (work in progress; each leaves this list when a table handles it).
-REFUSED.update(dict.fromkeys((
-    "numpy.corrcoef",
-    "numpy.cov",
-    "numpy.cumulative_prod",
-    "numpy.cumulative_sum",
-    "numpy.ediff1d",
-    "numpy.gradient",
-    "numpy.histogram2d",
-    "numpy.histogram_bin_edges",
-    "numpy.histogramdd",
-    "numpy.interp",
-    "numpy.nanargmax",
-    "numpy.nanargmin",
-    "numpy.nancumprod",
-    "numpy.nancumsum",
-    "numpy.nanmedian",
-    "numpy.nanpercentile",
-    "numpy.nanprod",
-    "numpy.nanquantile",
-    "numpy.nanstd",
-    "numpy.nanvar",
-    "numpy.percentile",
-    "numpy.ptp",
-    "numpy.quantile",
-    "numpy.trapezoid",
-), "not implemented yet"))
 
 
 #: The classes of handled functions (docs/numpy-support.md explains each).
