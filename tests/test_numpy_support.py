@@ -283,3 +283,50 @@ def test_refusals_give_their_reason(call):
     with pytest.raises(TypeError, match=r"is not implemented for lowprec\.Tensor \(.+\); "
                                         r"see docs/numpy-support\.md"):
         call(lp.tensor([1.0, 2.0], "fp16"))
+
+
+# -- the issue's 24 calls, in every named format -----------------------------------------
+
+def _matrix(fmt):
+    """A well-conditioned 3x3 matrix of values of ``fmt`` (identity plus small terms)."""
+    small = np.asarray(lp.round(np.arange(1, 10).reshape(3, 3) / 16, fmt))
+    return np.asarray(lp.round(small + 2 * np.eye(3), fmt))
+
+
+CALLS_24 = {
+    "var": lambda t, v: np.var(t), "std": lambda t, v: np.std(t),
+    "cumsum": lambda t, v: np.cumsum(t), "prod": lambda t, v: np.prod(t),
+    "norm": lambda t, v: np.linalg.norm(t), "einsum": lambda t, v: np.einsum("ij,jk->ik", t, t),
+    "solve": lambda t, v: np.linalg.solve(t, t), "inv": lambda t, v: np.linalg.inv(t),
+    "det": lambda t, v: np.linalg.det(t), "inner": lambda t, v: np.inner(t, t),
+    "outer": lambda t, v: np.outer(v, v), "tensordot": lambda t, v: np.tensordot(t, t),
+    "sort": lambda t, v: np.sort(t), "median": lambda t, v: np.median(t),
+    "diff": lambda t, v: np.diff(t), "round": lambda t, v: np.round(t, 1),
+    "trace": lambda t, v: np.trace(t), "diag": lambda t, v: np.diag(t),
+    "nansum": lambda t, v: np.nansum(t), "average": lambda t, v: np.average(t),
+    "histogram": lambda t, v: np.histogram(v), "fft": lambda t, v: np.fft.fft(v),
+    "t.var": lambda t, v: t.var(), "t.std": lambda t, v: t.std(),
+}
+MATMUL_24 = {"einsum", "inner", "tensordot"}     # the matmul model's output format
+
+
+@pytest.mark.parametrize("fmt", SIGNED, ids=ids)
+def test_the_issues_24_calls_work_in_every_named_format(fmt):
+    t = lp.tensor(_matrix(fmt), fmt)
+    v = lp.tensor(np.asarray(lp.round(np.linspace(-1.0, 1.0, 8), fmt)), fmt)
+    with lp.context(matmul="exact"):     # every format goes through the exact model
+        for name, call in CALLS_24.items():
+            if name in MATMUL_24 and fmt.p > 26:
+                # no model takes FP64 (no exact float64 products): a clear ValueError
+                with pytest.raises(ValueError, match="at most 26 bits"):
+                    call(t, v)
+                continue
+            r = call(t, v)
+            if name == "histogram":
+                assert r[0].dtype.kind == "i" and r[0].sum() == 8
+            elif name == "fft":
+                parts = np.concatenate([r.real, r.imag])
+                assert np.array_equal(np.asarray(lp.round(parts, fmt)), parts), name
+            else:
+                assert isinstance(r, lp.Tensor), name
+                assert r.fmt == (lp.FP32 if name in MATMUL_24 else fmt), (name, r.fmt)
