@@ -610,3 +610,12 @@ def test_every_registered_function_has_a_kind():
         assert fn in HANDLED_FUNCTIONS, name
         kind, order = KINDS[fn]
         assert kind in classes and order and "\n" not in order, name
+
+
+def test_tensor_levels_with_plain_data_give_numpys_plain_answer():
+    data = np.array([1.0, 2.0, 3.0, 4.0])
+    q = lp.tensor([0.25, 0.5], "bf16")
+    for fn, levels in ((np.quantile, q), (np.nanquantile, q),
+                       (np.percentile, q * 100), (np.nanpercentile, q * 100)):
+        r = fn(data, levels)
+        assert type(r) is np.ndarray and np.array_equal(r, fn(data, levels.values))

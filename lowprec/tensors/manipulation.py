@@ -107,6 +107,8 @@ def _insert(arr, obj, values, axis=None):
 
 
 def _delete(arr, obj, axis=None):
+    if not isinstance(arr, Tensor):   # a Tensor only as ``obj``: NumPy's plain answer
+        return np.delete(arr, values_of(obj), axis=axis)
     return Tensor(np.delete(arr._v, values_of(obj), axis=axis), arr.fmt)
 
 
@@ -126,10 +128,14 @@ def _select(condlist, choicelist, default=0):
 
 def _compress(condition, a, axis=None, out=None):
     _no_out("compress", out)
+    if not isinstance(a, Tensor):     # a Tensor only as the condition: NumPy's plain answer
+        return np.compress(values_of(condition), a, axis=axis)
     return Tensor(np.compress(values_of(condition), a._v, axis=axis), a.fmt)
 
 
 def _extract(condition, arr):
+    if not isinstance(arr, Tensor):   # a Tensor only as the condition: NumPy's plain answer
+        return np.extract(values_of(condition), arr)
     return Tensor(np.extract(values_of(condition), arr._v), arr.fmt)
 
 
@@ -201,7 +207,8 @@ def _astype(x, dtype, /, *, copy=True, device=None):
 def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     """NaN to ``nan``, +inf to ``posinf`` (default: the format's largest finite value,
     as NumPy uses its dtype's), -inf to ``neginf`` (default: minus that); given
-    replacements rounded into the format once."""
+    replacements rounded into the format once. ``copy=False`` writes into ``x`` and
+    returns it, as NumPy does."""
     fmt = x.fmt
     big = float(fmt.max)
     rep = [round_ctx(np.float64(v), fmt, None) for v in
@@ -209,7 +216,18 @@ def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     v = x._v
     r = np.where(np.isnan(v), rep[0], np.where(v == np.inf, rep[1],
                                                np.where(v == -np.inf, rep[2], v)))
+    if not copy:      # NumPy writes into ``x`` and returns it
+        v[...] = r
+        return x
     return Tensor(np.asarray(r, dtype=np.float64), fmt)
+
+
+def _fix(x, out=None):
+    """Truncation toward zero: exact (values of a format are closed under it); -0
+    made +0 where the format has none (the fnuz formats), as every exact unary does."""
+    _no_out("fix", out)
+    r = np.fix(x._v)
+    return Tensor(r if x.fmt.has_negative_zero else r + 0.0, x.fmt)
 
 
 def _real_if_close(a, tol=100):
@@ -253,6 +271,16 @@ def _plain(fn):
     (which hold the Tensor's exactly)."""
     def handler(*args, **kwargs):
         return fn(*(_deep(a) for a in args), **{k: _deep(v) for k, v in kwargs.items()})
+    return handler
+
+
+def _inf_sign(fn):
+    """isposinf/isneginf: bools (NumPy's on the values); a Tensor ``out=`` refused (bools
+    are no values of a format; 0 is none of E8M0's)."""
+    def handler(x, out=None):
+        if isinstance(out, Tensor):
+            raise _bad(fn.__name__, "out", "the answer is bools, not values of a format")
+        return fn(values_of(x), out=out)
     return handler
 
 
@@ -330,6 +358,12 @@ def _apply_along_axis(func1d, axis, arr, *args, **kwargs):
     results = [func1d(moved[idx], *args, **kwargs) for idx in np.ndindex(*outer)]
     if not results:
         raise ValueError("numpy.apply_along_axis: cannot apply to an empty Tensor")
+    if not any(isinstance(r, Tensor) for r in results):
+        # Plain answers (indices, bools, Python floats): NumPy's assembly of them (it
+        # visits the slices in the order computed above).
+        given = iter(results)
+        return np.apply_along_axis(lambda _: next(given), axis,
+                                   np.empty(a.shape, dtype=np.bool_))
     vals, fmt = operands(*results)
     stacked = np.stack([np.asarray(v, dtype=np.float64) for v in vals])
     r = stacked.reshape(outer + stacked.shape[1:])
@@ -368,7 +402,7 @@ _TABLE: list[tuple[Any, Any, tuple[str, str]]] = [
     (np.rollaxis, _moved(np.rollaxis), _MOVE), (np.resize, _moved(np.resize), _MOVE),
     (np.trim_zeros, _moved(np.trim_zeros), _MOVE),
     (np.diagflat, _moved(np.diagflat), _MOVE),
-    (np.fix, _moved(np.fix), ("exact", "an integer of the format (values of a format "
+    (np.fix, _fix, ("exact", "an integer of the format (values of a format "
                                        "are closed under truncation)")),
     (np.real, _moved(np.real), ("exact", "the values (a Tensor holds real numbers)")),
     (np.real_if_close, _real_if_close, ("exact", "the values (a Tensor holds real "
@@ -398,7 +432,7 @@ _TABLE: list[tuple[Any, Any, tuple[str, str]]] = [
                                            "no value of a format)")),
     (np.nan_to_num, _nan_to_num, ("exact", "NaN to `nan` (0), +-inf to `posinf`/`neginf` "
                                            "(default: +-the format's max); given values "
-                                           "rounded in once")),
+                                           "rounded in once; `copy=False` in place")),
     (np.angle, _angle, _ONCE), (np.sinc, _once(np.sinc), _ONCE), (np.i0, _once(np.i0), _ONCE),
     (np.linspace, _once(np.linspace), _ONCE), (np.logspace, _once(np.logspace), _ONCE),
     (np.geomspace, _once(np.geomspace), _ONCE),
@@ -410,6 +444,8 @@ _TABLE: list[tuple[Any, Any, tuple[str, str]]] = [
     (np.place, _place, _WRITE), (np.put, _put, _WRITE), (np.putmask, _putmask, _WRITE),
     (np.copyto, _copyto, _WRITE), (np.fill_diagonal, _write(np.fill_diagonal), _WRITE),
     (np.put_along_axis, _write(np.put_along_axis), _WRITE),
+    (np.isposinf, _inf_sign(np.isposinf), _PLAIN),
+    (np.isneginf, _inf_sign(np.isneginf), _PLAIN),
     (np.array_repr, _text(np.array_repr), ("plain", "text: the Tensor's repr (its format "
                                                     "named)")),
     (np.array_str, _text(np.array_str), ("plain", "text: the Tensor's str")),
@@ -417,7 +453,7 @@ _TABLE: list[tuple[Any, Any, tuple[str, str]]] = [
 ]
 _TABLE += [(fn, _plain(fn), _PLAIN) for fn in (
     np.isin, np.lexsort, np.digitize, np.bincount, np.iscomplex, np.isreal,
-    np.iscomplexobj, np.isrealobj, np.isneginf, np.isposinf, np.may_share_memory,
+    np.iscomplexobj, np.isrealobj, np.may_share_memory,
     np.shares_memory, np.array_equiv, np.result_type, np.can_cast, np.min_scalar_type,
     np.common_type, np.diag_indices_from, np.tril_indices_from, np.triu_indices_from)]
 for _name in ("unique_all", "unique_counts", "unique_inverse", "unique_values"):

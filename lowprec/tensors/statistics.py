@@ -281,6 +281,10 @@ def _quantile_handler(func, scale, skip_nan):
     def handler(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                 keepdims=np._NoValue, *, weights=None, **kwargs):
         _refuse(func, out=out, weights=weights, **kwargs)
+        if not isinstance(a, Tensor):   # a Tensor only as the levels: NumPy's plain answer
+            return getattr(np, func)(a, values_of(q), axis=axis,
+                                     overwrite_input=overwrite_input, method=method,
+                                     keepdims=keepdims)
         return _quantiles(a, _levels(q, scale, func), axis, method, _flag(keepdims),
                           skip_nan, func)
     handler.__name__ = f"_{func}"

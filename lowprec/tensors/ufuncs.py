@@ -134,12 +134,17 @@ def _nextafter(a, b):
 
 
 def _spacing(x):
-    """The distance from ``x`` to the next value of the format away from zero (inf at
-    the largest finite value), one rounding."""
+    """The distance from ``x`` to the next value of the format away from zero, one
+    rounding. Past the largest finite value the distance is infinite: inf, or what
+    rounding inf gives where the format has none (NaN, or its max for the formats
+    without NaN)."""
     (v,), fmt = operands(x)
     away = np.where(v < 0, -np.inf, np.inf)     # NumPy: +0 and -0 both look up
     with np.errstate(all="ignore"):
-        d = _neighbour(v, away, fmt) - v   # exact: neighbours of a format differ by a power of two
+        n = _neighbour(v, away, fmt)
+        # A format without inf saturates the rounding up past its max: no neighbour.
+        n = np.where(np.isfinite(v) & (n == v), away, n)
+        d = n - v   # exact: neighbours of a format differ by a power of two
     return Tensor(np.asarray(round_ctx(d, fmt, None)), fmt)
 
 
@@ -257,7 +262,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "nextafter": ("exact", "the next value of the format toward b (the format's "
                            "neighbours, not float64's); b where a == b"),
     "spacing": ("correctly rounded", "the next value of the format away from zero minus "
-                                     "x (a power of two), one rounding"),
+                                     "x (a power of two; inf past the max), one rounding"),
     "fmod": ("correctly rounded", "float64's fmod (exact), one rounding"),
     "remainder": ("correctly rounded", "the exact fmod, plus b where the signs differ, "
                                        "one rounding"),
