@@ -330,3 +330,19 @@ def test_the_issues_24_calls_work_in_every_named_format(fmt):
             else:
                 assert isinstance(r, lp.Tensor), name
                 assert r.fmt == (lp.FP32 if name in MATMUL_24 else fmt), (name, r.fmt)
+
+
+@pytest.mark.parametrize("fmt", FEW, ids=ids)
+def test_prod_and_median_over_several_axes(fmt):
+    """Several axes: moved first and joined in C order, then the one-axis order."""
+    v = draw(fmt, (3, 2, 5), seed=21, scale=1.5)
+    t = lp.tensor(v, fmt)
+    r = np.prod(t, axis=(0, 2))
+    for j in range(2):
+        acc = None
+        for x in np.transpose(v, (0, 2, 1)).reshape(-1, 2)[:, j]:   # axes 0, 2 joined
+            acc = float(x) if acc is None else rr(Fraction(acc) * Fraction(float(x)), fmt)
+        assert same(r.values[j], acc)
+    med = np.median(t, axis=(0, 2))           # 15 values: the middle one, exact
+    assert med.fmt == fmt and same(med.values, np.median(v, axis=(0, 2)))
+    assert np.median(t, axis=(1, 2), keepdims=True).shape == (3, 1, 1)

@@ -366,7 +366,7 @@ def _median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     values' mean rounded once: ``0.5*lo + 0.5*hi`` (both halvings exact in float64 for
     values of every format narrower than FP64) through `arith.add`, correctly rounded."""
     _refuse("median", out=out)
-    v = a._v.ravel() if axis is None else np.moveaxis(a._v, axis, -1)
+    v = np.moveaxis(_along(a._v, axis), 0, -1)
     v = np.sort(v, axis=-1)
     n = v.shape[-1]
     if n == 0:
@@ -398,8 +398,16 @@ def _nan_reduce_exact(fn):
 # -- composed of rounded operations --------------------------------------------------
 
 def _along(v, axis):
-    """``v`` with ``axis`` first (``axis=None`` flattens), for a sequential loop."""
-    return v.ravel() if axis is None else np.moveaxis(v, axis, 0)
+    """``v`` with ``axis`` first (``axis=None`` flattens; several axes are moved first
+    and joined in C order), for a sequential loop."""
+    if axis is None:
+        return v.ravel()
+    if isinstance(axis, tuple):
+        axes = np.lib.array_utils.normalize_axis_tuple(axis, v.ndim)
+        rest = [i for i in range(v.ndim) if i not in axes]
+        moved = np.transpose(v, list(axes) + rest)
+        return moved.reshape((-1,) + tuple(v.shape[i] for i in rest))
+    return np.moveaxis(v, axis, 0)
 
 
 def _prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue,
@@ -636,7 +644,7 @@ KINDS: dict[object, tuple[str, str]] = {
                     ("exact", "a selection; a selected plain operand (or `initial=`) is "
                               "rounded into the format once")),
     **dict.fromkeys((np.nanmax, np.nanmin), ("exact", "a selection, NaNs skipped")),
-    np.median: ("exact", "the middle value of an odd count; of an even count the two "
+    np.median: ("correctly rounded", "the middle value of an odd count; of an even count the two "
                          "middle values' mean, rounded once (`0.5*a + 0.5*b`, one "
                          "correctly rounded addition)"),
     **dict.fromkeys((np.argmax, np.argmin, np.argsort, np.shape, np.ndim, np.size,

@@ -713,9 +713,9 @@ HANDLED_FUNCTIONS.update({
 })
 _KINDS: dict[object, tuple[str, str]] = {
     np.ptp: ("composed", "max and min selected (exact), one rounded subtraction"),
-    np.nanmedian: ("exact", "NaNs skipped; the middle value of an odd count; of an even "
-                            "count `0.5*a + 0.5*b`, one correctly rounded addition; "
-                            "all-NaN gives NaN"),
+    np.nanmedian: ("correctly rounded",
+                   "NaNs skipped; the middle value of an odd count; of an even count "
+                   "`0.5*a + 0.5*b`, one correctly rounded addition; all-NaN gives NaN"),
     **dict.fromkeys((np.nanargmax, np.nanargmin),
                     ("plain", "indices of the values, NaNs skipped (NumPy's on the values)")),
     np.nanprod: ("composed", "NaNs as ones, then as `numpy.prod`"),
