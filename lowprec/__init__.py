@@ -15,6 +15,7 @@ from .tensors import Tensor, context, get_context, matmul, result_format, tensor
 from .teaching import Explanation, explain
 from . import amp, fft, linalg, mx, nn, testing  # noqa: F401  (public modules, imported with the package)
 from .array_api import array_namespace
+from .sweeps import sweep
 
 __version__ = "0.1.0"
 
@@ -28,6 +29,6 @@ __all__ = [
     "matmul", "TensorCoreModel", "MODELS",
     "Tensor", "tensor", "context", "get_context", "result_format",
     "explain", "Explanation",
-    "array_namespace",
+    "array_namespace", "sweep",
     "amp", "linalg", "nn",
 ]
