@@ -50,6 +50,7 @@ def _canonical_nan(fmt, negative):
 
 def encode(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
            rng: np.random.Generator | int | None = None, sr_bits: int | None = None,
+           offset: int = 0,
            subnormals: bool | None = None, saturate: bool = False,
            ) -> NDArray[np.unsignedinteger[Any]] | np.unsignedinteger[Any]:
     """Round ``x`` to ``fmt`` and return the bit patterns.
@@ -74,12 +75,14 @@ def encode(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
     if not fmt.signed:       # the scales: `lp.round`'s rules for unsigned formats
         from .rounding import round as _round
         r = np.asarray(_round(x, fmt, mode, rng=rng, sr_bits=sr_bits, subnormals=subnormals,
+                               offset=offset,
                               saturate=saturate), dtype=np.float64)
         flat = np.empty(r.size, uint_dtype(fmt))
         _encode_chunk(fmt, np.ascontiguousarray(r).reshape(-1), flat)
         flat = flat.reshape(r.shape)
         return flat[()] if flat.ndim == 0 else flat
-    plan = _plan(fmt, mode, rng=rng, subnormals=subnormals, saturate=saturate, sr_bits=sr_bits)
+    plan = _plan(fmt, mode, rng=rng, subnormals=subnormals, saturate=saturate, sr_bits=sr_bits,
+                 offset=offset)
     reader = read_input(x, "x")
     out = np.empty(reader.size, uint_dtype(fmt))
     run(plan, reader, lambda a, b, values: _encode_chunk(fmt, values, out[a:b]))

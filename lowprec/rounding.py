@@ -27,8 +27,8 @@ __all__ = ["round", "round_exact", "threads", "MODES", "CHUNK", "WORK_BUFFERS", 
 
 def round(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *,  # noqa: A001
           rng: np.random.Generator | int | None = None, sr_bits: int | None = None,
-          subnormals: bool | None = None,
-          saturate: bool = False) -> NDArray[np.float64] | np.float64:
+          subnormals: bool | None = None, saturate: bool = False,
+          offset: int = 0) -> NDArray[np.float64] | np.float64:
     """Round real values to a format: one rounding of each exact input value.
 
     Parameters
@@ -42,7 +42,12 @@ def round(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *,  # noqa: A001
     mode : {"rne", "rna", "rz", "ru", "rd", "ro", "sr"}
         Nearest-even, nearest-away, toward zero, up, down, round-to-odd, stochastic.
     rng : numpy.random.Generator or int, optional
-        Randomness for ``"sr"``; an int is a seed (same seed, same result).
+        Randomness for ``"sr"``: an int is a seed (same seed, same result); a
+        Generator gives one draw, ``integers(0, 2**63)``, used as the seed (so it
+        advances by one draw per call); None, a fresh seed. Element ``i`` (C order)
+        draws the word of position ``offset + i`` of the seed's counter-based stream
+        (NumPy's Philox keyed by the seed: docs/design/DESIGN.md, "Rounding"), so the
+        result is the same for any chunk size, thread count or split of the array.
     sr_bits : int, optional
         For ``"sr"``: draw only this many random bits, so an element rounds away
         from zero with probability ``floor(f * 2**sr_bits) / 2**sr_bits``, where ``f``
@@ -54,6 +59,10 @@ def round(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *,  # noqa: A001
         smallest normal rounds to 0 or ±smallest_normal by the mode's rule.
     saturate : bool
         Send every finite overflow, and ±inf for formats without inf, to ±max.
+    offset : int
+        For ``"sr"``: the position of ``x``'s first element in a larger array, so
+        that ``round(x[a:b], ..., offset=a)`` is ``round(x, ...)[a:b]`` (1-D, or C
+        order). Unused by the other modes.
 
     Returns
     -------
@@ -97,8 +106,9 @@ def round(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *,  # noqa: A001
     spec = _format(fmt) if not isinstance(fmt, Format) else fmt
     if not spec.signed:
         return _round_unsigned(x, spec, mode, rng=rng, sr_bits=sr_bits,
-                               subnormals=subnormals, saturate=saturate)
-    p = plan(fmt, mode, rng=rng, subnormals=subnormals, saturate=saturate, sr_bits=sr_bits)
+                               subnormals=subnormals, saturate=saturate, offset=offset)
+    p = plan(fmt, mode, rng=rng, subnormals=subnormals, saturate=saturate, sr_bits=sr_bits,
+             offset=offset)
     if (type(x) is np.ndarray and x.dtype == np.float64 and x.flags.c_contiguous
             and recording() is None):
         out = round_small(p, x)             # a small call: no spans, no error state
@@ -120,8 +130,8 @@ def _round_unsigned(x, fmt, mode, **options):
 
 def round_exact(hi: ArrayLike, lo: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
                 rng: np.random.Generator | int | None = None, sr_bits: int | None = None,
-                subnormals: bool | None = None,
-                saturate: bool = False) -> NDArray[np.float64] | np.float64:
+                subnormals: bool | None = None, saturate: bool = False,
+                offset: int = 0) -> NDArray[np.float64] | np.float64:
     """Round the exact sum ``hi + lo`` of two float64 arrays, where ``hi == fl(hi + lo)``.
 
     This is the entry point for error-free transformations (TwoSum, Dekker's
@@ -142,7 +152,8 @@ def round_exact(hi: ArrayLike, lo: ArrayLike, fmt: FormatLike, mode: str = "rne"
     >>> lp.round_exact(1.0, -2.0**-60, "bf16", mode="rz")
     np.float64(0.99609375)
     """
-    p = plan(fmt, mode, rng=rng, subnormals=subnormals, saturate=saturate, sr_bits=sr_bits)
+    p = plan(fmt, mode, rng=rng, subnormals=subnormals, saturate=saturate, sr_bits=sr_bits,
+             offset=offset)
     hi, lo = float64_operand(hi, "hi"), float64_operand(lo, "lo")
     if lo.shape != hi.shape:
         lo = np.broadcast_to(lo, hi.shape)

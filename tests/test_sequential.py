@@ -355,18 +355,21 @@ def test_kahan_equals_stepwise_and_oracle(name):
     x = np.random.default_rng(12).random((40, 3))
     got = lp.sum(x, name, "rz", axis=0, order="kahan")
     assert_same(got, [oracle_kahan(c, name, "rz") for c in x.T])
-    # sr: Kahan's four operations per step, each by the public per-operation call, on
-    # one shared generator (the 3 columns are one vector per step, as `sum` does).
-    g1, g2 = np.random.default_rng(1), np.random.default_rng(1)
-    got = lp.sum(x, name, "sr", axis=0, order="kahan", rng=g1)
-    acc, comp = lp.round(x[0], name, "sr", rng=g2), np.zeros(3)
-    for row in x[1:]:
-        y = lp.sub(row, comp, name, "sr", rng=g2)
-        t = lp.add(acc, y, name, "sr", rng=g2)
-        comp = lp.sub(lp.sub(t, acc, name, "sr", rng=g2), y, name, "sr", rng=g2)
+    # sr: Kahan's four operations per step, each by the public per-operation call with
+    # its documented stream (DESIGN.md, "Rounding"): the sum's seed for the addition
+    # (and term 0), the derived seeds 1-3 for the others, step i at offset i*m.
+    def derived(seed, k):
+        return int(np.random.SeedSequence((seed, k)).generate_state(1, np.uint64)[0] >> 1)
+
+    got = lp.sum(x, name, "sr", axis=0, order="kahan", rng=5)
+    acc, comp, m = lp.round(x[0], name, "sr", rng=5), np.zeros(3), 3
+    for i, row in enumerate(x[1:], start=1):
+        y = lp.sub(row, comp, name, "sr", rng=derived(5, 1), offset=i * m)
+        t = lp.add(acc, y, name, "sr", rng=5, offset=i * m)
+        comp = lp.sub(lp.sub(t, acc, name, "sr", rng=derived(5, 2), offset=i * m), y, name,
+                      "sr", rng=derived(5, 3), offset=i * m)
         acc = t
     assert_bits(got, acc)
-    assert same_stream(g1, g2)
 
 
 # -- dot products -----------------------------------------------------------------------

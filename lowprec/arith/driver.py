@@ -87,10 +87,11 @@ def _parts(xc):
     return as_real_array(xc)
 
 
-def operation_plan(fmt, mode, rng, subnormals, saturate):
+def operation_plan(fmt, mode, rng, subnormals, saturate, offset=0):
     # rounding's checks: wrong-typed options raise (subnormals="no" is truthy, rng="abc"
     # unused outside sr); Format itself refuses 51 < p < 53.
-    return _rounding_plan(fmt, mode, rng=rng, subnormals=subnormals, saturate=saturate)
+    return _rounding_plan(fmt, mode, rng=rng, subnormals=subnormals, saturate=saturate,
+                          offset=offset)
 
 
 class Buffers:
@@ -149,23 +150,25 @@ def apply(plan, kernel, operands, n, buffers=None, plain=None):
                                       bufs.spare[:k])
             raw = operands if k == n else [x[a:b] for x in operands]
             overflow_in_chunk = counts["overflow"]
+            # "sr": the chunk's own plan, its words from the chunk's position on.
+            cplan = plan if plan.stream is None else plan.with_stream(plan.stream.at(a))
             if plain is not None:
                 parts = None
                 hi, lo = plain(*raw, out=w.h), None
             elif float64s:
                 parts = None
-                hi, lo = kernel(plan, *raw, w, counts)
+                hi, lo = kernel(cplan, *raw, w, counts)
             else:
                 parts = [_parts(xc) for xc in raw]
                 if any(lo is not None for _, lo in parts):
-                    hi, lo = with_exact(plan, kernel, raw, parts, w, counts)
+                    hi, lo = with_exact(cplan, kernel, raw, parts, w, counts)
                 else:
-                    hi, lo = kernel(plan, *(h for h, _ in parts), w, counts)
+                    hi, lo = kernel(cplan, *(h for h, _ in parts), w, counts)
             if wide:
-                x = hi if lo is None else round_fp64(plan, hi, lo, hi, counts)
+                x = hi if lo is None else round_fp64(cplan, hi, lo, hi, counts)
             else:
                 x = hi if lo is None else odd(hi, lo, xb)
-            top = round_into(plan, x, out[a:b], u, f, listening, spare)
+            top = round_into(cplan, x, out[a:b], u, f, listening, spare)
             # A signalling NaN operand makes a NaN result: only chunks holding inf or
             # NaN are read again for them, on the operands' own bits (invalid).
             if listening is not None and not top < np.inf:

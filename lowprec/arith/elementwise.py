@@ -21,8 +21,9 @@ from .kernels import add_kernel, div_kernel, fma_kernel, mul_kernel, sqrt_kernel
 __all__ = ["add", "sub", "mul", "div", "sqrt", "fma", "on_values"]
 
 
-def _elementwise(kernel, operands, fmt, mode, rng, subnormals, saturate, plain=None):
-    plan = operation_plan(fmt, mode, rng, subnormals, saturate)
+def _elementwise(kernel, operands, fmt, mode, rng, subnormals, saturate, plain=None,
+                 offset=0):
+    plan = operation_plan(fmt, mode, rng, subnormals, saturate, offset)
     x = operands[0]
     if (type(x) is np.ndarray and x.ndim == 1 and x.dtype == np.float64
             and x.flags.c_contiguous
@@ -82,7 +83,7 @@ _COMMON_DOC = """
 
 def add(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
         rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
-        saturate: bool = False) -> NDArray[np.float64] | np.float64:
+        saturate: bool = False, offset: int = 0) -> NDArray[np.float64] | np.float64:
     """``a + b`` rounded once to ``fmt``: correctly rounded in every mode.
 
     IEEE 754's special cases hold: ``inf - inf`` is NaN and counts as invalid;
@@ -99,12 +100,13 @@ def add(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
     >>> lp.add(1.0, -1.0, "fp16", mode="rd")
     np.float64(-0.0)
     """
-    return _elementwise(add_kernel, (a, b), fmt, mode, rng, subnormals, saturate)
+    return _elementwise(add_kernel, (a, b), fmt, mode, rng, subnormals, saturate,
+                        offset=offset)
 
 
 def sub(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
         rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
-        saturate: bool = False) -> NDArray[np.float64] | np.float64:
+        saturate: bool = False, offset: int = 0) -> NDArray[np.float64] | np.float64:
     """``a - b`` rounded once to ``fmt``; see `add`.
     {doc}
     Examples
@@ -113,12 +115,13 @@ def sub(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
     >>> lp.sub(1.0, 2.0**-30, "fp16"), lp.sub(1.0, 2.0**-30, "fp16", mode="rz")
     (np.float64(1.0), np.float64(0.99951171875))
     """
-    return _elementwise(sub_kernel, (a, b), fmt, mode, rng, subnormals, saturate)
+    return _elementwise(sub_kernel, (a, b), fmt, mode, rng, subnormals, saturate,
+                        offset=offset)
 
 
 def mul(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
         rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
-        saturate: bool = False) -> NDArray[np.float64] | np.float64:
+        saturate: bool = False, offset: int = 0) -> NDArray[np.float64] | np.float64:
     """``a * b`` rounded once to ``fmt``: correctly rounded in every mode.
 
     ``0 * inf`` is NaN and counts as invalid.
@@ -132,12 +135,13 @@ def mul(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
     >>> lp.mul(448.0, 2.0, "e4m3"), lp.mul(448.0, 2.0, "e4m3", saturate=True)
     (np.float64(nan), np.float64(448.0))
     """
-    return _elementwise(mul_kernel, (a, b), fmt, mode, rng, subnormals, saturate)
+    return _elementwise(mul_kernel, (a, b), fmt, mode, rng, subnormals, saturate,
+                        offset=offset)
 
 
 def div(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
         rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
-        saturate: bool = False) -> NDArray[np.float64] | np.float64:
+        saturate: bool = False, offset: int = 0) -> NDArray[np.float64] | np.float64:
     """``a / b`` rounded once to ``fmt``: correctly rounded in every mode.
 
     ``x / 0`` for finite nonzero ``x`` is ±inf (NaN or ±max in formats without
@@ -154,12 +158,13 @@ def div(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
     >>> q, f.divide_by_zero, f.invalid
     (array([ inf, -inf,  nan]), 2, 1)
     """
-    return _elementwise(div_kernel, (a, b), fmt, mode, rng, subnormals, saturate)
+    return _elementwise(div_kernel, (a, b), fmt, mode, rng, subnormals, saturate,
+                        offset=offset)
 
 
 def sqrt(a: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
          rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
-         saturate: bool = False) -> NDArray[np.float64] | np.float64:
+         saturate: bool = False, offset: int = 0) -> NDArray[np.float64] | np.float64:
     """The square root of ``a`` rounded once to ``fmt``: correctly rounded in every mode.
 
     ``sqrt(-0)`` is -0; the square root of a negative number is NaN and counts
@@ -173,12 +178,13 @@ def sqrt(a: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
     >>> lp.sqrt([-0.0, 4.0, -1.0], "fp16")
     array([-0.,  2., nan])
     """
-    return _elementwise(sqrt_kernel, (a,), fmt, mode, rng, subnormals, saturate)
+    return _elementwise(sqrt_kernel, (a,), fmt, mode, rng, subnormals, saturate,
+                        offset=offset)
 
 
 def fma(a: ArrayLike, b: ArrayLike, c: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
         rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
-        saturate: bool = False) -> NDArray[np.float64] | np.float64:
+        saturate: bool = False, offset: int = 0) -> NDArray[np.float64] | np.float64:
     """``a * b + c`` rounded once to ``fmt``.
 
     Correctly rounded in every mode whenever ``a * b`` is exact in float64 (always
@@ -195,7 +201,8 @@ def fma(a: ArrayLike, b: ArrayLike, c: ArrayLike, fmt: FormatLike, mode: str = "
     >>> lp.sub(lp.mul(x, x, "fp16"), 1.0, "fp16")
     np.float64(0.0078125)
     """
-    return _elementwise(fma_kernel, (a, b, c), fmt, mode, rng, subnormals, saturate)
+    return _elementwise(fma_kernel, (a, b, c), fmt, mode, rng, subnormals, saturate,
+                        offset=offset)
 
 
 for _f, _ops in ((add, "a, b"), (sub, "a, b"), (mul, "a, b"), (div, "a, b"),

@@ -27,6 +27,16 @@ _HALF_TINY64 = 2.0 ** -1023
 
 # -- rescaling of normalised results ----------------------------------------------
 
+def _draw(plan, shape):
+    """`draw` for the elements of a chunk's special range ("sr" results beyond
+    float64's normal range): the words of the chunk's own stream 8 (`Stream.derived`,
+    the chunk's position on: `driver.apply` hands each chunk its plan), in the order
+    of those elements. The same for a given chunking, but not split-invariant: the
+    one exception of "sr" (docs/design/DESIGN.md, "Rounding")."""
+    size = int(np.prod(shape))
+    return draw(plan.with_stream(plan.stream.derived(8)), 0, np.arange(size)).reshape(shape)
+
+
 def _scale_back(x1, E):
     """A float64 that any format of <= 51 bits rounds as it rounds ``x1 * 2**E``.
 
@@ -89,7 +99,7 @@ def _fp64_slow(plan, h, l_, E, ref, counts):
         take = _midpoint(hf, lf, back, n2) & (np.abs(n) > np.abs(rf))
     elif mode == "sr":
         frac = np.abs(d) / np.abs(n2 - back)
-        take = draw(plan, np.empty(d.shape)) < frac      # never when d == 0
+        take = _draw(plan, d.shape) < frac      # never when d == 0
     res = np.where(take, n, rf)
     final = res if plan.subnormals else _fp64_flush(plan, rf, d, Ef, res, counts)
     out[fin] = final
@@ -130,7 +140,7 @@ def _fp64_beyond(plan, h, l_, E, counts):
         up = np.ones(h.shape, bool)
         frac = ((np.abs(h[below]) - np.ldexp(MAX64, -E[below])) - np.abs(l_[below])) \
             / np.ldexp(1.0, 971 - E[below])
-        up[below] = draw(plan, np.empty(frac.shape)) < frac
+        up[below] = _draw(plan, frac.shape) < frac
     counts["overflow"] += int(np.count_nonzero(up | ~below))
     counts["inexact"] += h.size
     return np.copysign(np.where(up, np.inf, MAX64), h)
@@ -196,7 +206,7 @@ def _fp64_flush(plan, rf, d, E, res, counts):
         # |v| * 2**1022: the correction is below 2**-53, and a lost (underflowed) one
         # is below the draw's resolution.
         frac = np.abs(np.ldexp(r, 1022) + np.ldexp(dr, E[small] + 1022))
-        up = draw(plan, np.empty(r.shape)) < frac
+        up = _draw(plan, r.shape) < frac
     out = res.copy()
     out[small] = np.copysign(np.where(up, _TINY64, 0.0), r)
     return out
@@ -215,7 +225,7 @@ def fp64_past_max(plan, s, t, counts):
     an unbounded exponent range, 2**1024 (ru, rd, sr; nearest stays below the tie)."""
     if plan.mode == "sr":
         # Up with probability |t| / 2**971 (the gap from max to 2**1024); exact scaling.
-        up = draw(plan, np.empty(s.shape)) < np.abs(t) * 2.0 ** -971
+        up = _draw(plan, s.shape) < np.abs(t) * 2.0 ** -971
     else:
         # Nearest: below the tie max + ulp/2.
         up = _past_max_to_inf(plan.mode, np.signbit(s), nearest_up=False)
@@ -242,7 +252,7 @@ def fp64_sum_overflow(plan, a, b, counts):
         up = _past_max_to_inf(plan.mode, neg, nearest_up=True)
     else:
         # Up (to 2**1024, so inf) with probability (|a + b| - max) / 2**971, or 1 beyond.
-        up = draw(plan, np.empty(hs.shape)) < (x + y) * 2.0 ** -970
+        up = _draw(plan, hs.shape) < (x + y) * 2.0 ** -970
     counts["overflow"] += int(np.count_nonzero(up | beyond))
     counts["inexact"] += hs.size
     return np.copysign(np.where(up, np.inf, MAX64), hs)

@@ -24,6 +24,10 @@ from .driver import Buffers, apply, operation_plan, raw_array
 from .kernels import add_kernel, copy_kernel, fma_kernel, mul_kernel
 from .sequential import fused_dot, kahan_sum, sequential
 
+# "sr": the streams (`Stream.derived`) of the roundings that are not a sequential step:
+# an unfused dot's products, and pairwise level L's additions (L = 1, 2, ...).
+_PRODUCTS, _LEVEL = 4, 16
+
 __all__ = ["sum", "cumsum", "dot", "ORDERS"]
 
 
@@ -41,17 +45,24 @@ def _reduce(plan, x, order):
     if order == "kahan":
         return kahan_sum(plan, x)
     buffers = Buffers(max(1, min(parallel.CHUNK, m)))   # pairwise: its levels share them
+    depth = [0]
 
-    def step(kernel, *operands, rounded=False):
+    def step(kernel, *operands, rounded=False, at=0):
         # ``rounded``: every operand is a value of the format (a sum this reduction
         # rounded), so that float64's own sum may stand in (`apply`'s ``plain``).
-        return apply(plan, kernel, [np.ascontiguousarray(v).reshape(-1) for v in operands],
-                      operands[0].size, buffers, plain=np.add if rounded else None)
+        # "sr": level L's sum of pair p (output j) draws position p*m + j of its stream.
+        here = plan
+        if plan.mode == "sr":
+            s = plan.stream if depth[0] == 0 else plan.stream.derived(_LEVEL + depth[0])
+            here = plan.with_stream(s.at(at))
+        return apply(here, kernel, [np.ascontiguousarray(v).reshape(-1) for v in operands],
+                     operands[0].size, buffers, plain=np.add if rounded else None)
 
     # ``carry`` is the odd last term moving up unchanged: a row of x itself (in its
     # own dtype, so never rounded through float64) or a sum of an earlier level.
     level, carry, carry_rounded = x, None, False
     while level.shape[0] + (carry is not None) > 1:
+        depth[0] += 1
         k = level.shape[0] // 2
         sums = level is not x          # a level of sums, not the input
         pairs = step(add_kernel, level[0:2 * k:2], level[1:2 * k:2],
@@ -60,9 +71,10 @@ def _reduce(plan, x, order):
             carry, carry_rounded = level[-1], sums
         elif level.shape[0] % 2:
             last = step(add_kernel, level[-1], carry,
-                        rounded=sums and carry_rounded).reshape(1, m)
+                        rounded=sums and carry_rounded, at=k * m).reshape(1, m)
             pairs, carry = np.concatenate([pairs, last]), None
         level = pairs
+    depth[0] = 0
     return step(copy_kernel, level[0]) if n == 1 else level[0]
 
 
@@ -129,7 +141,7 @@ def _sum_axes(axis, ndim):
 def sum(x: ArrayLike, fmt: FormatLike, *args: Any,  # noqa: A001
         axis: int | tuple[int, ...] | None = _UNSET, mode: str = _UNSET, order: str = _UNSET,
         rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
-        saturate: bool = False) -> NDArray[np.float64] | np.float64:
+        saturate: bool = False, offset: int = 0) -> NDArray[np.float64] | np.float64:
     """Sum of ``x`` along ``axis`` with every addition rounded to ``fmt``.
 
     Signature: ``sum(x, fmt, mode="rne", *, axis=None, order="pairwise", rng=None,
@@ -199,7 +211,7 @@ def sum(x: ArrayLike, fmt: FormatLike, *args: Any,  # noqa: A001
     mode = "rne" if mode is _UNSET else mode
     order = "pairwise" if order is _UNSET else order
     _check_order(order)
-    plan = operation_plan(fmt, mode, rng, subnormals, saturate)
+    plan = operation_plan(fmt, mode, rng, subnormals, saturate, offset)
     a = raw_array(x)
     axes = _sum_axes(axis, a.ndim)
     keep = [i for i in range(a.ndim) if i not in axes]
@@ -219,13 +231,13 @@ sum.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
     inspect.Parameter("mode", inspect.Parameter.POSITIONAL_OR_KEYWORD, default="rne"),
     *(inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=v) for k, v in
       (("axis", None), ("order", "pairwise"), ("rng", None), ("subnormals", None),
-       ("saturate", False))),
+       ("saturate", False), ("offset", 0))),
 ])
 
 
 def cumsum(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *, axis: int | None = -1,
            rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
-           saturate: bool = False) -> NDArray[np.float64]:
+           saturate: bool = False, offset: int = 0) -> NDArray[np.float64]:
     """Sequential prefix sums of ``x`` along ``axis``, every addition rounded to ``fmt``.
 
     ``out[0] = round(x[0])`` and ``out[i] = round(out[i-1] + x[i])``: the partial sums
@@ -262,7 +274,7 @@ def cumsum(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *, axis: int | None
     array([[1., 2.],
            [4., 6.]])
     """
-    plan = operation_plan(fmt, mode, rng, subnormals, saturate)
+    plan = operation_plan(fmt, mode, rng, subnormals, saturate, offset)
     a = raw_array(x)
     if axis is None:
         a = a.reshape(-1)
@@ -283,7 +295,7 @@ def cumsum(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *, axis: int | None
 def dot(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
         order: str = "sequential", fused: bool = False,
         rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
-        saturate: bool = False) -> NDArray[np.float64] | np.float64:
+        saturate: bool = False, offset: int = 0) -> NDArray[np.float64] | np.float64:
     """Dot products over the last axis, every operation rounded to ``fmt``.
 
     ``a`` and ``b`` broadcast together and the last axis is contracted (as
@@ -337,7 +349,7 @@ def dot(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
     fused = check_bool("fused", fused)
     if fused and order != "sequential":
         raise ValueError("fused=True accumulates left to right: order must be 'sequential'")
-    plan = operation_plan(fmt, mode, rng, subnormals, saturate)
+    plan = operation_plan(fmt, mode, rng, subnormals, saturate, offset)
     xa, xb = raw_array(a), raw_array(b)
     if xa.ndim == 0 or xb.ndim == 0:
         raise ValueError("dot needs arrays with at least one axis")
@@ -352,8 +364,12 @@ def dot(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
         if n == 0:
             out: NDArray[np.float64] = np.zeros(m)   # the empty sum is +0
         elif not fused:
-            prods = apply(plan, mul_kernel, (np.ascontiguousarray(xa).ravel(),
-                                               np.ascontiguousarray(xb).ravel()),
+            # "sr": the product of term i (output j) draws position i*m + j of its own
+            # stream, the sum its additions' (a sum of the rounded products).
+            pplan = plan if plan.mode != "sr" else \
+                plan.with_stream(plan.stream.derived(_PRODUCTS))
+            prods = apply(pplan, mul_kernel, (np.ascontiguousarray(xa).ravel(),
+                                                np.ascontiguousarray(xb).ravel()),
                            xa.size).reshape(xa.shape)
             out = _reduce(plan, prods, order)
         elif (fast := fused_dot(plan, xa, xb)) is not None:
@@ -362,7 +378,9 @@ def dot(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
             acc = apply(plan, mul_kernel, (np.ascontiguousarray(xa[0]),
                                              np.ascontiguousarray(xb[0])), m)
             for i in range(1, n):
-                acc = apply(plan, fma_kernel, (np.ascontiguousarray(xa[i]),
+                # "sr": step i (output j) draws position i*m + j, as `sequential`.
+                here = plan if plan.mode != "sr" else plan.with_stream(plan.stream.at(i * m))
+                acc = apply(here, fma_kernel, (np.ascontiguousarray(xa[i]),
                                                  np.ascontiguousarray(xb[i]), acc), m)
             out = acc
     out = out.reshape(shape)

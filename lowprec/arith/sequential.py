@@ -47,7 +47,6 @@ import numpy as np
 
 from ..engine import parallel
 from ..engine.eft import two_prod_err_alloc
-from ..engine.kernel import RAW64
 from ..status import recording
 from .driver import Buffers, apply
 from .kernels import add_kernel, copy_kernel, fma_kernel, mul_kernel, sub_kernel
@@ -84,29 +83,43 @@ def stepwise(plan, x, order="sequential", prefix=False):
     if n == 0:
         return np.zeros((0, m)) if prefix else np.zeros(m)
     buffers = Buffers(max(1, min(parallel.CHUNK, m)))
+    streams = step_streams(plan, order)
 
-    def step(kernel, *operands):
-        return apply(plan, kernel, [np.ascontiguousarray(v).reshape(-1) for v in operands],
+    def step(i, k, kernel, *operands):
+        # "sr": the rounding of step i (term i, column j) draws position i*m + j of
+        # its operation's stream (`step_streams`).
+        here = plan if streams is None else plan.with_stream(streams[k].at(i * m))
+        return apply(here, kernel, [np.ascontiguousarray(v).reshape(-1) for v in operands],
                      operands[0].size, buffers)
 
-    acc = step(copy_kernel, x[0])
+    acc = step(0, 0, copy_kernel, x[0])
     out = np.empty((n, m)) if prefix else None
     if out is not None:
         out[0] = acc
     if order == "sequential":
         for i in range(1, n):
-            acc = step(add_kernel, acc, x[i])
+            acc = step(i, 0, add_kernel, acc, x[i])
             if out is not None:
                 out[i] = acc
         return acc if out is None else out
     comp = np.zeros(m)
     for i in range(1, n):
         # Kahan: comp carries the part of the previous term that the sum lost.
-        y = step(sub_kernel, x[i], comp)
-        t = step(add_kernel, acc, y)
-        comp = step(sub_kernel, step(sub_kernel, t, acc), y)
+        y = step(i, 1, sub_kernel, x[i], comp)
+        t = step(i, 0, add_kernel, acc, y)
+        comp = step(i, 3, sub_kernel, step(i, 2, sub_kernel, t, acc), y)
         acc = t
     return acc
+
+
+def step_streams(plan, order):
+    """"sr": the streams of a step's roundings, by operation: 0 the accumulating
+    addition (and term 0's own rounding), 1-3 Kahan's ``x - c``, ``t - acc`` and
+    ``(t - acc) - y`` (`Stream.derived`); None in the other modes."""
+    if plan.mode != "sr":
+        return None
+    s = plan.stream
+    return [s] if order == "sequential" else [s, s.derived(1), s.derived(2), s.derived(3)]
 
 
 def fast_possible(plan, x):
@@ -121,7 +134,7 @@ def fast_possible(plan, x):
     if not ((kind == "f" and size <= 8) or kind == "b" or (kind in "iu" and size <= 4)):
         return False
     if plan.mode == "sr":
-        return m == 1 and plan.subnormals and isinstance(plan.rng.bit_generator, RAW64)
+        return m == 1 and plan.subnormals
     return True
 
 
@@ -293,46 +306,46 @@ def _round1(rd, x, word=0):
 
 
 class _Words:
-    """The "sr" stream of one column: word i of the generator for the i-th rounding,
-    drawn ahead a block at a time and handed back (the state restored, exactly the
-    words used drawn again) before the reference step draws its own."""
+    """The "sr" words of one column (``j`` of ``m``): the step that adds term ``i``
+    (term 0: its own rounding) draws the word of position ``i*m + j``, as `stepwise`
+    draws it (`engine.stream`); ``pos`` is the current step."""
 
-    def __init__(self, plan):
-        self.bg = plan.rng.bit_generator if plan.mode == "sr" else None
+    def __init__(self, plan, j=0, m=1):
+        self.plan, self.j, self.m = plan, j, m
+        self.stream = plan.stream if plan.mode == "sr" else None
+        self.pos = 0
         self.arr = np.empty(0, np.uint64)
+        self.first = 0
         self.buf: list[int] = []
-        self.used = 0
-        self.state = None
 
     def _ensure(self, n):
-        if self.used + n > len(self.buf):
-            self.settle()
-            self.state = self.bg.state
-            self.arr = self.bg.random_raw(max(n, 1024))
+        if not self.first <= self.pos or self.pos + n > self.first + len(self.buf):
+            assert self.m == 1, "sr fast path: one column"
+            self.first = self.pos
+            self.arr = self.stream.words(self.pos, max(n, 1024))
             self.buf = self.arr.tolist()
 
     def array(self, n):
-        """The next ``n`` words as an array (`consume` says how many were used)."""
+        """The words of the next ``n`` steps as an array (`consume` says how many were
+        used)."""
         self._ensure(n)
-        return self.arr[self.used:self.used + n]
+        return self.arr[self.pos - self.first:self.pos - self.first + n]
 
     def word(self):
-        if self.bg is None:
+        if self.stream is None:
             return 0
         self._ensure(1)
-        return self.buf[self.used]
+        return self.buf[self.pos - self.first]
 
     def consume(self, k):
-        self.used += k
+        self.pos += k
 
-    def settle(self):
-        """Leave the generator exactly ``used`` words past where the block began."""
-        if self.bg is None or self.state is None:
-            return
-        self.bg.state = self.state
-        if self.used:
-            self.bg.random_raw(self.used)
-        self.arr, self.buf, self.used, self.state = np.empty(0, np.uint64), [], 0, None
+    def here(self):
+        """The plan for the reference step of the current step: its words at the
+        step's position."""
+        if self.stream is None:
+            return self.plan
+        return self.plan.with_stream(self.stream.at(self.pos * self.m + self.j))
 
 
 def _reference_add(plan, acc, x):
@@ -617,11 +630,10 @@ def _column(plan, rd, n, block, words, out, factors=None):
             else:
                 r = _round_pair(rd, xs[0], ls[0], words.word())
             if r is None:
-                words.settle()
-                r = _reference_round(plan, xs[0]) if factors is None else \
-                    _reference_mul(plan, float(factors[0][0]), float(factors[1][0]))
-            else:
-                words.consume(1)
+                here = words.here()
+                r = _reference_round(here, xs[0]) if factors is None else \
+                    _reference_mul(here, float(factors[0][0]), float(factors[1][0]))
+            words.consume(1)
             acc = r
             if res is not None:
                 res[0] = acc
@@ -689,12 +701,11 @@ def _column(plan, rd, n, block, words, out, factors=None):
                 if -1e300 < x < 1e300:
                     r = _add(rd, acc, x, word) if lo == 0 else _add3(rd, acc, x, lo, word)
                 if r is None:
-                    words.settle()
-                    r = _reference_add(plan, acc, x) if factors is None else \
-                        _reference_fma(plan, float(factors[0][start + i]),
+                    here = words.here()
+                    r = _reference_add(here, acc, x) if factors is None else \
+                        _reference_fma(here, float(factors[0][start + i]),
                                        float(factors[1][start + i]), acc)
-                elif sr:
-                    words.consume(1)
+                words.consume(1)
             if vector:
                 new = _binade(rd, r)
                 # ro and sr take every step here: count those that stay in the binade.
@@ -706,7 +717,6 @@ def _column(plan, rd, n, block, words, out, factors=None):
             i += 1
         if out is not None:
             out[start:start + nb] = res
-    words.settle()
     return acc
 
 
@@ -732,7 +742,7 @@ def sequential(plan, x, prefix=False):
         col_out = np.empty(n) if prefix else None
         acc = _column(plan, rd, n,
                       lambda a, b, col=col: (np.asarray(col[a:b], np.float64), None),
-                      _Words(plan), col_out)
+                      _Words(plan, j, m), col_out)
         if prefix:
             out[:, j] = col_out
         else:
@@ -763,17 +773,14 @@ def fused_dot(plan, a, b):
     n, m = a.shape
     rd = _Rounding(plan)
     out = np.empty(m)
-    state = None if plan.rng is None else plan.rng.bit_generator.state
     for j in range(m):
         fa, fb = a[:, j], b[:, j]
 
         def block(lo, hi, fa=fa, fb=fb):
             return _products(np.asarray(fa[lo:hi], np.float64), np.asarray(fb[lo:hi], np.float64))
 
-        out[j] = _column(plan, rd, n, block, _Words(plan), None, (fa, fb))
+        out[j] = _column(plan, rd, n, block, _Words(plan, j, m), None, (fa, fb))
     if np.isnan(out).any():
-        if state is not None:
-            plan.rng.bit_generator.state = state
         return None
     return out
 

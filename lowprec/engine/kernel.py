@@ -29,9 +29,10 @@ from .inputs import Reader
 from .parallel import in_spans
 from .plan import cached_plan
 from .scratch import SMALL
+from .stream import uniform_from_words
 
 __all__ = ["round_into", "round_small", "run", "finish", "round_fp64", "draw", "steps_toward_lo",
-           "RAW64"]
+]
 
 
 def _to_integer(t, mode, buf, rand):
@@ -68,35 +69,31 @@ def _to_integer(t, mode, buf, rand):
         np.copysign(frac, t, out=frac)
         np.add(buf, frac, out=t)
 
-def draw(plan, buf):
-    """Fill ``buf`` with prev(w), w uniform on {1, 2, ..., 2**r} / 2**r (r = sr_bits,
-    default 53), so that ``buf < f`` exactly when ``w <= f``: probability
-    floor(f * 2**r) / 2**r, the rule of the encoding path."""
-    return np.nextafter(_uniform_w(plan, buf), -1.0, out=buf)
+def draw(plan, pos, idx):
+    """prev(w) for the elements ``idx`` (sorted chunk indices) of the chunk at
+    position ``pos``, w uniform on {1, 2, ..., 2**r} / 2**r (r = sr_bits, default 53),
+    so that ``draw < f`` exactly when ``w <= f``: probability floor(f * 2**r) / 2**r,
+    the rule of the encoding path."""
+    return np.nextafter(_uniform_at(plan, pos, idx), -1.0)
 
-def _uniform_w(plan, buf):
-    """Fill ``buf`` with w of `draw` itself (the kernel's own paths test ``w <= f``,
-    which holds exactly when prev(w) < f, and save the step to prev(w))."""
-    plan.rng.random(buf.size, out=buf)     # multiples of 2**-53 in [0, 1)
-    r = 53 if plan.sr_bits is None else plan.sr_bits
-    if r < 53:
-        buf *= 2.0 ** r
-        np.floor(buf, out=buf)
-        buf *= 2.0 ** -r
-    buf += 2.0 ** -r                       # w, exact
-    return buf
+def _uniform_w(plan, buf, pos):
+    """Fill ``buf`` with w of `draw` for the whole chunk at position ``pos`` (the
+    kernel's own paths test ``w <= f``, which holds exactly when prev(w) < f, and
+    save the step to prev(w))."""
+    return uniform_from_words(plan.stream.words(pos, buf.size), plan.sr_bits, buf)
+
+def _uniform_at(plan, pos, idx):
+    """w of `draw` for the elements ``idx`` (sorted indices) of the chunk at ``pos``:
+    each element's own word, whatever else the chunk holds."""
+    idx = np.asarray(idx, dtype=np.intp)
+    if idx.size == 0:
+        return np.empty(0)
+    first = int(idx[0])
+    words = plan.stream.words(pos + first, int(idx[-1]) - first + 1)
+    return uniform_from_words(words[idx - first], plan.sr_bits, np.empty(idx.size))
 
 _EXP = operand(int(EXP))
 _max, _min = np.maximum.reduce, np.minimum.reduce   # ndarray.max without its Python layer
-
-#: Bit generators whose raw output is 64 bits a word (MT19937's has 32).
-RAW64 = (np.random.PCG64, np.random.PCG64DXSM, np.random.SFC64, np.random.Philox)
-
-def _random_bits(rng, n):
-    """n uniform 64-bit words (MT19937's raw output has only 32 bits)."""
-    if isinstance(rng.bit_generator, RAW64):
-        return rng.bit_generator.random_raw(n)
-    return rng.integers(0, 2**64 - 1, size=n, dtype=np.uint64, endpoint=True)
 
 def _round_nearest_even(plan, x, out, ubuf):
     """RNE by the classic magic constant: fl(x + C) - C with C = 1.5 * 2**(e + 52 - m),
@@ -151,7 +148,7 @@ def _round_native(x, out):
     np.copyto(out, r)                          # exact: every float32 is a float64
     return 0.0
 
-def _round_on_encoding(plan, x, out, ubuf):
+def _round_on_encoding(plan, x, out, ubuf, pos):
     """Modes rz, rna, ro and sr on the float64 encoding itself.
 
     For |x| >= 2**emin the format's last bit is float64's mantissa bit 52 - m, and
@@ -179,7 +176,7 @@ def _round_on_encoding(plan, x, out, ubuf):
         np.bitwise_or(xb, e, out=ob)
         np.bitwise_and(ob, keep, out=ob)
     else:
-        bits = _random_bits(plan.rng, x.size)
+        bits = plan.stream.words(pos, x.size)
         r = int(plan.shift) if plan.sr_bits is None else min(plan.sr_bits, int(plan.shift))
         np.right_shift(bits, np.uint64(64 - r), out=bits)
         if r < plan.shift:
@@ -187,15 +184,16 @@ def _round_on_encoding(plan, x, out, ubuf):
         np.add(xb, bits, out=ob)
         np.bitwise_and(ob, keep, out=ob)
     if small is not None:
-        out[small] = _round_subnormal_range(plan, x[small])
+        out[small] = _round_subnormal_range(plan, x[small], pos, small)
     return top
 
-def _round_subnormal_range(plan, xs):
-    """Round values with |x| < 2**emin (a fresh array ``xs``) in place, where the
-    quantum is 2**(emin - m): scale it to 1, round to an integer, scale back."""
+def _round_subnormal_range(plan, xs, pos, idx):
+    """Round values with |x| < 2**emin (a fresh array ``xs``: the elements ``idx`` of
+    the chunk at ``pos``) in place, where the quantum is 2**(emin - m): scale it to
+    1, round to an integer, scale back."""
     q = plan.fmt.emin - plan.fmt.mantissa_bits
     xs *= 2.0 ** -q                 # exact: |xs| < 2**m after, and q >= -1020
-    rand = _uniform_w(plan, np.empty_like(xs)) if plan.mode == "sr" else None
+    rand = _uniform_at(plan, pos, idx) if plan.mode == "sr" else None
     _to_integer(xs, plan.mode, np.empty_like(xs), rand)
     xs *= 2.0 ** q                  # exact: an integer of at most m bits times 2**q
     return xs
@@ -232,13 +230,15 @@ def _round_by_table(plan, x, out, ubuf):
         on_grid = np.flatnonzero(low == 0)
         out[on_grid] = zero_low[top16[on_grid]]
 
-def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None, spare=None):
+def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None, spare=None, pos=0):
     """Round the float64 chunk ``x`` into ``out`` with an unbounded top exponent
     (``fbuf`` and ``spare``: work buffers of at least its size, or None to allocate
     them where they are needed).
 
     Returns the largest 2**floor(log2|x|) seen (inf for inf/NaN) so the caller can
-    skip the overflow rules when no element comes near ``max``."""
+    skip the overflow rules when no element comes near ``max``. ``pos``: the position
+    of the chunk's first element in the call's array ("sr": element i draws the word
+    of position pos + i)."""
     if plan.identity and lo_e is None:
         out[...] = x
         top = (x.view(np.uint64) & EXP).view(np.float64).max(initial=0.0)
@@ -247,14 +247,14 @@ def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None, spare=None):
             small = np.less(x.view(np.uint64) & ABS, plan.tiny_bits) & (x != 0)
             if small.any():
                 t = x[small] * 2.0 ** 1022
-                r = _uniform_w(plan, np.empty_like(t)) if plan.mode == "sr" else None
+                r = _uniform_at(plan, pos, np.flatnonzero(small)) if plan.mode == "sr" else None
                 _to_integer(t, plan.mode, np.empty_like(t), r)
                 out[small] = t * 2.0 ** -1022
     elif (plan.native and lo_e is None and x.size >= _NATIVE_MIN
           and (top := _round_native(x, out)) is not None):
         pass
     elif plan.encoding and lo_e is None:
-        top = _round_on_encoding(plan, x, out, ubuf)
+        top = _round_on_encoding(plan, x, out, ubuf, pos)
     elif (plan.magic and lo_e is None
           and (top := _round_nearest_even(plan, x, out, ubuf)) is not None):
         pass
@@ -278,7 +278,7 @@ def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None, spare=None):
         inv = fbuf.view(np.uint64)
         np.subtract(plan.two_one, e, out=inv)          # bits of 2**-q
         np.multiply(x, fbuf, out=out)                  # exact: scaling by a power of two
-        rand = _uniform_w(plan, fbuf) if plan.mode == "sr" else None
+        rand = _uniform_w(plan, fbuf, pos) if plan.mode == "sr" else None
         spare = np.empty(out.size, np.float64) if spare is None else spare[:out.size]
         _to_integer(out, plan.mode, spare, rand)
         np.multiply(out, ef, out=out)   # exact, or beyond max (the overflow rules follow)
@@ -375,18 +375,19 @@ def _classify(plan, x, out, masks, counts):
         n_inf = int(np.count_nonzero(masks["inf_in"]))
         counts["saturated" if saturating else "invalid"] += n_inf
 
-def round_into(plan, x, out, ubuf, fbuf, counts=None, spare=None):
+def round_into(plan, x, out, ubuf, fbuf, counts=None, spare=None, pos=0):
     """The per-chunk step every caller shares: round ``x`` into ``out``, apply the
     overflow rules, and add the flag counts to ``counts`` (None: nobody listens).
     ``ubuf``, ``fbuf`` and ``spare`` are work buffers of ``x``'s size (``fbuf`` and
-    ``spare`` may be None: made where a path needs them).
+    ``spare`` may be None: made where a path needs them); ``pos``: the position of
+    the chunk's first element in the call's array ("sr" draws by position).
 
     Returns the largest 2**floor(log2|x|) of the chunk (inf when it holds inf or
     NaN), or None from the table lookup, which never needs it."""
     if counts is None and plan.by_table:
         _round_by_table(plan, x, out, ubuf)
         return None
-    top = _round_chunk(plan, x, out, ubuf, fbuf, spare=spare)
+    top = _round_chunk(plan, x, out, ubuf, fbuf, spare=spare, pos=pos)
     masks = _overflow(plan, x, out) if top >= plan.safe_top else None
     if counts is not None:
         _classify(plan, x, out, masks, counts)
@@ -420,8 +421,7 @@ def run(plan, reader, sink=None):
     Large inputs are cut into one contiguous span per thread (`threads`); each
     span is converted and rounded chunk by chunk with its own buffers, so extra
     memory is a few chunks per thread and the result does not depend on the number
-    of threads. "sr" stays on one thread: its random numbers are drawn in element
-    order from one generator."""
+    of threads ("sr" included: element i draws the word of its position i)."""
     n = reader.size
     out = np.empty(n, np.float64) if sink is None else None
     listener = recording()
@@ -443,7 +443,7 @@ def _run_span(plan, reader, out, sink, span, counts):
     if 0 < n == stop - start and sink is None and reader.in_place:
         # One chunk of float64 input: rounded where it lies, the buffers made on demand.
         top = round_into(plan, reader.flat[start:stop], out[start:stop],
-                         np.empty(n, np.uint64), None, counts)
+                         np.empty(n, np.uint64), None, counts, pos=start)
         if counts is not None and top is not None and not top < np.inf:
             counts["invalid"] += reader.signalling(start, stop)
         return
@@ -458,18 +458,18 @@ def _run_span(plan, reader, out, sink, span, counts):
         xs, lo = reader.read(a, b, bufs)
         os = out[a:b] if sink is None else rbuf[:k]
         if lo is not None and plan.identity:
-            xs, lo = round_fp64(plan, xs, lo, bufs.moved[:k], counts), None
+            xs, lo = round_fp64(plan, xs, lo, bufs.moved[:k], counts, a), None
         elif lo is not None:    # Format refuses p > 51 but for FP64 itself
             xs = odd(xs, lo, bufs.odd[:k])
         if k < n:
             ubuf, fbuf, spare = ubuf[:k], fbuf[:k], spare[:k]
-        top = round_into(plan, xs, os, ubuf, fbuf, counts, spare)
+        top = round_into(plan, xs, os, ubuf, fbuf, counts, spare, pos=a)
         if counts is not None and top is not None and not top < np.inf:
             counts["invalid"] += reader.signalling(a, b)   # only chunks with inf/NaN
         if sink is not None:
             sink(a, b, os)
 
-def round_fp64(plan, hi, lo, out, counts):
+def round_fp64(plan, hi, lo, out, counts, pos=0):
     """Round the chunk ``hi + lo`` to FP64 itself into ``out`` (returned), where
     round-to-odd has no spare bits, and count what ``lo`` made inexact (the kernel
     then sees the result alone); ``out`` may be ``hi`` itself."""
@@ -478,7 +478,7 @@ def round_fp64(plan, hi, lo, out, counts):
     nz = (lo != 0) & np.isfinite(out)
     past = None
     if nz.any() and plan.mode != "rne":   # hi is already RN(hi + lo)
-        _fp64_move(plan, out, lo, nz)      # the neighbour of max is inf: that is right
+        _fp64_move(plan, out, lo, nz, pos)   # the neighbour of max is inf: that is right
         # A finite value stepped to inf overflowed (unbounded exponent: beyond max);
         # the kernel would take the inf for an input, so it is counted and saturated here.
         past = nz & np.isinf(out)
@@ -494,7 +494,7 @@ def round_fp64(plan, hi, lo, out, counts):
                 counts["saturated"] += n_past
     return out
 
-def _fp64_move(plan, hi, lo, nz):
+def _fp64_move(plan, hi, lo, nz, pos):
     """Directed, odd, away and stochastic rounding of ``hi + lo`` (lo != 0 where nz)."""
     h, l_ = hi[nz], lo[nz]
     n = np.nextafter(h, np.copysign(np.inf, l_))
@@ -502,7 +502,7 @@ def _fp64_move(plan, hi, lo, nz):
     if plan.mode == "rna":
         take = (2 * np.abs(l_) == np.abs(n - h)) & (np.abs(n) > np.abs(h))
     elif plan.mode == "sr":
-        take = draw(plan, np.empty(h.size)) < np.abs(l_) / np.abs(n - h)
+        take = draw(plan, pos, np.flatnonzero(nz)) < np.abs(l_) / np.abs(n - h)
     hi[nz] = np.where(take, n, h)
 
 def steps_toward_lo(mode, h, lo):

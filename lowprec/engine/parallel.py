@@ -64,7 +64,7 @@ def threads(n: int | None = None) -> int:
     contiguous spans rounded on separate threads (NumPy releases the GIL inside
     its loops); results and flags are identical for any number of threads. The default is
     the number of usable cores, at most 4, or the environment variable
-    ``LOWPREC_NUM_THREADS``. Mode ``"sr"`` always uses one thread.
+    ``LOWPREC_NUM_THREADS``; every mode, "sr" included (its draws go by position).
 
     Parameters
     ----------
@@ -122,9 +122,9 @@ def in_spans(plan, n, counting, task):
     The plan is read-only, so every span shares it; each span has its own counts.
     The caller's thread does the first span, in the caller's `np.errstate`; the
     pool's threads each open their own (it is thread-local). One span (inputs below
-    ``2 * PARALLEL_MIN``, one thread, or "sr", whose draws are in element order) is
-    one direct call, with no pool."""
-    n_spans = 1 if plan.mode == "sr" else max(1, min(_THREADS, n // PARALLEL_MIN))
+    ``2 * PARALLEL_MIN``, or one thread) is one direct call, with no pool ("sr"
+    draws by element position, so it runs in spans like the other modes)."""
+    n_spans = max(1, min(_THREADS, n // PARALLEL_MIN))
     if n_spans == 1:
         tally = dict.fromkeys(FLAG_NAMES, 0) if counting else None
         task(plan, (0, n), tally)

@@ -4,8 +4,8 @@ Every entry point that rounds (`lp.round`, `lp.round_exact`, `lp.encode`, the
 arithmetic) calls `plan` with (format, mode, rng, subnormals, saturate, sr_bits): a
 wrong-typed option is a `TypeError` naming it, whatever the mode. The constants of a
 rounding are computed once per set of options and cached: a `Plan` is read-only, so
-that calls and threads share it; only "sr" attaches its generator, per call, to a
-copy of its own (`Plan.with_rng`).
+that calls and threads share it; only "sr" attaches its stream of random words
+(`engine/stream.py`), per call, to a copy of its own (`Plan.with_stream`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import numpy as np
 from ..formats import Format, FormatLike
 from ..formats import format as _format
 from .cache import Latest
-from .checks import as_generator, check_bool, check_int, check_mode, check_rng
+from .checks import check_bool, check_int, check_mode, check_rng
 from .float64 import ONE_BITS, operand
+from .stream import as_stream
 
 __all__ = ["Plan", "plan", "cached_plan"]
 
@@ -27,7 +28,7 @@ _ENCODING_MODES = ("rz", "rna", "ro", "sr")  # cheaper on the float64 encoding
 class Plan:
     """Constants of one (format, mode, options) rounding: computed once per set of
     options (`cached_plan`) and read-only after, as calls and threads share them.
-    ``rng`` is None but on the per-call copy that "sr" makes (`with_rng`)."""
+    ``stream`` is None but on the per-call copy that "sr" makes (`with_stream`)."""
 
     def __init__(self, fmt, mode, subnormals, saturate, sr_bits):
         self.fmt, self.mode, self.saturate = fmt, mode, bool(saturate)
@@ -67,7 +68,7 @@ class Plan:
         self.tiny_bits = np.uint64((fmt.emin + 1023) << 52)
         self.max = fmt.max
         self.no_negative_zero = not fmt.has_negative_zero
-        self.rng = None
+        self.stream = None
         self.sr_bits = sr_bits
         # m <= 3: round by table lookup (built on first use) unless flags are counted.
         self.by_table = (mode != "sr" and not self.identity and m <= 3)
@@ -81,11 +82,12 @@ class Plan:
             raise AttributeError(f"a Plan is shared by calls and threads: {name} is read-only")
         object.__setattr__(self, name, value)
 
-    def with_rng(self, rng):
-        """A copy of this plan that draws from the Generator ``rng`` (one call's)."""
+    def with_stream(self, stream):
+        """A copy of this plan that draws the words of ``stream`` (one call's:
+        `engine.stream.Stream`, or `Given` words)."""
         twin = object.__new__(Plan)
         twin.__dict__.update(self.__dict__)
-        twin.__dict__["rng"] = rng
+        twin.__dict__["stream"] = stream
         return twin
 
 
@@ -99,7 +101,7 @@ _CHECKED = Latest(128)
 
 def cached_plan(fmt, mode, subnormals, saturate, sr_bits):
     """The `Plan` of checked options (``subnormals`` a bool or None, ``saturate`` a
-    bool), built on first use; its ``rng`` is None."""
+    bool), built on first use; its ``stream`` is None."""
     key = (fmt, fmt.name, mode, subnormals, saturate, sr_bits)
     found = _PLANS.get(key)
     if found is None:
@@ -107,12 +109,14 @@ def cached_plan(fmt, mode, subnormals, saturate, sr_bits):
     return found
 
 def plan(fmt: FormatLike, mode: str, *, rng: object = None, subnormals: object = None,
-         saturate: object = False, sr_bits: object = None) -> Plan:
+         saturate: object = False, sr_bits: object = None, offset: object = 0) -> Plan:
     """Check the options of one rounding and plan it: the one check every entry point
     shares. A wrong-typed option is a `TypeError` naming it, whatever the mode
-    (``subnormals="no"`` is truthy, ``rng=True`` would be seed 1)."""
+    (``subnormals="no"`` is truthy, ``rng=True`` would be seed 1). ``offset``: the
+    position of the call's element 0 ("sr": element i draws the word of position
+    offset + i, `engine.stream`)."""
     fast: tuple[object, ...] | None = None
-    if (rng is None and sr_bits is None and type(saturate) is bool
+    if (rng is None and sr_bits is None and offset == 0 and type(saturate) is bool
             and (subnormals is None or type(subnormals) is bool) and type(mode) is str):
         # Options that passed the checks before, with these very types: the same plan.
         if type(fmt) is str:
@@ -140,7 +144,8 @@ def plan(fmt: FormatLike, mode: str, *, rng: object = None, subnormals: object =
             raise ValueError("sr_bits applies only to mode='sr'")
     found = cached_plan(fmt, mode, subnormals, saturate, sr_bits)
     if mode == "sr":
-        return found.with_rng(as_generator(rng))
+        return found.with_stream(as_stream(rng, offset))
+    check_int("offset", offset, minimum=0)
     if fast is not None:
         _CHECKED.put(fast, found)
     return found

@@ -1,0 +1,116 @@
+"""Counter-based random words for stochastic rounding: the word of element ``p`` is a
+function of (seed, p) alone, so "sr" gives the same result for any chunk size,
+thread count, span or split of an array, and a prefix rounds as the same prefix of a
+longer array.
+
+The construction (docs/design/DESIGN.md, "Rounding"): the key K(seed) is
+``SeedSequence(seed).generate_state(2, uint64)`` read as one 128-bit integer, and
+the word of position ``p`` is word ``p % 4`` of NumPy's Philox-4x64-10 block
+``p // 4`` under K: ``Philox(key=K, counter=p // 4).random_raw(4)[p % 4]``.
+Philox (Salmon et al., SC'11) is a counter-based generator: any block is computed
+from its counter without the blocks before it. This module draws; it never rounds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .checks import check_int, check_rng
+
+__all__ = ["Stream", "Given", "as_stream", "uniform_from_words"]
+
+_SEED_BOUND = 2 ** 63
+
+
+class Stream:
+    """The words of one seed, from position ``base`` on: ``words(pos, n)`` are the
+    words of positions ``base + pos`` ... ``base + pos + n - 1``.
+
+    Examples
+    --------
+    >>> s = Stream(7)
+    >>> bool((s.words(0, 10)[3:] == s.words(3, 7)).all())
+    True
+    >>> bool((Stream(7, base=5).words(0, 2) == s.words(5, 2)).all())
+    True
+    """
+
+    __slots__ = ("seed", "key", "base")
+
+    def __init__(self, seed: int, base: int = 0) -> None:
+        self.seed = seed
+        self.base = base
+        state = np.random.SeedSequence(seed).generate_state(2, np.uint64)
+        self.key = int(state[0]) | (int(state[1]) << 64)
+
+    def at(self, offset: int) -> Stream:
+        """The same seed, ``offset`` positions further on."""
+        twin = object.__new__(Stream)
+        twin.seed, twin.key, twin.base = self.seed, self.key, self.base + offset
+        return twin
+
+    def derived(self, k: int) -> Stream:
+        """An independent stream for the ``k``-th operation of a composed computation
+        (the seed ``SeedSequence((seed, k))``), at the same ``base``."""
+        return Stream(_derive(self.seed, k), self.base)
+
+    def words(self, pos: int, n: int) -> np.ndarray:
+        """The words of positions ``base + pos`` ... ``base + pos + n - 1`` (uint64)."""
+        p = self.base + pos
+        bg = np.random.Philox(key=self.key, counter=p >> 2)
+        if p & 3:
+            bg.random_raw(p & 3)     # the block's words before position p
+        return bg.random_raw(n)
+
+
+class Given:
+    """Words given in advance (the word of position ``pos`` is ``words[pos]``): how the
+    step-by-step reductions hand each step the words of its terms."""
+
+    __slots__ = ("arr",)
+
+    def __init__(self, words: np.ndarray) -> None:
+        self.arr = words
+
+    def words(self, pos: int, n: int) -> np.ndarray:
+        return self.arr[pos:pos + n].copy()     # the kernels shift words in place
+
+
+def _derive(seed: int, k: int) -> int:
+    return int(np.random.SeedSequence((seed, k)).generate_state(1, np.uint64)[0] >> 1)
+
+
+def as_stream(rng: object, offset: object = 0, name: str = "rng") -> Stream:
+    """The stream of an ``rng`` option: an int seed as it is; a Generator gives one
+    draw, ``integers(0, 2**63)``, used as the seed (it advances by that draw, once
+    per call); None a seed from fresh OS entropy. ``offset`` moves the call's
+    element 0 to that position (a slice of a larger array rounds as that array does).
+
+    Examples
+    --------
+    >>> g = np.random.default_rng(3)
+    >>> bool(as_stream(g).seed == np.random.default_rng(3).integers(0, 2**63))
+    True
+    >>> as_stream(5, offset=2).base
+    2
+    """
+    check_rng(rng, name)
+    offset = check_int("offset", offset, minimum=0)
+    if isinstance(rng, np.random.Generator):
+        seed = int(rng.integers(0, _SEED_BOUND))
+    elif rng is None:
+        seed = int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> 1)
+    else:
+        seed = int(rng)   # type: ignore[call-overload]  # check_rng: an int
+    return Stream(seed, offset)
+
+
+def uniform_from_words(words: np.ndarray, sr_bits: int | None, out: np.ndarray) -> np.ndarray:
+    """``w`` of the rounding kernel from 64-bit words: the top ``r`` bits (``r`` =
+    ``sr_bits``, default 53) as ``k / 2**r``, plus ``2**-r``: uniform on {1, ..., 2**r}
+    / 2**r, exact in float64 (``(word >> 11) * 2**-53`` is NumPy's own double)."""
+    r = 53 if sr_bits is None else sr_bits
+    np.right_shift(words, np.uint64(64 - r), out=words)     # the caller's own words
+    np.multiply(words, 2.0 ** -r, out=out)     # exact: k < 2**53
+    out += 2.0 ** -r                            # w, exact
+    return out
