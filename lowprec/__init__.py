@@ -16,6 +16,7 @@ from .teaching import Explanation, explain
 from . import amp, fft, linalg, mx, nn, testing  # noqa: F401  (public modules, imported with the package)
 from .array_api import array_namespace
 from .sweeps import sweep
+from . import daskarrays  # noqa: F401  (Dask arrays through lp.round, lp.add, ...)
 
 __version__ = "0.1.0"
 

@@ -19,6 +19,7 @@ from .engine.checks import is_int
 from .engine.float64 import ABS, EXP
 from .engine.inputs import read_input
 from .engine.kernel import run
+from .engine.lazy import lazy_entry
 from .engine.plan import plan as _plan
 from .formats import FormatLike
 from .formats import format as _format
@@ -48,6 +49,7 @@ def _canonical_nan(fmt, negative):
     return code | (sign if negative else 0)
 
 
+@lazy_entry("encode", 1)
 def encode(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
            rng: np.random.Generator | int | None = None, sr_bits: int | None = None,
            offset: int = 0,
@@ -205,6 +207,7 @@ def _table(fmt):
     return table
 
 
+@lazy_entry("decode", 1)
 def decode(bits: ArrayLike, fmt: FormatLike) -> NDArray[np.float64] | np.float64:
     """Map bit patterns to their float64 values (every NaN pattern to NaN).
 

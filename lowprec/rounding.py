@@ -15,6 +15,7 @@ from numpy.typing import ArrayLike, NDArray
 from .engine.checks import MODES
 from .engine.inputs import float64_operand, read_input
 from .engine.kernel import finish, round_small, run
+from .engine.lazy import lazy_entry
 from .engine.parallel import CHUNK, WORK_BUFFERS, WORK_BYTES, threads
 from .engine.plan import plan
 from .engine.unsigned import settle, twin
@@ -25,6 +26,7 @@ from .status import recording
 __all__ = ["round", "round_exact", "threads", "MODES", "CHUNK", "WORK_BUFFERS", "WORK_BYTES"]
 
 
+@lazy_entry("round", 1)
 def round(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *,  # noqa: A001
           rng: np.random.Generator | int | None = None, sr_bits: int | None = None,
           subnormals: bool | None = None, saturate: bool = False,

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..engine.lazy import lazy_entry
 from ..formats import FormatLike
 from .driver import apply, broadcast_operands, operation_plan
 from .kernels import add_kernel, div_kernel, fma_kernel, mul_kernel, sqrt_kernel, sub_kernel
@@ -81,6 +82,7 @@ _COMMON_DOC = """
 """
 
 
+@lazy_entry("add", 2)
 def add(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
         rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
         saturate: bool = False, offset: int = 0) -> NDArray[np.float64] | np.float64:
@@ -104,6 +106,7 @@ def add(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
                         offset=offset)
 
 
+@lazy_entry("sub", 2)
 def sub(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
         rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
         saturate: bool = False, offset: int = 0) -> NDArray[np.float64] | np.float64:
@@ -119,6 +122,7 @@ def sub(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
                         offset=offset)
 
 
+@lazy_entry("mul", 2)
 def mul(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
         rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
         saturate: bool = False, offset: int = 0) -> NDArray[np.float64] | np.float64:
@@ -139,6 +143,7 @@ def mul(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
                         offset=offset)
 
 
+@lazy_entry("div", 2)
 def div(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
         rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
         saturate: bool = False, offset: int = 0) -> NDArray[np.float64] | np.float64:
@@ -162,6 +167,7 @@ def div(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
                         offset=offset)
 
 
+@lazy_entry("sqrt", 1)
 def sqrt(a: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
          rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
          saturate: bool = False, offset: int = 0) -> NDArray[np.float64] | np.float64:
@@ -182,6 +188,7 @@ def sqrt(a: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
                         offset=offset)
 
 
+@lazy_entry("fma", 3)
 def fma(a: ArrayLike, b: ArrayLike, c: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
         rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
         saturate: bool = False, offset: int = 0) -> NDArray[np.float64] | np.float64:

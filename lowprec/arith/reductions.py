@@ -19,6 +19,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ..engine import parallel
 from ..engine.checks import broadcast_shape, check_bool, check_int, check_mode
+from ..engine.lazy import lazy_entry
 from ..formats import FormatLike
 from .driver import Buffers, apply, operation_plan, raw_array
 from .kernels import add_kernel, copy_kernel, fma_kernel, mul_kernel
@@ -138,6 +139,7 @@ def _sum_axes(axis, ndim):
     return tuple(sorted(out))
 
 
+@lazy_entry("sum", 1)
 def sum(x: ArrayLike, fmt: FormatLike, *args: Any,  # noqa: A001
         axis: int | tuple[int, ...] | None = _UNSET, mode: str = _UNSET, order: str = _UNSET,
         rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
@@ -235,6 +237,7 @@ sum.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
 ])
 
 
+@lazy_entry("cumsum", 1)
 def cumsum(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *, axis: int | None = -1,
            rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
            saturate: bool = False, offset: int = 0) -> NDArray[np.float64]:
@@ -292,6 +295,7 @@ def cumsum(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *, axis: int | None
     return np.moveaxis(out.reshape(moved.shape), 0, ax)
 
 
+@lazy_entry("dot", 2)
 def dot(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
         order: str = "sequential", fused: bool = False,
         rng: np.random.Generator | int | None = None, subnormals: bool | None = None,

@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 from .. import bits
+from ..engine.lazy import lazy_entry
 from ..formats import Format, FormatLike
 from ..formats import format as _format
 from .defaults import copy_rounds, round_ctx
@@ -597,6 +598,7 @@ def format_of_dtype(x: Any) -> Format | None:
     return None
 
 
+@lazy_entry("tensor")
 def tensor(data: ArrayLike | Tensor, fmt: FormatLike | None = None, mode: str | None = None,
            *, rng: np.random.Generator | int | None = None) -> Tensor:
     """Make a `Tensor`: round ``data`` into ``fmt`` (once, by ``mode``).

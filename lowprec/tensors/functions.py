@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .. import arith
+from ..engine.lazy import lazy_entry
 from ..formats import Format, FormatLike
 from ..formats import format as _format
 from ..mx import BlockScaled
@@ -53,6 +54,7 @@ def matmul(a: ArrayLike, b: ArrayLike, *, model: str | Model | None = None,
            progress: bool | None = None) -> NDArray[np.float64] | np.float64: ...
 
 
+@lazy_entry("matmul", 2)
 def matmul(a: ArrayLike | Tensor, b: ArrayLike | Tensor, *, model: str | Model | None = None,
            c: ArrayLike | Tensor | None = None, in_fmt: FormatLike | None = None,
            out_fmt: FormatLike | None = None, progress: bool | None = None,
