@@ -5,7 +5,8 @@ output blocks with K in two chained chunks, on ``LocalCluster(n_workers=2,
 processes=True, threads_per_worker=1)`` (loopback), against one ``lp.matmul`` call
 in this process; the result is checked bit for bit. Then the overhead per task:
 a graph of many one-element `round` blocks, its time per task less one
-``lp.round`` call's. Skipped, with a line saying so, without the ``dask`` extra.
+``lp.round`` call's; and a 100-point `lp.sweep` here and on the cluster. Skipped,
+with a line saying so, without the ``dask`` extra.
 """
 
 from __future__ import annotations
@@ -61,6 +62,28 @@ def main(quick=False):
         print(f"  overhead per task: {(t_graph / tasks - t_call) * 1e3:.2f} ms "
               f"({tasks} one-element round blocks, {t_graph:.2f} s; one lp.round "
               f"{t_call * 1e6:.0f} us)")
+
+        # A sweep of 100 points (5 formats x 4 models x 5 sizes), here and on the cluster.
+        grid = {"fmt": ["fp16", "bf16", "e4m3", "e5m2", "tf32"],
+                "model": ["exact", "fp32", "h100", "b200"], "k": [16, 32, 64, 128, 256]}
+        t_local, here = _once(lambda: lp.sweep(_sweep_point, grid, records="list"))
+        lp.sweep(_sweep_point, grid, client=client, records="list")      # warm
+        t_cl, there = _once(lambda: lp.sweep(_sweep_point, grid, client=client,
+                                             records="list"))
+        print(f"  sweep of {len(here)} points: here {t_local:.2f} s, 2-worker LocalCluster "
+              f"{t_cl:.2f} s, overhead per task {(t_cl - t_local / 2) / len(here) * 1e3:.1f} "
+              f"ms, same records: {here == there}")
+
+
+def _sweep_point(fmt, model, k, seed):
+    """The error of one product against its exact value (a point of the sweep)."""
+    g = np.random.default_rng(seed)
+    a = lp.round(g.random((16, k)), fmt)
+    b = lp.round(g.random((k, 16)), fmt)
+    in_fmt = fmt if model != "b200" or fmt != "tf32" else "fp16"
+    got = lp.matmul(a, b, model=model, in_fmt=in_fmt)
+    ref = np.asarray(a) @ np.asarray(b)
+    return {"err": float(np.max(np.abs(got - ref) / np.abs(ref)))}
 
 
 if __name__ == "__main__":

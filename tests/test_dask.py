@@ -360,6 +360,32 @@ def test_on_a_local_cluster(client):
     for model in ("fp32", "h100", "a100/mma"):
         same(run(lpd.matmul(Y, Y.T, model=model, in_fmt="bf16")),
              lp.matmul(y, y.T, model=model, in_fmt="bf16"))
+    # "sr" in worker processes: counter-based, so every chunking gives the NumPy call's
+    for chunks in ((3, 16), (8, 7), (1, 40)):
+        Z = da.from_array(x, chunks=chunks)
+        same(run(lpd.round(Z, "bf16", "sr", rng=8)), lp.round(x, "bf16", "sr", rng=8))
+        same(run(lpd.mul(Z, 0.3, "e4m3", "sr", rng=8)), lp.mul(x, 0.3, "e4m3", "sr", rng=8))
+    v = x[np.isfinite(x)].ravel()
+    for chunks in (37, 100):
+        V = da.from_array(v, chunks=chunks)
+        same(run(lpd.sum(V, "bf16", "sr", order="sequential", rng=3)),
+             lp.sum(v, "bf16", "sr", order="sequential", rng=3))
+        same(run(lpd.cumsum(V, "fp16", "sr", rng=3)), lp.cumsum(v, "fp16", "sr", rng=3))
+
+
+@pytest.mark.parametrize("model, in_fmt, out_fmt", _model_formats())
+def test_every_model_on_a_local_cluster(client, model, in_fmt, out_fmt):
+    """Every model of lp.MODELS in worker processes, over two K chunkings it takes."""
+    g = np.random.default_rng(12)
+    mult = lpd.k_multiple(model, in_fmt)
+    K = 2 * (mult or 8) + 3
+    a = lp.round(g.standard_normal((4, K)), in_fmt)
+    b = lp.round(g.standard_normal((K, 3)), in_fmt)
+    want = lp.matmul(a, b, model=model, in_fmt=in_fmt, out_fmt=out_fmt)
+    for kc in ([(K,)] if mult is None else [(K,), (mult, mult, 3)]):
+        A, B = da.from_array(a, chunks=((2, 2), kc)), da.from_array(b, chunks=(kc, (2, 1)))
+        got = client.compute(lpd.matmul(A, B, model=model, in_fmt=in_fmt, out_fmt=out_fmt))
+        same(np.asarray(got.result()), want)
 
 
 def test_public_entry_points_take_dask_arrays():
