@@ -13,6 +13,8 @@ from its counter without the blocks before it. This module draws; it never round
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from .checks import check_int, check_rng
@@ -40,8 +42,13 @@ class Stream:
     def __init__(self, seed: int, base: int = 0) -> None:
         self.seed = seed
         self.base = base
-        state = np.random.SeedSequence(seed).generate_state(2, np.uint64)
-        self.key = int(state[0]) | (int(state[1]) << 64)
+        self.key = _KEYS.get(seed)
+        if self.key is None:
+            state = np.random.SeedSequence(seed).generate_state(2, np.uint64)
+            self.key = int(state[0]) | (int(state[1]) << 64)
+            if len(_KEYS) >= 256:
+                _KEYS.clear()
+            _KEYS[seed] = self.key
 
     def at(self, offset: int) -> Stream:
         """The same seed, ``offset`` positions further on."""
@@ -57,7 +64,7 @@ class Stream:
     def words(self, pos: int, n: int) -> np.ndarray:
         """The words of positions ``base + pos`` ... ``base + pos + n - 1`` (uint64)."""
         p = self.base + pos
-        bg = np.random.Philox(key=self.key, counter=p >> 2)
+        bg = _philox(self.key, p >> 2)
         if p & 3:
             bg.random_raw(p & 3)     # the block's words before position p
         return bg.random_raw(n)
@@ -74,6 +81,28 @@ class Given:
 
     def words(self, pos: int, n: int) -> np.ndarray:
         return self.arr[pos:pos + n].copy()     # the kernels shift words in place
+
+
+# seed -> key: SeedSequence costs microseconds a call, and calls repeat their seeds.
+_KEYS: dict[int, int] = {}
+_LOCAL = threading.local()
+_MASK64 = (1 << 64) - 1
+
+
+def _philox(key: int, block: int) -> np.random.Philox:
+    """This thread's Philox generator set to ``key`` at counter ``block``: the state
+    `Philox(key=key, counter=block)` has (buffer empty), at a fraction of its cost."""
+    bg = getattr(_LOCAL, "bg", None)
+    if bg is None:
+        bg = _LOCAL.bg = np.random.Philox(key=0)
+        _LOCAL.state = bg.state
+    state = _LOCAL.state
+    inner = state["state"]
+    inner["counter"] = np.array([block & _MASK64, (block >> 64) & _MASK64, 0, 0], np.uint64)
+    inner["key"] = np.array([key & _MASK64, key >> 64], np.uint64)
+    state["buffer_pos"] = 4
+    bg.state = state
+    return bg
 
 
 def _derive(seed: int, k: int) -> int:
