@@ -177,6 +177,8 @@ def _round_on_encoding(plan, x, out, ubuf, pos):
         np.bitwise_and(ob, keep, out=ob)
     else:
         bits = plan.stream.words(pos, x.size)
+        if small is not None:
+            small_words = bits[small]    # the subnormal range's elements reuse their words
         r = int(plan.shift) if plan.sr_bits is None else min(plan.sr_bits, int(plan.shift))
         np.right_shift(bits, np.uint64(64 - r), out=bits)
         if r < plan.shift:
@@ -184,16 +186,20 @@ def _round_on_encoding(plan, x, out, ubuf, pos):
         np.add(xb, bits, out=ob)
         np.bitwise_and(ob, keep, out=ob)
     if small is not None:
-        out[small] = _round_subnormal_range(plan, x[small], pos, small)
+        out[small] = _round_subnormal_range(plan, x[small], pos, small,
+                                            small_words if mode == "sr" else None)
     return top
 
-def _round_subnormal_range(plan, xs, pos, idx):
+def _round_subnormal_range(plan, xs, pos, idx, words=None):
     """Round values with |x| < 2**emin (a fresh array ``xs``: the elements ``idx`` of
     the chunk at ``pos``) in place, where the quantum is 2**(emin - m): scale it to
     1, round to an integer, scale back."""
     q = plan.fmt.emin - plan.fmt.mantissa_bits
     xs *= 2.0 ** -q                 # exact: |xs| < 2**m after, and q >= -1020
-    rand = _uniform_at(plan, pos, idx) if plan.mode == "sr" else None
+    rand = None
+    if plan.mode == "sr":    # each element's own word (``words``: drawn already)
+        rand = (_uniform_at(plan, pos, idx) if words is None
+                else uniform_from_words(words, plan.sr_bits, np.empty(xs.size)))
     _to_integer(xs, plan.mode, np.empty_like(xs), rand)
     xs *= 2.0 ** q                  # exact: an integer of at most m bits times 2**q
     return xs
