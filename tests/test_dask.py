@@ -371,6 +371,22 @@ def test_on_a_local_cluster(client):
         same(run(lpd.sum(V, "bf16", "sr", order="sequential", rng=3)),
              lp.sum(v, "bf16", "sr", order="sequential", rng=3))
         same(run(lpd.cumsum(V, "fp16", "sr", rng=3)), lp.cumsum(v, "fp16", "sr", rng=3))
+    # the other functions, in worker processes
+    W = da.from_array(v, chunks=41)
+    w = np.abs(v) + 0.5
+    Wp = da.from_array(w, chunks=53)
+    same(run(lpd.decode(lpd.encode(W, "e5m2", "ro"), "e5m2")),
+         lp.decode(lp.encode(v, "e5m2", "ro"), "e5m2"))
+    for fn, args in ((lpd.sub, (W, Wp)), (lpd.div, (W, Wp)), (lpd.sqrt, (Wp,)),
+                     (lpd.fma, (W, Wp, W))):
+        want = getattr(lp, fn.__name__)(*(a.compute() for a in args), "bf16", "rz")
+        same(run(fn(*args, "bf16", "rz")), want)
+    same(run(lpd.dot(W, Wp, "fp16", fused=True)), lp.dot(v, w, "fp16", fused=True))
+    for order in ("pairwise", "kahan"):
+        same(run(lpd.sum(W, "bf16", order=order)), lp.sum(v, "bf16", order=order))
+    t = lpd.tensor(W, "fp16")
+    u = lp.tensor(v, "fp16")
+    same(np.asarray(client.compute((t * t - t).values).result()), (u * u - u).values)
 
 
 @pytest.mark.parametrize("model, in_fmt, out_fmt", _model_formats())
