@@ -6,41 +6,24 @@ exact dot product, computed with Fraction, rounded once into FP32), against the
 addition rounded to FP32), and against `lp.matmul` of the explicitly built matrix (a
 dispatch check); refusals and errors by name."""
 
+import functools
 import warnings
 from fractions import Fraction
 
 import numpy as np
 import pytest
+from tensor_inputs import draw as _draw
+from tensor_inputs import rr, same
 
 import lowprec as lp
-from lowprec import testing as lpt
 from lowprec.tensors import HANDLED_FUNCTIONS, HANDLED_UFUNCS
 from lowprec.tensors.functions import KINDS
 from lowprec.tensors.ufuncs import KINDS as UFUNC_KINDS
 
 FORMATS = [lp.FP16, lp.BF16, lp.FP8_E4M3, lp.FP32]
 ids = lambda f: f.name   # noqa: E731
+draw = functools.partial(_draw, cap=3.0, share=16, ones=0.15)
 CLASSES = {"exact", "correctly rounded", "rounded once", "composed", "matmul model", "plain"}
-
-
-def draw(fmt, shape, seed, scale=None):
-    """Finite values of ``fmt`` of both signs, with some exact ones."""
-    rng = np.random.default_rng(seed)
-    scale = min(3.0, float(fmt.max) / 16) if scale is None else scale
-    x = rng.normal(0.0, scale, size=shape)
-    x[rng.random(shape) < 0.15] = 1.0
-    v = np.asarray(lp.round(x, fmt))
-    return np.where(np.isfinite(v), v, 1.0)
-
-
-def same(a, b):
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=True))
-
-
-def rr(x, fmt):
-    """One exact rounding of a real number into ``fmt`` (RNE)."""
-    return lpt.reference_round(Fraction(x), fmt)
 
 
 def exact_dot(xs, ys):

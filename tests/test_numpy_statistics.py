@@ -4,6 +4,7 @@ function against a step-by-step Fraction reference of its documented order (one
 NumPy itself where NumPy's float64 operations are that same order; exact and plain
 ones against NumPy on the decoded values; NaN rules; refused options."""
 
+import functools
 import math
 import operator
 import warnings
@@ -11,34 +12,16 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from tensor_inputs import draw as _draw
+from tensor_inputs import rr, same
 
 import lowprec as lp
-from lowprec import testing as lpt
 from lowprec.tensors import HANDLED_FUNCTIONS
 from lowprec.tensors.functions import KINDS
 
 FMTS = [lp.FP16, lp.BF16, lp.FP8_E4M3, lp.FP32, lp.FP4_E2M1]
 ids = lambda f: f.name   # noqa: E731
-
-
-def draw(fmt, shape, seed, scale=None):
-    """Finite values of ``fmt`` (with repeats), away from overflow."""
-    rng = np.random.default_rng(seed)
-    scale = min(4.0, float(fmt.max) / 8) if scale is None else scale
-    x = rng.normal(0.0, scale, size=shape)
-    x[rng.random(shape) < 0.15] = 1.0
-    v = np.asarray(lp.round(x, fmt))
-    return np.where(np.isfinite(v), v, 1.0)
-
-
-def same(a, b):
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=True))
-
-
-def rr(x, fmt):
-    """One exact rounding of a real number (the Fraction reference)."""
-    return lpt.reference_round(Fraction(x), fmt)
+draw = functools.partial(_draw, ones=0.15)
 
 
 def op(f, a, b, fmt):

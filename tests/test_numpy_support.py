@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tensor_inputs import draw, rr, same
 
 import lowprec as lp
-from lowprec import testing as lpt
 from lowprec.tensors.coverage import REFUSED, support_table, unclassified
 from lowprec.tensors.functions import KINDS
 from lowprec.tensors.ufuncs import KINDS as UFUNC_KINDS
@@ -17,28 +17,6 @@ from lowprec.tensors.ufuncs import KINDS as UFUNC_KINDS
 SIGNED = [f for f in lp.NAMED_FORMATS.values() if f.signed]    # the formats of Tensors
 FEW = [lp.FP16, lp.BF16, lp.FP8_E4M3, lp.FP32, lp.FP4_E2M1, lp.FP8_E5M2FNUZ]
 ids = lambda f: f.name   # noqa: E731
-
-
-def draw(fmt, shape, seed, scale=None):
-    """Finite values of ``fmt``, with repeats (ties for sort and unique)."""
-    rng = np.random.default_rng(seed)
-    scale = min(4.0, float(fmt.max) / 8) if scale is None else scale
-    x = rng.normal(0.0, scale, size=shape)
-    x[rng.random(shape) < 0.2] = 1.0
-    v = np.asarray(lp.round(x, fmt))
-    return np.where(np.isfinite(v), v, 1.0)
-
-
-def same(a, b):
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=True))
-
-
-def rr(x, fmt):
-    """One exact rounding of a real number (Fraction reference)."""
-    if isinstance(x, float) and not np.isfinite(x):
-        return x
-    return lpt.reference_round(Fraction(x), fmt)
 
 
 # -- exact -------------------------------------------------------------------------
@@ -170,7 +148,6 @@ def test_nansum_nanmean(fmt):
     assert same(np.nansum(t).values, total)
     assert same(np.nanmean(t).values, rr(Fraction(total) / len(kept), fmt))
     assert same(np.average(lp.tensor(v, fmt)).values, np.mean(lp.tensor(v, fmt)).values)
-
 
 
 @pytest.mark.parametrize("fmt", FEW, ids=ids)
