@@ -42,13 +42,14 @@ class Stream:
     def __init__(self, seed: int, base: int = 0) -> None:
         self.seed = seed
         self.base = base
-        self.key = _KEYS.get(seed)
-        if self.key is None:
+        key = _KEYS.get(seed)
+        if key is None:
             state = np.random.SeedSequence(seed).generate_state(2, np.uint64)
-            self.key = int(state[0]) | (int(state[1]) << 64)
+            key = int(state[0]) | (int(state[1]) << 64)
             if len(_KEYS) >= 256:
                 _KEYS.clear()
-            _KEYS[seed] = self.key
+            _KEYS[seed] = key
+        self.key: int = key
 
     def at(self, offset: int) -> Stream:
         """The same seed, ``offset`` positions further on."""

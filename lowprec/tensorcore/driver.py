@@ -315,8 +315,10 @@ def _multipass(spec, a, b, c, in_fmt, out_fmt, progress):
         for _ in range(spec.pieces):
             p = quiet(_round, rest, spec.split)
             out.append(p)
-            # Exact: p is rest rounded to fewer bits, so rest - p is an FP32 value.
-            rest = rest - p
+            # Exact: p is rest rounded to fewer bits, so rest - p is an FP32 value
+            # (inf - inf is NaN: an infinite operand's later pieces, as XLA's).
+            with np.errstate(invalid="ignore"):
+                rest = rest - p
         return out
 
     pa, pb = pieces(a), pieces(b)
