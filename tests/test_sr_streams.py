@@ -153,3 +153,33 @@ def test_fast_sequential_path_equals_the_stepwise_reference():
     p = plan("bf16", "sr", rng=12)
     assert np.array_equal(sequential(p, x), stepwise(p, x))
     assert np.array_equal(sequential(p, x, prefix=True), stepwise(p, x, prefix=True))
+
+
+def test_fp64_target_extended_paths_by_position(restore_chunk_and_threads):
+    """FP64 results that need more than float64's own rounding (operands float64 cannot
+    hold, products and quotients outside float64's comfortable range, overflow, the
+    flush without subnormals) draw each element's own word too."""
+    n = 5000
+    rng = np.random.default_rng(13)
+    x = np.full(n, 2**53 + 1, np.int64)
+    x[::3] = rng.integers(-2**62, 2**62, x[::3].size)
+    y = np.full(n, 0.5)
+    a = np.where(np.arange(n) % 2 == 0, 1.5, 1.3 * 2.0 ** -500) * rng.random(n)
+    b = np.where(np.arange(n) % 2 == 0, 1.25, 1.7 * 2.0 ** -480) * rng.random(n)
+    big = np.full(n, np.finfo(np.float64).max) * (1 - 2.0 ** -53 * rng.random(n))
+    tiny = rng.random(n) * 2.0 ** -1022
+    cases = [(lp.add, (x, y), {}), (lp.mul, (a, b), {}), (lp.div, (a, b), {}),
+             (lp.fma, (a, b, a), {}), (lp.add, (big, big * 2.0 ** -60), {}),
+             (lp.mul, (tiny, 0.75 + rng.random(n)), {"subnormals": False})]
+    for fn, args, kw in cases:
+        whole = fn(*args, "fp64", "sr", rng=3, **kw)
+        for chunk in (2 ** 10, 2 ** 12):
+            parallel.CHUNK = chunk
+            assert same(fn(*args, "fp64", "sr", rng=3, **kw), whole), (fn.__name__, chunk)
+        parallel.CHUNK = 2 ** 16
+        for lo, hi in ((1, 7), (1001, 4999)):
+            part = fn(*(v[lo:hi] for v in args), "fp64", "sr", rng=3, offset=lo, **kw)
+            assert same(part, whole[lo:hi]), (fn.__name__, lo)
+    # no word repeats every 4096 elements of the exact path
+    r = lp.add(np.full(9000, 2**53 + 1, np.int64), np.full(9000, 0.5), "fp64", "sr", rng=1)
+    assert not np.array_equal(r[:900], r[4096:4996])

@@ -13,7 +13,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .fp64 import fp64_scaled_nearest, rescale
+from .fp64 import fp64_scaled_nearest, rescale, subset_plan
 from .kernels import (
     add_kernel,
     copy_kernel,
@@ -156,7 +156,7 @@ def with_exact(plan, kernel, raw, parts, w, counts):
         h, l_, E = (np.array(c) for c in zip(*hle))
         E = E.astype(np.int64)
         ref = fp64_scaled_nearest(h, l_, E) if plan.identity else None
-        hi[block] = rescale(plan, h, l_, E, ref, counts)[0]
+        hi[block] = rescale(subset_plan(plan, block), h, l_, E, ref, counts)[0]
     if lo is not None:
         lo[idx] = 0.0
     return hi, lo

@@ -14,8 +14,9 @@ import numpy as np
 
 from ..engine.eft import odd, two_sum
 from ..engine.kernel import draw, steps_toward_lo
+from ..engine.stream import restrict
 
-__all__ = ["MAX64", "rescale", "fp64_scaled_nearest", "fp64_past_max",
+__all__ = ["MAX64", "subset_plan", "rescale", "fp64_scaled_nearest", "fp64_past_max",
            "fp64_sum_overflow", "nearest_pair"]
 
 
@@ -27,14 +28,19 @@ _HALF_TINY64 = 2.0 ** -1023
 
 # -- rescaling of normalised results ----------------------------------------------
 
-def _draw(plan, shape):
-    """`draw` for the elements of a chunk's special range ("sr" results beyond
-    float64's normal range): the words of the chunk's own stream 8 (`Stream.derived`,
-    the chunk's position on: `driver.apply` hands each chunk its plan), in the order
-    of those elements. The same for a given chunking, but not split-invariant: the
-    one exception of "sr" (docs/design/DESIGN.md, "Rounding")."""
+def _draw(plan, shape, k=8):
+    """`draw` for the elements of a special-range step ("sr" results of FP64 that need
+    more than float64's own rounding): stream ``k`` (`Stream.derived`; 8, and 9 for
+    the flush after it) at each element's own position (`subset_plan` hands each step the
+    positions of its elements), so the result is the same for any split."""
     size = int(np.prod(shape))
-    return draw(plan.with_stream(plan.stream.derived(8)), 0, np.arange(size)).reshape(shape)
+    return draw(plan.with_stream(plan.stream.derived(k)), 0, np.arange(size)).reshape(shape)
+
+
+def subset_plan(plan, sel):
+    """``plan`` for the elements ``sel`` (mask or sorted indices) of what it rounds:
+    "sr" draws their own words (`engine.stream.restrict`); other modes: ``plan``."""
+    return plan if plan.stream is None else plan.with_stream(restrict(plan.stream, sel))
 
 
 def _scale_back(x1, E):
@@ -83,8 +89,9 @@ def _fp64_slow(plan, h, l_, E, ref, counts):
     mode = plan.mode
     inf = np.isinf(ref)
     if inf.any():
-        out[inf] = _fp64_beyond(plan, h[inf], l_[inf], E[inf], counts)
+        out[inf] = _fp64_beyond(subset_plan(plan, inf), h[inf], l_[inf], E[inf], counts)
     fin = ~inf
+    plan = subset_plan(plan, fin)
     hf, lf, Ef, rf = h[fin], l_[fin], E[fin], ref[fin]
     back = np.ldexp(rf, -Ef)                       # exact: ref * 2**-E lies near h
     # h - back is exact (Sterbenz, or back == 0), so fl(that + l) has the sign of v - ref.
@@ -140,7 +147,7 @@ def _fp64_beyond(plan, h, l_, E, counts):
         up = np.ones(h.shape, bool)
         frac = ((np.abs(h[below]) - np.ldexp(MAX64, -E[below])) - np.abs(l_[below])) \
             / np.ldexp(1.0, 971 - E[below])
-        up[below] = _draw(plan, frac.shape) < frac
+        up[below] = _draw(subset_plan(plan, below), frac.shape) < frac
     counts["overflow"] += int(np.count_nonzero(up | ~below))
     counts["inexact"] += h.size
     return np.copysign(np.where(up, np.inf, MAX64), h)
@@ -206,7 +213,7 @@ def _fp64_flush(plan, rf, d, E, res, counts):
         # |v| * 2**1022: the correction is below 2**-53, and a lost (underflowed) one
         # is below the draw's resolution.
         frac = np.abs(np.ldexp(r, 1022) + np.ldexp(dr, E[small] + 1022))
-        up = _draw(plan, r.shape) < frac
+        up = _draw(subset_plan(plan, small), r.shape, 9) < frac
     out = res.copy()
     out[small] = np.copysign(np.where(up, _TINY64, 0.0), r)
     return out

@@ -30,6 +30,7 @@ from .fp64 import (
     fp64_sum_overflow,
     nearest_pair,
     rescale,
+    subset_plan,
 )
 
 __all__ = ["Work", "add_kernel", "sub_kernel", "mul_kernel", "div_kernel", "sqrt_kernel",
@@ -117,7 +118,7 @@ def _with_error(plan, error, hi, w, counts, *operands):
     if sel is _ALL:
         return hi, error(plan, *operands, hi, w, counts)
     hs = hi[sel]
-    ls = error(plan, *(x[sel] for x in operands), hs, Work(hs.size), counts)
+    ls = error(subset_plan(plan, sel), *(x[sel] for x in operands), hs, Work(hs.size), counts)
     hi[sel] = hs
     if ls is None:
         return hi, None
@@ -155,7 +156,7 @@ def _add_error(plan, a, b, s, w, counts):
         past = np.flatnonzero((np.abs(s) == MAX64) & (t != 0)
                               & (np.signbit(t) == np.signbit(s)))
         if past.size:
-            s[past] = fp64_past_max(plan, s[past], t[past], counts)
+            s[past] = fp64_past_max(subset_plan(plan, past), s[past], t[past], counts)
             t[past] = 0.0
     _zero_sign_rd(plan, s, a, b)
     return t
@@ -180,7 +181,7 @@ def _add_special(plan, a, b, s, t, counts):
             # max64 > max + ulp/2 of every format of <= 51 bits: it overflows the same way.
             si[ov] = np.copysign(MAX64, si[ov])
         else:
-            si[ov] = fp64_sum_overflow(plan, ai[ov], bi[ov], counts)
+            si[ov] = fp64_sum_overflow(subset_plan(plan, idx[ov]), ai[ov], bi[ov], counts)
     s[idx], t[idx] = si, ti
 
 
@@ -203,7 +204,7 @@ def _mul_error(plan, a, b, p, w, counts):
             return e
     e = two_prod_err(a, b, p, w.l, w.t1, w.t2, w.t3, w.t4)
     idx = np.flatnonzero(_out_of_range(p) | ~np.isfinite(e))
-    p[idx], e[idx] = _mul_slow(plan, a[idx], b[idx], p[idx], counts)
+    p[idx], e[idx] = _mul_slow(subset_plan(plan, idx), a[idx], b[idx], p[idx], counts)
     return e
 
 
@@ -216,7 +217,7 @@ def _mul_slow(plan, a, b, ref, counts):
         ma, ea = np.frexp(a[gen])
         mb, eb = np.frexp(b[gen])
         h = ma * mb                      # significands in [0.5, 1): Dekker is exact
-        hi[gen], lo[gen] = rescale(plan, h, two_prod_err_alloc(ma, mb, h),
+        hi[gen], lo[gen] = rescale(subset_plan(plan, gen), h, two_prod_err_alloc(ma, mb, h),
                                     ea.astype(np.int64) + eb, ref[gen], counts)
     return hi, lo
 
@@ -233,7 +234,7 @@ def _div_error(plan, a, b, q, w, counts):
         good, idx = np.flatnonzero(~bad), np.flatnonzero(bad)
         lo = w.l
         lo[good] = _div_lo(plan, a[good], b[good], q[good])
-        q[idx], lo[idx] = _div_slow(plan, a[idx], b[idx], q[idx], counts)
+        q[idx], lo[idx] = _div_slow(subset_plan(plan, idx), a[idx], b[idx], q[idx], counts)
         return lo
     pq, e = w.t5, w.t6
     np.multiply(q, b, out=pq)
@@ -273,7 +274,7 @@ def _div_slow(plan, a, b, ref, counts):
         ma, ea = np.frexp(a[gen])
         mb, eb = np.frexp(b[gen])
         q = ma / mb                      # in (0.5, 2): remainder and split stay normal
-        hi[gen], lo[gen] = rescale(plan, q, _div_lo(plan, ma, mb, q),
+        hi[gen], lo[gen] = rescale(subset_plan(plan, gen), q, _div_lo(plan, ma, mb, q),
                                     ea.astype(np.int64) - eb, ref[gen], counts)
     return hi, lo
 
@@ -291,7 +292,7 @@ def _sqrt_error(plan, a, s, w, counts):
         good, idx = np.flatnonzero(~bad), np.flatnonzero(bad)
         lo = w.l
         lo[good] = _sqrt_lo(plan, a[good], s[good])
-        s[idx], lo[idx] = _sqrt_slow(plan, a[idx], s[idx], counts)
+        s[idx], lo[idx] = _sqrt_slow(subset_plan(plan, idx), a[idx], s[idx], counts)
         return lo
     ps, e = w.t5, w.t6
     np.multiply(s, s, out=ps)
@@ -361,7 +362,7 @@ def fma_kernel(plan, a, b, c, w, counts):
         hi, lo = w.h, w.l
         hi[good], lo[good] = _fma_sum(plan, p[good], e[good], c[good])
         _fma_zero_sign(plan, hi, lo, p, c, good)
-        hi[idx], lo[idx] = _fma_slow(plan, a[idx], b[idx], c[idx], counts)
+        hi[idx], lo[idx] = _fma_slow(subset_plan(plan, idx), a[idx], b[idx], c[idx], counts)
         return hi, lo
     hi, lo = _fma_sum(plan, p, e, c)
     _fma_zero_sign(plan, hi, lo, p, c, slice(None))
@@ -411,7 +412,7 @@ def _fma_slow(plan, a, b, c, counts):
     if gen.any():
         h, l_, E = _fma_normalised(a[gen], b[gen], c[gen], plan.identity)
         ref = fp64_scaled_nearest(h, l_, E) if plan.identity else None
-        hg, lg = rescale(plan, h, l_, E, ref, counts)
+        hg, lg = rescale(subset_plan(plan, gen), h, l_, E, ref, counts)
         # a*b != 0 here, so an exact zero is a cancellation: +0, or -0 under rd (a
         # zero result from a nonzero h + l, rounded or flushed, keeps its sign).
         hg = np.where((h == 0) & (l_ == 0), -0.0 if plan.mode == "rd" else 0.0, hg)

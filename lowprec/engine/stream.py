@@ -19,7 +19,7 @@ import numpy as np
 
 from .checks import check_int, check_rng
 
-__all__ = ["Stream", "Given", "as_stream", "uniform_from_words"]
+__all__ = ["Stream", "Given", "At", "restrict", "as_stream", "uniform_from_words"]
 
 _SEED_BOUND = 2 ** 63
 
@@ -104,6 +104,44 @@ def _philox(key: int, block: int) -> np.random.Philox:
     state["buffer_pos"] = 4
     bg.state = state
     return bg
+
+
+class At:
+    """The words of some positions of ``stream``: word ``j`` is that of position
+    ``idx[j]`` (sorted, relative to the stream's base). How a step that works on a
+    subset of a chunk's elements draws each element's own word (`restrict`)."""
+
+    __slots__ = ("stream", "idx")
+
+    def __init__(self, stream: Stream, idx: np.ndarray) -> None:
+        self.stream, self.idx = stream, idx
+
+    def words(self, pos: int, n: int) -> np.ndarray:
+        sel = self.idx[pos:pos + n]
+        if sel.size == 0:
+            return np.empty(0, np.uint64)
+        first = int(sel[0])
+        return self.stream.words(first, int(sel[-1]) - first + 1)[sel - first]
+
+    def derived(self, k: int) -> At:
+        return At(self.stream.derived(k), self.idx)
+
+
+def restrict(stream: Stream | At, sel: np.ndarray) -> At:
+    """The words of the elements ``sel`` (a boolean mask or sorted indices) of what
+    ``stream`` draws for, each at its own position.
+
+    Examples
+    --------
+    >>> s = Stream(4)
+    >>> bool((restrict(s, np.array([1, 5])).words(0, 2) == s.words(0, 6)[[1, 5]]).all())
+    True
+    """
+    sel = np.asarray(sel)
+    idx = np.flatnonzero(sel) if sel.dtype == bool else sel.astype(np.intp)
+    if isinstance(stream, At):
+        return At(stream.stream, stream.idx[idx])
+    return At(stream, idx)
 
 
 def _derive(seed: int, k: int) -> int:
