@@ -18,7 +18,7 @@ from ..engine.checks import broadcast_shape
 from ..engine.eft import odd
 from ..engine.fpstate import ignore, restore
 from ..engine.inputs import as_array, as_real_array, signalling_nans
-from ..engine.kernel import round_fp64, round_into, round_small
+from ..engine.kernel import at, round_fp64, round_into, round_small
 from ..engine.parallel import in_spans
 from ..engine.plan import plan as _rounding_plan
 from ..engine.scratch import SMALL, give, take
@@ -150,8 +150,7 @@ def apply(plan, kernel, operands, n, buffers=None, plain=None):
                                       bufs.spare[:k])
             raw = operands if k == n else [x[a:b] for x in operands]
             overflow_in_chunk = counts["overflow"]
-            # "sr": the chunk's own plan, its words from the chunk's position on.
-            cplan = plan if plan.stream is None else plan.with_stream(plan.stream.at(a))
+            cplan = at(plan, a)     # "sr": words from the chunk's position on
             if plain is not None:
                 parts = None
                 hi, lo = plain(*raw, out=w.h), None

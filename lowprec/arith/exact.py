@@ -13,7 +13,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from .fp64 import fp64_scaled_nearest, rescale, subset_plan
+from ..engine.kernel import subset_plan
+from .fp64 import fp64_scaled_nearest, rescale
 from .kernels import (
     add_kernel,
     copy_kernel,

@@ -13,10 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine.eft import odd, two_sum
-from ..engine.kernel import draw, steps_toward_lo
-from ..engine.stream import restrict
+from ..engine.kernel import draw, steps_toward_lo, subset_plan
 
-__all__ = ["MAX64", "subset_plan", "rescale", "fp64_scaled_nearest", "fp64_past_max",
+__all__ = ["MAX64", "rescale", "fp64_scaled_nearest", "fp64_past_max",
            "fp64_sum_overflow", "nearest_pair"]
 
 
@@ -34,13 +33,7 @@ def _draw(plan, shape, k=8):
     the flush after it) at each element's own position (`subset_plan` hands each step the
     positions of its elements), so the result is the same for any split."""
     size = int(np.prod(shape))
-    return draw(plan.with_stream(plan.stream.derived(k)), 0, np.arange(size)).reshape(shape)
-
-
-def subset_plan(plan, sel):
-    """``plan`` for the elements ``sel`` (mask or sorted indices) of what it rounds:
-    "sr" draws their own words (`engine.stream.restrict`); other modes: ``plan``."""
-    return plan if plan.stream is None else plan.with_stream(restrict(plan.stream, sel))
+    return draw(plan.with_stream(plan.stream.derived(k)), np.arange(size)).reshape(shape)
 
 
 def _scale_back(x1, E):

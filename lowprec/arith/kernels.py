@@ -23,6 +23,7 @@ from ..engine.eft import (
     two_sum_err,
 )
 from ..engine.float64 import operand
+from ..engine.kernel import subset_plan
 from .fp64 import (
     MAX64,
     fp64_past_max,
@@ -30,7 +31,6 @@ from .fp64 import (
     fp64_sum_overflow,
     nearest_pair,
     rescale,
-    subset_plan,
 )
 
 __all__ = ["Work", "add_kernel", "sub_kernel", "mul_kernel", "div_kernel", "sqrt_kernel",

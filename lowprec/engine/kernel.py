@@ -29,10 +29,10 @@ from .inputs import Reader
 from .parallel import in_spans
 from .plan import cached_plan
 from .scratch import SMALL
-from .stream import uniform_from_words
+from .stream import restrict, uniform_from_words
 
-__all__ = ["round_into", "round_small", "run", "finish", "round_fp64", "draw", "steps_toward_lo",
-]
+__all__ = ["round_into", "round_small", "run", "finish", "round_fp64", "draw", "at",
+           "subset_plan", "steps_toward_lo"]
 
 
 def _to_integer(t, mode, buf, rand):
@@ -69,28 +69,33 @@ def _to_integer(t, mode, buf, rand):
         np.copysign(frac, t, out=frac)
         np.add(buf, frac, out=t)
 
-def draw(plan, pos, idx):
-    """prev(w) for the elements ``idx`` (sorted chunk indices) of the chunk at
-    position ``pos``, w uniform on {1, 2, ..., 2**r} / 2**r (r = sr_bits, default 53),
-    so that ``draw < f`` exactly when ``w <= f``: probability floor(f * 2**r) / 2**r,
-    the rule of the encoding path."""
-    return np.nextafter(_uniform_at(plan, pos, idx), -1.0)
+def draw(plan, idx):
+    """prev(w) for the elements ``idx`` (a mask or sorted indices) of what ``plan``
+    rounds, w uniform on {1, 2, ..., 2**r} / 2**r (r = sr_bits, default 53), so that
+    ``draw < f`` exactly when ``w <= f``: probability floor(f * 2**r) / 2**r, the rule
+    of the encoding path."""
+    return np.nextafter(_uniform_at(plan, idx), -1.0)
 
-def _uniform_w(plan, buf, pos):
-    """Fill ``buf`` with w of `draw` for the whole chunk at position ``pos`` (the
-    kernel's own paths test ``w <= f``, which holds exactly when prev(w) < f, and
-    save the step to prev(w))."""
-    return uniform_from_words(plan.stream.words(pos, buf.size), plan.sr_bits, buf)
+def _uniform_w(plan, buf):
+    """Fill ``buf`` with w of `draw` for every element of the chunk (the kernel's own
+    paths test ``w <= f``, which holds exactly when prev(w) < f, and save the step to
+    prev(w)). The plan's stream starts at the chunk's first element (`at`)."""
+    return uniform_from_words(plan.stream.words(0, buf.size), plan.sr_bits, buf)
 
-def _uniform_at(plan, pos, idx):
-    """w of `draw` for the elements ``idx`` (sorted indices) of the chunk at ``pos``:
-    each element's own word, whatever else the chunk holds."""
-    idx = np.asarray(idx, dtype=np.intp)
-    if idx.size == 0:
-        return np.empty(0)
-    first = int(idx[0])
-    words = plan.stream.words(pos + first, int(idx[-1]) - first + 1)
-    return uniform_from_words(words[idx - first], plan.sr_bits, np.empty(idx.size))
+def _uniform_at(plan, idx):
+    """w of `draw` for the elements ``idx`` of the chunk: each element's own word."""
+    sub = restrict(plan.stream, idx)
+    return uniform_from_words(sub.words(0, sub.idx.size), plan.sr_bits, np.empty(sub.idx.size))
+
+def at(plan, start):
+    """``plan`` for the chunk whose first element is element ``start`` of the call:
+    "sr" draws from that position on (other modes: ``plan`` itself)."""
+    return plan if plan.stream is None else plan.with_stream(plan.stream.at(start))
+
+def subset_plan(plan, sel):
+    """``plan`` for the elements ``sel`` (a mask or sorted indices) of what it rounds:
+    "sr" draws their own words (`engine.stream.restrict`); other modes: ``plan``."""
+    return plan if plan.stream is None else plan.with_stream(restrict(plan.stream, sel))
 
 _EXP = operand(int(EXP))
 _max, _min = np.maximum.reduce, np.minimum.reduce   # ndarray.max without its Python layer
@@ -148,7 +153,7 @@ def _round_native(x, out):
     np.copyto(out, r)                          # exact: every float32 is a float64
     return 0.0
 
-def _round_on_encoding(plan, x, out, ubuf, pos):
+def _round_on_encoding(plan, x, out, ubuf):
     """Modes rz, rna, ro and sr on the float64 encoding itself.
 
     For |x| >= 2**emin the format's last bit is float64's mantissa bit 52 - m, and
@@ -176,7 +181,7 @@ def _round_on_encoding(plan, x, out, ubuf, pos):
         np.bitwise_or(xb, e, out=ob)
         np.bitwise_and(ob, keep, out=ob)
     else:
-        bits = plan.stream.words(pos, x.size)
+        bits = plan.stream.words(0, x.size)
         if small is not None:
             small_words = bits[small]    # the subnormal range's elements reuse their words
         r = int(plan.shift) if plan.sr_bits is None else min(plan.sr_bits, int(plan.shift))
@@ -186,19 +191,19 @@ def _round_on_encoding(plan, x, out, ubuf, pos):
         np.add(xb, bits, out=ob)
         np.bitwise_and(ob, keep, out=ob)
     if small is not None:
-        out[small] = _round_subnormal_range(plan, x[small], pos, small,
+        out[small] = _round_subnormal_range(plan, x[small], small,
                                             small_words if mode == "sr" else None)
     return top
 
-def _round_subnormal_range(plan, xs, pos, idx, words=None):
+def _round_subnormal_range(plan, xs, idx, words=None):
     """Round values with |x| < 2**emin (a fresh array ``xs``: the elements ``idx`` of
-    the chunk at ``pos``) in place, where the quantum is 2**(emin - m): scale it to
+    the chunk) in place, where the quantum is 2**(emin - m): scale it to
     1, round to an integer, scale back."""
     q = plan.fmt.emin - plan.fmt.mantissa_bits
     xs *= 2.0 ** -q                 # exact: |xs| < 2**m after, and q >= -1020
     rand = None
     if plan.mode == "sr":    # each element's own word (``words``: drawn already)
-        rand = (_uniform_at(plan, pos, idx) if words is None
+        rand = (_uniform_at(plan, idx) if words is None
                 else uniform_from_words(words, plan.sr_bits, np.empty(xs.size)))
     _to_integer(xs, plan.mode, np.empty_like(xs), rand)
     xs *= 2.0 ** q                  # exact: an integer of at most m bits times 2**q
@@ -236,15 +241,14 @@ def _round_by_table(plan, x, out, ubuf):
         on_grid = np.flatnonzero(low == 0)
         out[on_grid] = zero_low[top16[on_grid]]
 
-def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None, spare=None, pos=0):
+def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None, spare=None):
     """Round the float64 chunk ``x`` into ``out`` with an unbounded top exponent
     (``fbuf`` and ``spare``: work buffers of at least its size, or None to allocate
     them where they are needed).
 
     Returns the largest 2**floor(log2|x|) seen (inf for inf/NaN) so the caller can
-    skip the overflow rules when no element comes near ``max``. ``pos``: the position
-    of the chunk's first element in the call's array ("sr": element i draws the word
-    of position pos + i)."""
+    skip the overflow rules when no element comes near ``max``. "sr": element i draws
+    word i of the plan's stream (`at` starts it at the chunk's position)."""
     if plan.identity and lo_e is None:
         out[...] = x
         top = (x.view(np.uint64) & EXP).view(np.float64).max(initial=0.0)
@@ -253,14 +257,14 @@ def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None, spare=None, pos=0):
             small = np.less(x.view(np.uint64) & ABS, plan.tiny_bits) & (x != 0)
             if small.any():
                 t = x[small] * 2.0 ** 1022
-                r = _uniform_at(plan, pos, np.flatnonzero(small)) if plan.mode == "sr" else None
+                r = _uniform_at(plan, small) if plan.mode == "sr" else None
                 _to_integer(t, plan.mode, np.empty_like(t), r)
                 out[small] = t * 2.0 ** -1022
     elif (plan.native and lo_e is None and x.size >= _NATIVE_MIN
           and (top := _round_native(x, out)) is not None):
         pass
     elif plan.encoding and lo_e is None:
-        top = _round_on_encoding(plan, x, out, ubuf, pos)
+        top = _round_on_encoding(plan, x, out, ubuf)
     elif (plan.magic and lo_e is None
           and (top := _round_nearest_even(plan, x, out, ubuf)) is not None):
         pass
@@ -284,7 +288,7 @@ def _round_chunk(plan, x, out, ubuf, fbuf, lo_e=None, spare=None, pos=0):
         inv = fbuf.view(np.uint64)
         np.subtract(plan.two_one, e, out=inv)          # bits of 2**-q
         np.multiply(x, fbuf, out=out)                  # exact: scaling by a power of two
-        rand = _uniform_w(plan, fbuf, pos) if plan.mode == "sr" else None
+        rand = _uniform_w(plan, fbuf) if plan.mode == "sr" else None
         spare = np.empty(out.size, np.float64) if spare is None else spare[:out.size]
         _to_integer(out, plan.mode, spare, rand)
         np.multiply(out, ef, out=out)   # exact, or beyond max (the overflow rules follow)
@@ -381,19 +385,19 @@ def _classify(plan, x, out, masks, counts):
         n_inf = int(np.count_nonzero(masks["inf_in"]))
         counts["saturated" if saturating else "invalid"] += n_inf
 
-def round_into(plan, x, out, ubuf, fbuf, counts=None, spare=None, pos=0):
+def round_into(plan, x, out, ubuf, fbuf, counts=None, spare=None):
     """The per-chunk step every caller shares: round ``x`` into ``out``, apply the
     overflow rules, and add the flag counts to ``counts`` (None: nobody listens).
     ``ubuf``, ``fbuf`` and ``spare`` are work buffers of ``x``'s size (``fbuf`` and
-    ``spare`` may be None: made where a path needs them); ``pos``: the position of
-    the chunk's first element in the call's array ("sr" draws by position).
+    ``spare`` may be None: made where a path needs them); "sr": the plan's stream
+    starts at the chunk's first element (`at`).
 
     Returns the largest 2**floor(log2|x|) of the chunk (inf when it holds inf or
     NaN), or None from the table lookup, which never needs it."""
     if counts is None and plan.by_table:
         _round_by_table(plan, x, out, ubuf)
         return None
-    top = _round_chunk(plan, x, out, ubuf, fbuf, spare=spare, pos=pos)
+    top = _round_chunk(plan, x, out, ubuf, fbuf, spare=spare)
     masks = _overflow(plan, x, out) if top >= plan.safe_top else None
     if counts is not None:
         _classify(plan, x, out, masks, counts)
@@ -448,8 +452,8 @@ def _run_span(plan, reader, out, sink, span, counts):
     n = min(parallel.CHUNK, stop - start)
     if 0 < n == stop - start and sink is None and reader.in_place:
         # One chunk of float64 input: rounded where it lies, the buffers made on demand.
-        top = round_into(plan, reader.flat[start:stop], out[start:stop],
-                         np.empty(n, np.uint64), None, counts, pos=start)
+        top = round_into(at(plan, start), reader.flat[start:stop], out[start:stop],
+                         np.empty(n, np.uint64), None, counts)
         if counts is not None and top is not None and not top < np.inf:
             counts["invalid"] += reader.signalling(start, stop)
         return
@@ -463,19 +467,20 @@ def _run_span(plan, reader, out, sink, span, counts):
         k = b - a
         xs, lo = reader.read(a, b, bufs)
         os = out[a:b] if sink is None else rbuf[:k]
+        cplan = at(plan, a)
         if lo is not None and plan.identity:
-            xs, lo = round_fp64(plan, xs, lo, bufs.moved[:k], counts, a), None
+            xs, lo = round_fp64(cplan, xs, lo, bufs.moved[:k], counts), None
         elif lo is not None:    # Format refuses p > 51 but for FP64 itself
             xs = odd(xs, lo, bufs.odd[:k])
         if k < n:
             ubuf, fbuf, spare = ubuf[:k], fbuf[:k], spare[:k]
-        top = round_into(plan, xs, os, ubuf, fbuf, counts, spare, pos=a)
+        top = round_into(cplan, xs, os, ubuf, fbuf, counts, spare)
         if counts is not None and top is not None and not top < np.inf:
             counts["invalid"] += reader.signalling(a, b)   # only chunks with inf/NaN
         if sink is not None:
             sink(a, b, os)
 
-def round_fp64(plan, hi, lo, out, counts, pos=0):
+def round_fp64(plan, hi, lo, out, counts):
     """Round the chunk ``hi + lo`` to FP64 itself into ``out`` (returned), where
     round-to-odd has no spare bits, and count what ``lo`` made inexact (the kernel
     then sees the result alone); ``out`` may be ``hi`` itself."""
@@ -484,7 +489,7 @@ def round_fp64(plan, hi, lo, out, counts, pos=0):
     nz = (lo != 0) & np.isfinite(out)
     past = None
     if nz.any() and plan.mode != "rne":   # hi is already RN(hi + lo)
-        _fp64_move(plan, out, lo, nz, pos)   # the neighbour of max is inf: that is right
+        _fp64_move(plan, out, lo, nz)      # the neighbour of max is inf: that is right
         # A finite value stepped to inf overflowed (unbounded exponent: beyond max);
         # the kernel would take the inf for an input, so it is counted and saturated here.
         past = nz & np.isinf(out)
@@ -500,7 +505,7 @@ def round_fp64(plan, hi, lo, out, counts, pos=0):
                 counts["saturated"] += n_past
     return out
 
-def _fp64_move(plan, hi, lo, nz, pos):
+def _fp64_move(plan, hi, lo, nz):
     """Directed, odd, away and stochastic rounding of ``hi + lo`` (lo != 0 where nz)."""
     h, l_ = hi[nz], lo[nz]
     n = np.nextafter(h, np.copysign(np.inf, l_))
@@ -508,7 +513,7 @@ def _fp64_move(plan, hi, lo, nz, pos):
     if plan.mode == "rna":
         take = (2 * np.abs(l_) == np.abs(n - h)) & (np.abs(n) > np.abs(h))
     elif plan.mode == "sr":
-        take = draw(plan, pos, np.flatnonzero(nz)) < np.abs(l_) / np.abs(n - h)
+        take = draw(plan, nz) < np.abs(l_) / np.abs(n - h)
     hi[nz] = np.where(take, n, h)
 
 def steps_toward_lo(mode, h, lo):

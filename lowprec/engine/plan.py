@@ -83,8 +83,8 @@ class Plan:
         object.__setattr__(self, name, value)
 
     def with_stream(self, stream):
-        """A copy of this plan that draws the words of ``stream`` (one call's:
-        `engine.stream.Stream`, or `Given` words)."""
+        """A copy of this plan that draws the words of ``stream`` (one call's, or one
+        chunk's or subset's: `engine.stream.Stream`, `At`)."""
         twin = object.__new__(Plan)
         twin.__dict__.update(self.__dict__)
         twin.__dict__["stream"] = stream

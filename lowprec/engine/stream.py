@@ -19,7 +19,7 @@ import numpy as np
 
 from .checks import check_int, check_rng
 
-__all__ = ["Stream", "Given", "At", "restrict", "as_stream", "uniform_from_words"]
+__all__ = ["Stream", "At", "restrict", "as_stream", "uniform_from_words"]
 
 _SEED_BOUND = 2 ** 63
 
@@ -69,19 +69,6 @@ class Stream:
         if p & 3:
             bg.random_raw(p & 3)     # the block's words before position p
         return bg.random_raw(n)
-
-
-class Given:
-    """Words given in advance (the word of position ``pos`` is ``words[pos]``): how the
-    step-by-step reductions hand each step the words of its terms."""
-
-    __slots__ = ("arr",)
-
-    def __init__(self, words: np.ndarray) -> None:
-        self.arr = words
-
-    def words(self, pos: int, n: int) -> np.ndarray:
-        return self.arr[pos:pos + n].copy()     # the kernels shift words in place
 
 
 # seed -> key: SeedSequence costs microseconds a call, and calls repeat their seeds.
