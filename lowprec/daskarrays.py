@@ -36,7 +36,6 @@ from .tensorcore.instructions import MatrixUnit
 from .tensorcore.models import Accumulating, TensorCoreModel
 from .tensors import Tensor, context, get_context
 from .tensors import matmul as _matmul
-from .tensors import tensor as _tensor
 
 if TYPE_CHECKING:
     import dask.array
@@ -740,7 +739,8 @@ def matmul(a: DaskLike, b: DaskLike, *, model: str | Model = "fp32",
 # -- lazy Tensors ---------------------------------------------------------------------
 
 def _wrap(v: np.ndarray, fmt: Format) -> Tensor:
-    return _tensor(np.asarray(v, dtype=np.float64), fmt, "rne")    # exact: values of fmt
+    # The block holds values of fmt already (a LazyTensor's): wrapped, not rounded again.
+    return Tensor(np.asarray(v, dtype=np.float64), fmt)
 
 
 def _tensor_op(op: Callable[..., Any], fmt: Format, fmts: tuple[Format | None, ...],

@@ -16,6 +16,7 @@ table is `lowprec.tensors.core.HANDLED_FUNCTIONS`, filled here.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from typing import cast, overload
 
 import numpy as np
@@ -36,7 +37,7 @@ from .defaults import get_context, round_ctx
 from .promotion import holds, result_format
 from .ufuncs import select
 
-__all__ = ["matmul", "HANDLED_FUNCTIONS", "KINDS"]
+__all__ = ["matmul", "HANDLED_FUNCTIONS", "KINDS", "REASONS", "refuse", "given", "rounded"]
 
 
 @overload
@@ -137,25 +138,36 @@ def _block_scaled(a, b, model, c, in_fmt, out_fmt):
     return r if out_fmt is None else r.astype(_format(out_fmt))
 
 
-def _given(value):
+def given(value: object) -> bool:
     """Whether an optional NumPy argument was given (NumPy's defaults are None or
     ``np._NoValue``)."""
     return value is not None and value is not np._NoValue
 
 
-def _refuse(func, **kwargs):
+#: Why a Tensor refuses an option, by name (`refuse`; a caller may add its own).
+REASONS = {"out": "results are new Tensors",
+           "dtype": "the result's format is the Tensor's (convert with .astype(); sums "
+                    "take acc=, the accumulation format)",
+           "initial": "a start value has no place in the rounding order; add it explicitly",
+           "where": "mask the Tensor explicitly (np.where) first"}
+
+
+def refuse(func: str, why: dict[str, str] | None = None, **kwargs: object) -> None:
     """`TypeError` naming the first of ``kwargs`` that was given: options that would
-    store values the format does not have, or write into arrays outside the Tensor."""
+    store values the format does not have, or write into arrays outside the Tensor
+    (the reason from ``why``, else `REASONS`)."""
     for name, value in kwargs.items():
-        if _given(value):
-            why = {"out": "results are new Tensors",
-                   "dtype": "the result's format is the Tensor's (convert with "
-                            ".astype(); sums take acc=, the accumulation format)",
-                   "initial": "a start value has no place in the rounding order; add it "
-                              "explicitly",
-                   "where": "mask the Tensor explicitly (np.where) first"}.get(
-                       name, "it cannot be emulated")
-            raise TypeError(f"lowprec.Tensor does not support {name}= in numpy.{func}: {why}")
+        if given(value):
+            reason = (why or {}).get(name) or REASONS.get(name, "it cannot be emulated")
+            raise TypeError(f"lowprec.Tensor does not support {name}= in numpy.{func}: "
+                            f"{reason}")
+
+
+def rounded(fn: Callable[..., object], *vals: object, fmt: Format) -> NDArray[np.float64]:
+    """One `arith` operation on float64 operands, rounded once into ``fmt`` with the
+    context's mode and options."""
+    ctx = get_context()
+    return np.asarray(fn(*vals, fmt, ctx.mode, **ctx.kwargs()))
 
 
 def _same_format(fn):
@@ -166,7 +178,7 @@ def _same_format(fn):
 
 
 def _take(a, indices, axis=None, out=None, mode="raise"):
-    _refuse("take", out=out)
+    refuse("take", out=out)
     return Tensor(np.asarray(np.take(a._v, values_of(indices), axis=axis, mode=mode)), a.fmt)
 
 
@@ -185,12 +197,12 @@ def _joined(fn):
     name = fn.__name__
     if name in ("concatenate", "stack"):
         def handler(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
-            _refuse(name, out=out, dtype=dtype)
+            refuse(name, out=out, dtype=dtype)
             vals, fmt = operands(*list(arrays))
             return Tensor(fn(vals, axis=axis, casting=casting), fmt)
     else:  # NumPy's other signature: (tup, *, dtype, casting)
         def handler(tup, *, dtype=None, casting="same_kind"):  # type: ignore[misc]
-            _refuse(name, dtype=dtype)
+            refuse(name, dtype=dtype)
             vals, fmt = operands(*list(tup))
             return Tensor(fn(vals, casting=casting), fmt)
     return handler
@@ -210,11 +222,11 @@ def _where(cond, *xy):
 
 def _clip(a, a_min=np._NoValue, a_max=np._NoValue, out=None, *,
           min=np._NoValue, max=np._NoValue, **kwargs):  # noqa: A002
-    _refuse("clip", out=out, **kwargs)
-    lo = a_min if _given(a_min) else min
-    hi = a_max if _given(a_max) else max
-    lo = -np.inf if not _given(lo) else lo
-    hi = np.inf if not _given(hi) else hi
+    refuse("clip", out=out, **kwargs)
+    lo = a_min if given(a_min) else min
+    hi = a_max if given(a_max) else max
+    lo = -np.inf if not given(lo) else lo
+    hi = np.inf if not given(hi) else hi
     return select(np.clip)(a, lo, hi)
 
 
@@ -238,15 +250,15 @@ def _acc_sum(a, axis, keepdims, acc, order):
 
 def _sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue,
          where=np._NoValue, *, acc=None, order="pairwise"):
-    _refuse("sum", out=out, dtype=dtype, initial=initial, where=where)
-    s = _acc_sum(a, axis, _given(keepdims) and bool(keepdims), acc, order)
+    refuse("sum", out=out, dtype=dtype, initial=initial, where=where)
+    s = _acc_sum(a, axis, given(keepdims) and bool(keepdims), acc, order)
     return Tensor(np.asarray(round_ctx(s, a.fmt, None)), a.fmt)
 
 
 def _mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=np._NoValue,
           acc=None, order="pairwise"):
-    _refuse("mean", out=out, dtype=dtype, where=where)
-    s = _acc_sum(a, axis, _given(keepdims) and bool(keepdims), acc, order)
+    refuse("mean", out=out, dtype=dtype, where=where)
+    s = _acc_sum(a, axis, given(keepdims) and bool(keepdims), acc, order)
     n = a.size if axis is None else int(np.prod([a.shape[i] for i in np.atleast_1d(axis)]))
     ctx = get_context()
     # The sum and n are exact float64 values: one correctly rounded division.
@@ -256,13 +268,13 @@ def _mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=np._NoVal
 def _cumsum(a, axis=None, dtype=None, out=None):
     """Sequential prefix sums in the Tensor's format (context mode and options);
     ``axis=None`` flattens, as NumPy."""
-    _refuse("cumsum", out=out, dtype=dtype)
+    refuse("cumsum", out=out, dtype=dtype)
     ctx = get_context()
     return Tensor(arith.cumsum(a._v, a.fmt, ctx.mode, axis=axis, **ctx.kwargs()), a.fmt)
 
 
 def _dot(a, b, out=None):
-    _refuse("dot", out=out)
+    refuse("dot", out=out)
     if np.ndim(values_of(a)) == 0 or np.ndim(values_of(b)) == 0:
         return np.multiply(a, b)
     if np.ndim(values_of(a)) > 2 or np.ndim(values_of(b)) > 2:
@@ -311,13 +323,13 @@ def _reduce_exact(fn):
 
     def handler(a, axis=None, out=None, keepdims=False, initial=np._NoValue,
                 where=np._NoValue):
-        _refuse(name, out=out)
+        refuse(name, out=out)
         kw = {} if where is np._NoValue else {"where": values_of(where)}
-        if _given(initial):
+        if given(initial):
             (v, kw["initial"]), fmt = operands(a, initial)
         else:
             v, fmt = a._v, a.fmt
-        keepdims = _given(keepdims) and bool(keepdims)
+        keepdims = given(keepdims) and bool(keepdims)
         return Tensor(np.asarray(fn(v, axis=axis, keepdims=keepdims, **kw)), fmt)
     return handler
 
@@ -344,7 +356,7 @@ def _take_along_axis(arr, indices, axis=-1):
 
 
 def _matmul_function(a, b, /, out=None, **kwargs):
-    _refuse("matmul", out=out, **kwargs)
+    refuse("matmul", out=out, **kwargs)
     return matmul(a, b)
 
 
@@ -358,16 +370,11 @@ def _unique(ar, *args, **kwargs):
     return Tensor(r, ar.fmt)
 
 
-def _arith(fn, *vals, fmt):
-    ctx = get_context()
-    return np.asarray(fn(*vals, fmt, ctx.mode, **ctx.kwargs()))
-
-
 def _median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     """The middle value of an odd count (exact); of an even count, the two middle
     values' mean rounded once: ``0.5*lo + 0.5*hi`` (both halvings exact in float64 for
     values of every format narrower than FP64) through `arith.add`, correctly rounded."""
-    _refuse("median", out=out)
+    refuse("median", out=out)
     v = np.moveaxis(_along(a._v, axis), 0, -1)
     v = np.sort(v, axis=-1)
     n = v.shape[-1]
@@ -376,23 +383,17 @@ def _median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     if n % 2:
         r = v[..., n // 2]
     else:
-        r = _arith(arith.add, 0.5 * v[..., n // 2 - 1], 0.5 * v[..., n // 2], fmt=a.fmt)
+        r = rounded(arith.add, 0.5 * v[..., n // 2 - 1], 0.5 * v[..., n // 2], fmt=a.fmt)
     r = np.where(np.isnan(v).any(axis=-1), np.nan, r)   # NaN sorts last; NumPy gives NaN
     if keepdims:
         r = np.expand_dims(r, tuple(range(a.ndim)) if axis is None else axis)
     return Tensor(np.asarray(r), a.fmt)
 
 
-def _histogram(a, bins=10, range=None, density=None, weights=None):  # noqa: A002
-    """Counts of the values (plain int64) and the bin edges (plain float64)."""
-    _refuse("histogram", density=density or None, weights=weights)
-    return np.histogram(a._v, bins=values_of(bins), range=range)
-
-
 def _nan_reduce_exact(fn):
     def handler(a, axis=None, out=None, keepdims=False, **kwargs):
-        _refuse(fn.__name__, out=out, **kwargs)
-        return Tensor(np.asarray(fn(a._v, axis=axis, keepdims=_given(keepdims)
+        refuse(fn.__name__, out=out, **kwargs)
+        return Tensor(np.asarray(fn(a._v, axis=axis, keepdims=given(keepdims)
                                     and bool(keepdims))), a.fmt)
     return handler
 
@@ -416,12 +417,12 @@ def _prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValu
           where=np._NoValue):
     """Left to right, each multiplication rounded in the Tensor's format (context
     mode); the empty product is 1."""
-    _refuse("prod", out=out, dtype=dtype, initial=initial, where=where)
+    refuse("prod", out=out, dtype=dtype, initial=initial, where=where)
     v = _along(a._v, axis)
     r = np.ones(v.shape[1:])
     for i in range(v.shape[0]):
-        r = v[0].copy() if i == 0 else _arith(arith.mul, r, v[i], fmt=a.fmt)
-    if _given(keepdims) and keepdims:
+        r = v[0].copy() if i == 0 else rounded(arith.mul, r, v[i], fmt=a.fmt)
+    if given(keepdims) and keepdims:
         r = np.expand_dims(r, tuple(range(a.ndim)) if axis is None else axis)
     return Tensor(np.asarray(r), a.fmt)
 
@@ -429,11 +430,11 @@ def _prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValu
 def _cumprod(a, axis=None, dtype=None, out=None):
     """Sequential partial products, each multiplication rounded; ``axis=None``
     flattens, as NumPy."""
-    _refuse("cumprod", out=out, dtype=dtype)
+    refuse("cumprod", out=out, dtype=dtype)
     v = _along(a._v, axis)
     r = np.empty_like(v)
     for i in range(v.shape[0]):
-        r[i] = v[0] if i == 0 else _arith(arith.mul, r[i - 1], v[i], fmt=a.fmt)
+        r[i] = v[0] if i == 0 else rounded(arith.mul, r[i - 1], v[i], fmt=a.fmt)
     return Tensor(r if axis is None else np.moveaxis(r, 0, axis), a.fmt)
 
 
@@ -448,7 +449,7 @@ def _diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
     v = np.concatenate(vals, axis=axis) if len(vals) > 1 else vals[0]
     for _ in range(n):
         v = np.moveaxis(v, axis, -1)
-        v = np.moveaxis(_arith(arith.sub, v[..., 1:], v[..., :-1], fmt=fmt), -1, axis)
+        v = np.moveaxis(rounded(arith.sub, v[..., 1:], v[..., :-1], fmt=fmt), -1, axis)
     return Tensor(np.asarray(v), fmt)
 
 
@@ -469,22 +470,22 @@ def _var_parts(a, axis, ddof, acc, order, keepdims):
 
 def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=np._NoValue,
          mean=np._NoValue, correction=np._NoValue, acc=None, order="pairwise"):
-    _refuse("var", out=out, dtype=dtype, where=where, mean=mean)
-    ddof = correction if _given(correction) else ddof
-    return _var_parts(a, axis, ddof, acc, order, _given(keepdims) and bool(keepdims))
+    refuse("var", out=out, dtype=dtype, where=where, mean=mean)
+    ddof = correction if given(correction) else ddof
+    return _var_parts(a, axis, ddof, acc, order, given(keepdims) and bool(keepdims))
 
 
 def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=np._NoValue,
          mean=np._NoValue, correction=np._NoValue, acc=None, order="pairwise"):
-    _refuse("std", out=out, dtype=dtype, where=where, mean=mean)
-    ddof = correction if _given(correction) else ddof
-    var = _var_parts(a, axis, ddof, acc, order, _given(keepdims) and bool(keepdims))
+    refuse("std", out=out, dtype=dtype, where=where, mean=mean)
+    ddof = correction if given(correction) else ddof
+    var = _var_parts(a, axis, ddof, acc, order, given(keepdims) and bool(keepdims))
     return HANDLED_UFUNCS["sqrt"](var)
 
 
 def _trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     """The diagonal summed as `Tensor.sum` (pairwise in the Tensor's format)."""
-    _refuse("trace", out=out, dtype=dtype)
+    refuse("trace", out=out, dtype=dtype)
     return _sum(Tensor(np.diagonal(a._v, offset, axis1, axis2), a.fmt), axis=-1)
 
 
@@ -495,7 +496,7 @@ def _nan_to_zero(a):
 def _nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue,
             where=np._NoValue, *, acc=None, order="pairwise"):
     """`_sum` with NaNs as zeros."""
-    _refuse("nansum", out=out, dtype=dtype, initial=initial, where=where)
+    refuse("nansum", out=out, dtype=dtype, initial=initial, where=where)
     return _sum(_nan_to_zero(a), axis=axis, keepdims=keepdims, acc=acc, order=order)
 
 
@@ -503,8 +504,8 @@ def _nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=np._No
              acc=None, order="pairwise"):
     """The sum with NaNs as zeros (`_acc_sum`) divided by the count of the others,
     one rounding (NaN where there are none)."""
-    _refuse("nanmean", out=out, dtype=dtype, where=where)
-    keep = _given(keepdims) and bool(keepdims)
+    refuse("nanmean", out=out, dtype=dtype, where=where)
+    keep = given(keepdims) and bool(keepdims)
     s = _acc_sum(_nan_to_zero(a), axis, keep, acc, order)
     count = np.sum(~np.isnan(a._v), axis=axis, keepdims=keep).astype(np.float64)
     ctx = get_context()
@@ -516,7 +517,7 @@ def _average(a, axis=None, weights=None, returned=False, *, keepdims=np._NoValue
     """Unweighted: `_mean`. Weighted: the weights enter the format as operands do
     (plain ones rounded in once, Tensors promote), each product ``a * w`` rounded, the
     products and the weights each summed as `_sum`, one correctly rounded division."""
-    keep = _given(keepdims) and bool(keepdims)
+    keep = given(keepdims) and bool(keepdims)
     if weights is None:
         r = _mean(a, axis=axis, keepdims=keep)
         n = a.size if axis is None else a.shape[axis]
@@ -539,9 +540,9 @@ def _average(a, axis=None, weights=None, returned=False, *, keepdims=np._NoValue
 
 def _outer(a, b, out=None):
     """Each product ``a[i] * b[j]`` rounded once (correctly, `arith.mul`)."""
-    _refuse("outer", out=out)
+    refuse("outer", out=out)
     (va, vb), fmt = operands(a, b)
-    return Tensor(_arith(arith.mul, np.ravel(va)[:, None], np.ravel(vb)[None, :], fmt=fmt),
+    return Tensor(rounded(arith.mul, np.ravel(va)[:, None], np.ravel(vb)[None, :], fmt=fmt),
                   fmt)
 
 
@@ -578,7 +579,7 @@ def _round_decimals(a, decimals=0, out=None):
     """The exact decimal rounding (ties to even, as NumPy), nearest in float64
     (Python's `round` on a float is correctly rounded), rounded once into the format.
     ``decimals=0`` is `numpy.rint`: exact."""
-    _refuse("round", out=out)
+    refuse("round", out=out)
     d = int(decimals)
     if d == 0:
         return HANDLED_UFUNCS["rint"](a)
@@ -615,7 +616,7 @@ HANDLED_FUNCTIONS.update({
     np.flipud: _same_format(np.flipud), np.roll: _same_format(np.roll),
     np.rot90: _same_format(np.rot90), np.unique: _unique,
     np.searchsorted: _plain(np.searchsorted), np.argwhere: _plain(np.argwhere),
-    np.flatnonzero: _plain(np.flatnonzero), np.median: _median, np.histogram: _histogram,
+    np.flatnonzero: _plain(np.flatnonzero), np.median: _median,
     np.nanmax: _nan_reduce_exact(np.nanmax), np.nanmin: _nan_reduce_exact(np.nanmin),
     np.prod: _prod, np.cumprod: _cumprod, np.diff: _diff, np.var: _var, np.std: _std,
     np.trace: _trace, np.nansum: _nansum, np.nanmean: _nanmean, np.average: _average,
@@ -652,8 +653,6 @@ KINDS: dict[object, tuple[str, str]] = {
     **dict.fromkeys((np.argmax, np.argmin, np.argsort, np.shape, np.ndim, np.size,
                      np.array_equal, np.allclose, np.isclose, np.count_nonzero, np.nonzero,
                      np.all, np.any, np.searchsorted, np.argwhere, np.flatnonzero), _PLAIN),
-    np.histogram: ("plain", "counts (int) and bin edges (float64) as plain arrays; "
-                            "`density=` and `weights=` refused"),
     **dict.fromkeys((np.zeros_like, np.ones_like, np.full_like),
                     ("rounded once", "the fill value rounded once into the format "
                                      "(`dtype=` names it)")),

@@ -27,26 +27,17 @@ import numpy as np
 
 from .. import arith, rounding
 from .core import HANDLED_FUNCTIONS, HANDLED_UFUNCS, Tensor, operands, values_of
-from .defaults import get_context, round_ctx
-from .functions import KINDS, matmul
+from .defaults import round_ctx
+from .functions import KINDS, matmul, refuse, rounded
 from .ufuncs import KINDS as UFUNC_KINDS
 
 __all__: list[str] = []
 
 
 def _refuse(func, **kwargs):
-    """`TypeError` naming the first of ``kwargs`` that was given (not None)."""
-    for name, value in kwargs.items():
-        if value is not None and value is not np._NoValue:
-            why = {"out": "results are new Tensors",
-                   "dtype": "the result's format is the model's or the Tensor's (convert "
-                            "with .astype())"}.get(name, "it cannot be emulated")
-            raise TypeError(f"lowprec.Tensor does not support {name}= in numpy.{func}: {why}")
-
-
-def _arith(fn, *vals, fmt):
-    ctx = get_context()
-    return np.asarray(fn(*vals, fmt, ctx.mode, **ctx.kwargs()))
+    """`functions.refuse`; ``dtype=``: the format is the model's or the Tensor's."""
+    refuse(func, {"dtype": "the result's format is the model's or the Tensor's (convert "
+                           "with .astype())"}, **kwargs)
 
 
 def _tensors(*xs):
@@ -163,7 +154,7 @@ def _kron(a, b):
     # a's axis i at 2i, b's at 2i + 1: the product's element (i, j) lands at i*len(b)+j.
     xa = va.reshape([d for s in sa for d in (s, 1)])
     xb = vb.reshape([d for s in sb for d in (1, s)])
-    r = _arith(arith.mul, xa, xb, fmt=fmt)
+    r = rounded(arith.mul, xa, xb, fmt=fmt)
     return Tensor(np.asarray(r).reshape([p * q for p, q in zip(sa, sb)]), fmt)
 
 
@@ -282,7 +273,7 @@ def _padded(a1, a2, fn):
         v1 = np.concatenate([np.zeros(d), v1])
     elif d < 0:
         v2 = np.concatenate([np.zeros(-d), v2])
-    return Tensor(_arith(fn, v1, v2, fmt=t1.fmt), t1.fmt)
+    return Tensor(rounded(fn, v1, v2, fmt=t1.fmt), t1.fmt)
 
 
 def _polyadd(a1, a2):
@@ -312,7 +303,7 @@ def _polyder(p, m=1):
     for _ in range(m):
         n = len(v) - 1
         # Integers below 2**53 are exact float64 operands: one rounding of the product.
-        v = _arith(arith.mul, v[:-1], np.arange(n, 0, -1, dtype=np.float64), fmt=t.fmt)
+        v = rounded(arith.mul, v[:-1], np.arange(n, 0, -1, dtype=np.float64), fmt=t.fmt)
     return Tensor(np.array(v, dtype=np.float64), t.fmt)
 
 
@@ -340,7 +331,7 @@ def _polyint(p, m=1, k=None):
                          "or >m")
     v = np.atleast_1d(tp.values)
     for i in range(m):
-        q = _arith(arith.div, v, np.arange(len(v), 0, -1, dtype=np.float64), fmt=tp.fmt)
+        q = rounded(arith.div, v, np.arange(len(v), 0, -1, dtype=np.float64), fmt=tp.fmt)
         v = np.concatenate([q.reshape(-1), kv[i:i + 1]])
     return Tensor(np.array(v, dtype=np.float64), tp.fmt)
 
@@ -367,7 +358,7 @@ def _vander(x, N=None, increasing=False):
     if n > 1:
         v[:, 1] = t.values
     for i in range(2, n):
-        v[:, i] = _arith(arith.mul, v[:, i - 1], t.values, fmt=t.fmt)
+        v[:, i] = rounded(arith.mul, v[:, i - 1], t.values, fmt=t.fmt)
     return Tensor(v if increasing else np.ascontiguousarray(v[:, ::-1]), t.fmt)
 
 

@@ -18,8 +18,8 @@ import numpy as np
 
 from .. import arith
 from .core import HANDLED_FUNCTIONS, Tensor, exact_operands, operands, values_of
-from .defaults import get_context, round_ctx
-from .functions import KINDS
+from .defaults import round_ctx
+from .functions import KINDS, given, refuse, rounded
 
 __all__: list[str] = []
 
@@ -38,32 +38,14 @@ _WHY = {
 }
 
 
-def _given(value: Any) -> bool:
-    """Whether an optional NumPy argument was given (NumPy's defaults are None or
-    ``np._NoValue``)."""
-    return value is not None and value is not np._NoValue
-
-
 def _flag(value: Any) -> bool:
     """A NumPy flag such as ``keepdims``, whose default may be ``np._NoValue``."""
-    return _given(value) and bool(value)
+    return given(value) and bool(value)
 
 
 def _refuse(func: str, why: dict[str, str] | None = None, **kwargs: Any) -> None:
-    """`TypeError` naming the first of ``kwargs`` that was given, with the reason
-    (``why`` overrides the shared reasons)."""
-    reasons = _WHY | (why or {})
-    for name, value in kwargs.items():
-        if _given(value):
-            raise TypeError(f"lowprec.Tensor does not support {name}= in numpy.{func}: "
-                            f"{reasons.get(name, 'it cannot be emulated')}")
-
-
-def _op(fn: Any, *vals: Any, fmt: Any) -> np.ndarray:
-    """One `arith` operation on float64 operands, rounded once into ``fmt`` with the
-    context's mode and options (the operands are taken as the exact numbers they are)."""
-    ctx = get_context()
-    return np.asarray(fn(*vals, fmt, ctx.mode, **ctx.kwargs()))
+    """`functions.refuse` with this module's reasons (``why`` overrides them)."""
+    refuse(func, _WHY | (why or {}), **kwargs)
 
 
 def _reduced(v: np.ndarray, axis: Any) -> tuple[np.ndarray, tuple[int, ...], tuple[int, ...]]:
@@ -98,7 +80,7 @@ def _ptp(a, axis=None, out=None, keepdims=np._NoValue):
     keep = _flag(keepdims)
     hi = np.max(a._v, axis=axis, keepdims=keep)
     lo = np.min(a._v, axis=axis, keepdims=keep)
-    return Tensor(_op(arith.sub, hi, lo, fmt=a.fmt), a.fmt)
+    return Tensor(rounded(arith.sub, hi, lo, fmt=a.fmt), a.fmt)
 
 
 def _nan_as(a: Tensor, value: float) -> Tensor:
@@ -137,12 +119,12 @@ def _nanvar_values(a, axis, ddof, keep):
     fmt = a.fmt
     z = Tensor(np.where(mask, 0.0, a._v), fmt)
     count = np.sum(~mask, axis=axis, keepdims=True).astype(np.float64)
-    mean = _op(arith.div, np.sum(z, axis=axis, keepdims=True)._v, count, fmt=fmt)
-    d = np.where(mask, 0.0, _op(arith.sub, z._v, mean, fmt=fmt))
-    sq = Tensor(_op(arith.mul, d, d, fmt=fmt), fmt)
+    mean = rounded(arith.div, np.sum(z, axis=axis, keepdims=True)._v, count, fmt=fmt)
+    d = np.where(mask, 0.0, rounded(arith.sub, z._v, mean, fmt=fmt))
+    sq = Tensor(rounded(arith.mul, d, d, fmt=fmt), fmt)
     s = np.sum(sq, axis=axis, keepdims=keep)._v
     dof = np.sum(~mask, axis=axis, keepdims=keep) - ddof
-    r = _op(arith.div, s, np.asarray(dof, dtype=np.float64), fmt=fmt)
+    r = rounded(arith.div, s, np.asarray(dof, dtype=np.float64), fmt=fmt)
     if np.any(dof <= 0):
         warnings.warn("Degrees of freedom <= 0 for slice.", RuntimeWarning, stacklevel=3)
         r = np.where(dof <= 0, np.nan, r)
@@ -160,7 +142,7 @@ def _nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=np._NoValue, *,
     Tensor(1.5625, fmt=BF16)
     """
     _refuse("nanvar", out=out, dtype=dtype, where=where, mean=mean)
-    ddof = correction if _given(correction) else ddof
+    ddof = correction if given(correction) else ddof
     return _nanvar_values(a, axis, ddof, _flag(keepdims))
 
 
@@ -168,7 +150,7 @@ def _nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=np._NoValue, *,
             where=np._NoValue, mean=np._NoValue, correction=np._NoValue):
     """`_nanvar`, then a correctly rounded square root."""
     _refuse("nanstd", out=out, dtype=dtype, where=where, mean=mean)
-    ddof = correction if _given(correction) else ddof
+    ddof = correction if given(correction) else ddof
     return np.sqrt(_nanvar_values(a, axis, ddof, _flag(keepdims)))
 
 
@@ -246,17 +228,17 @@ def _quantiles(a, q, axis, method, keep, skip_nan, func):
             if method == "midpoint":
                 # 0.5*x is exact in float64 for the values of every format narrower
                 # than FP64: one correctly rounded addition.
-                r[sel] = _op(arith.add, 0.5 * lo[sel], 0.5 * hi[sel], fmt=fmt)
+                r[sel] = rounded(arith.add, 0.5 * lo[sel], 0.5 * hi[sel], fmt=fmt)
             elif sel[0].size:
                 lo_s, hi_s, g = lo[sel], hi[sel], (vi - fl)[sel]
-                d = _op(arith.sub, hi_s, lo_s, fmt=fmt)
+                d = rounded(arith.sub, hi_s, lo_s, fmt=fmt)
                 out = np.empty_like(lo_s)
                 up = g >= 0.5
-                out[~up] = _op(arith.add, lo_s[~up],
-                               _op(arith.mul, d[~up], g[~up], fmt=fmt), fmt=fmt)
+                out[~up] = rounded(arith.add, lo_s[~up],
+                               rounded(arith.mul, d[~up], g[~up], fmt=fmt), fmt=fmt)
                 # g in [0.5, 1): 1 - g is exact in float64 (Sterbenz).
-                out[up] = _op(arith.sub, hi_s[up],
-                              _op(arith.mul, d[up], 1.0 - g[up], fmt=fmt), fmt=fmt)
+                out[up] = rounded(arith.sub, hi_s[up],
+                              rounded(arith.mul, d[up], 1.0 - g[up], fmt=fmt), fmt=fmt)
                 r[sel] = out
     nan_fill = w[:, -1] if n else np.full(m, np.nan)
     r = np.where(bad[None, :], nan_fill[None, :], r)
@@ -341,9 +323,9 @@ def _cov_tensor(m, y, rowvar, bias, ddof):
     dev = (t - np.mean(t, axis=1, keepdims=True))._v
     c = np.empty((x.shape[0], x.shape[0]))
     for i in range(x.shape[0]):   # a row at a time: p*n products in memory, not p*p*n
-        c[i] = np.sum(Tensor(_op(arith.mul, dev[i][None, :], dev, fmt=fmt), fmt),
+        c[i] = np.sum(Tensor(rounded(arith.mul, dev[i][None, :], dev, fmt=fmt), fmt),
                       axis=-1)._v
-    return Tensor(_op(arith.div, c, float(fact), fmt=fmt).squeeze(), fmt)
+    return Tensor(rounded(arith.div, c, float(fact), fmt=fmt).squeeze(), fmt)
 
 
 def _cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *,
@@ -381,16 +363,16 @@ def _corrcoef(x, y=None, rowvar=True, bias=np._NoValue, ddof=np._NoValue, *, dty
             [0.326171875, 1.0]], fmt=BF16)
     """
     _refuse("corrcoef", dtype=dtype)
-    if _given(bias) or _given(ddof):
+    if given(bias) or given(ddof):
         warnings.warn("bias and ddof have no effect and are deprecated",
                       DeprecationWarning, stacklevel=3)
     c = _cov_tensor(x, y, rowvar, False, None)
     fmt = c.fmt
     if c.ndim == 0:
-        return Tensor(_op(arith.div, c._v, c._v, fmt=fmt), fmt)
-    s = _op(arith.sqrt, np.diagonal(c._v), fmt=fmt)
-    r = _op(arith.div, c._v, s[:, None], fmt=fmt)
-    r = _op(arith.div, r, s[None, :], fmt=fmt)
+        return Tensor(rounded(arith.div, c._v, c._v, fmt=fmt), fmt)
+    s = rounded(arith.sqrt, np.diagonal(c._v), fmt=fmt)
+    r = rounded(arith.div, c._v, s[:, None], fmt=fmt)
+    r = rounded(arith.div, r, s[None, :], fmt=fmt)
     return Tensor(np.clip(r, -1.0, 1.0), fmt)   # ±1 are values of every format
 
 
@@ -445,15 +427,15 @@ def _interp(x, xp, fp, left=None, right=None, period=None):
     mid = inner & ~hit & ~np.isnan(xf)
     if mid.any():
         jj, xm = jc[mid], xf[mid]
-        slope = _op(arith.div, _op(arith.sub, vfp[jj + 1], vfp[jj], fmt=fmt),
-                    _op(arith.sub, vxp[jj + 1], vxp[jj], fmt=fmt), fmt=fmt)
-        r = _op(arith.add, _op(arith.mul, slope, _op(arith.sub, xm, vxp[jj], fmt=fmt),
+        slope = rounded(arith.div, rounded(arith.sub, vfp[jj + 1], vfp[jj], fmt=fmt),
+                    rounded(arith.sub, vxp[jj + 1], vxp[jj], fmt=fmt), fmt=fmt)
+        r = rounded(arith.add, rounded(arith.mul, slope, rounded(arith.sub, xm, vxp[jj], fmt=fmt),
                                fmt=fmt), vfp[jj], fmt=fmt)
         again = np.isnan(r)
         if again.any():   # NumPy: "if we get nan in one direction, try the other"
             j1 = jj[again] + 1
-            r2 = _op(arith.add, _op(arith.mul, slope[again],
-                                    _op(arith.sub, xm[again], vxp[j1], fmt=fmt), fmt=fmt),
+            r2 = rounded(arith.add, rounded(arith.mul, slope[again],
+                                    rounded(arith.sub, xm[again], vxp[j1], fmt=fmt), fmt=fmt),
                      vfp[j1], fmt=fmt)
             flat = np.isnan(r2) & (vfp[j1 - 1] == vfp[j1])
             r[again] = np.where(flat, vfp[j1 - 1], r2)
@@ -500,8 +482,8 @@ def _gradient(f, *varargs, axis=None, edge_order=1):
         return float(round_ctx(c, fmt, None))
 
     def combo(coefs, terms):
-        p = [_op(arith.mul, into(c), t, fmt=fmt) for c, t in zip(coefs, terms)]
-        return _op(arith.add, _op(arith.add, p[0], p[1], fmt=fmt), p[2], fmt=fmt)
+        p = [rounded(arith.mul, into(c), t, fmt=fmt) for c, t in zip(coefs, terms)]
+        return rounded(arith.add, rounded(arith.add, p[0], p[1], fmt=fmt), p[2], fmt=fmt)
 
     outs = []
     for ax, h in zip(axes, hs):
@@ -511,12 +493,12 @@ def _gradient(f, *varargs, axis=None, edge_order=1):
         g = np.moveaxis(vf, ax, -1)
         out = np.empty(g.shape)
         # 2.0 * h is exact in float64; NumPy rounds it into the dtype once.
-        out[..., 1:-1] = _op(arith.div, _op(arith.sub, g[..., 2:], g[..., :-2], fmt=fmt),
+        out[..., 1:-1] = rounded(arith.div, rounded(arith.sub, g[..., 2:], g[..., :-2], fmt=fmt),
                              into(2.0 * h), fmt=fmt)
         if edge_order == 1:
-            out[..., 0] = _op(arith.div, _op(arith.sub, g[..., 1], g[..., 0], fmt=fmt),
+            out[..., 0] = rounded(arith.div, rounded(arith.sub, g[..., 1], g[..., 0], fmt=fmt),
                               into(h), fmt=fmt)
-            out[..., -1] = _op(arith.div, _op(arith.sub, g[..., -1], g[..., -2], fmt=fmt),
+            out[..., -1] = rounded(arith.div, rounded(arith.sub, g[..., -1], g[..., -2], fmt=fmt),
                                into(h), fmt=fmt)
         else:
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -546,16 +528,16 @@ def _trapezoid(y, x=None, dx=1.0, axis=-1):
         (vy, vx), fmt = operands(y, x)
         vy, vx = np.asarray(vy, dtype=np.float64), np.asarray(vx, dtype=np.float64)
         if vx.ndim == 1:
-            d = _op(arith.sub, vx[1:], vx[:-1], fmt=fmt)
+            d = rounded(arith.sub, vx[1:], vx[:-1], fmt=fmt)
             shape = [1] * vy.ndim
             shape[axis] = d.shape[0]
             d = d.reshape(shape)
         else:
             vx = np.moveaxis(vx, axis, -1)
-            d = np.moveaxis(_op(arith.sub, vx[..., 1:], vx[..., :-1], fmt=fmt), -1, axis)
+            d = np.moveaxis(rounded(arith.sub, vx[..., 1:], vx[..., :-1], fmt=fmt), -1, axis)
     ym = np.moveaxis(vy, axis, -1)
-    s = np.moveaxis(_op(arith.add, ym[..., 1:], ym[..., :-1], fmt=fmt), -1, axis)
-    half = _op(arith.div, _op(arith.mul, d, s, fmt=fmt), 2.0, fmt=fmt)
+    s = np.moveaxis(rounded(arith.add, ym[..., 1:], ym[..., :-1], fmt=fmt), -1, axis)
+    half = rounded(arith.div, rounded(arith.mul, d, s, fmt=fmt), 2.0, fmt=fmt)
     return np.sum(Tensor(half, fmt), axis=axis)
 
 
@@ -574,7 +556,7 @@ def _ediff1d(ary, to_end=None, to_begin=None):
         return np.ravel(np.asarray(round_ctx(values_of(v), fmt, None), dtype=np.float64))
 
     flat = into(ary)
-    parts = [_op(arith.sub, flat[1:], flat[:-1], fmt=fmt)]
+    parts = [rounded(arith.sub, flat[1:], flat[:-1], fmt=fmt)]
     if to_begin is not None:
         parts.insert(0, into(to_begin))
     if to_end is not None:
@@ -650,7 +632,7 @@ def _histogram(a, bins=10, range=None, density=None, weights=None):  # noqa: A00
         if not density:
             return Tensor(n, fmt), edges
         total = float(np.sum(Tensor(n, fmt))._v)
-    r = _op(arith.div, _op(arith.div, n, np.diff(edges), fmt=fmt), total, fmt=fmt)
+    r = rounded(arith.div, rounded(arith.div, n, np.diff(edges), fmt=fmt), total, fmt=fmt)
     return Tensor(r, fmt), edges
 
 
