@@ -946,12 +946,11 @@ def _np_outer(x1, x2, /):
 def _np_cross(x1, x2, /, *, axis=-1):
     """``c0 = a1 b2 - a2 b1`` and cyclically: two rounded products, then a rounded
     difference (not fused), for 3-vectors along ``axis``."""
-    a, b = np.moveaxis(x1, axis, -1), np.moveaxis(x2, axis, -1)
-    if np.shape(a)[-1] != 3 or np.shape(b)[-1] != 3:
+    if np.shape(np.moveaxis(x1, axis, -1))[-1] != 3 or \
+            np.shape(np.moveaxis(x2, axis, -1))[-1] != 3:
         raise ValueError("numpy.linalg.cross needs 3-element vectors along axis, got "
                          f"shapes {np.shape(x1)} and {np.shape(x2)}")
-    parts = [a[..., i] * b[..., j] - a[..., j] * b[..., i] for i, j in ((1, 2), (2, 0), (0, 1))]
-    return np.moveaxis(np.stack(parts, axis=-1), -1, axis)
+    return np.cross(x1, x2, axis=axis)    # the Tensor's numpy.cross: the same rounding order
 
 
 def _np_vecdot(x1, x2, /, *, axis=-1):
