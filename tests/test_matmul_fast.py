@@ -415,3 +415,119 @@ def test_spans_that_do_and_do_not_fit_float32_in_one_call(monkeypatch, model, fm
         monkeypatch.setattr(bf.BlockFMA, "float32_terms", False)
         want = matmul(a, b, model=model, c=c, in_fmt=fmt)
     assert_bitwise_equal(got, want)
+
+
+# -- the fp32 model by float32 einsum (Sequential.prepare) ------------------------------
+
+def _ties(rng, fmt, m, k, n):
+    """Operands of ``fmt`` whose running FP32 sums meet a tie at most steps: column 0
+    sets each sum near 2**E (2**24, or 2**16 where E4M3's range ends), the later
+    products are multiples of a quarter of FP32's ulp there, 2**(E - 23), of both
+    signs (ties to even, cancellations, sign changes)."""
+    E = 16 if fmt == "e4m3" else 24
+    a = rng.choice([1.0, -1.0, 2.0, 3.0, 0.5, -1.5], (m, k)) * 2.0 ** ((E - 24) // 2)
+    b = rng.choice([1.0, -1.0, 0.5, 3.0, -2.0, -0.0], (k, n)) * 2.0 ** ((E - 24) // 2)
+    a[:, 0], b[0] = 2.0 ** (E // 2), rng.choice([1.0, -1.0, 1.5], n) * 2.0 ** (E // 2)
+    if m > 1:
+        a[1], b[:, 0] = 0.0, -0.0                        # zero products of both signs
+    a, b = lp.round(a, fmt), lp.round(b, fmt)
+    assert np.isfinite(a).all() and np.isfinite(b).all()
+    return a, b
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "bf16", "tf32", "e4m3", "e5m2"])
+@pytest.mark.parametrize("m, n", [(3, 4), (5, 1), (1, 6)])
+@pytest.mark.parametrize("K", [1, 2, 33])
+def test_einsum_path_against_the_exact_loop(monkeypatch, fmt, m, n, K):
+    calls = _spy(monkeypatch, _module("sequential").Sequential, "_einsum")
+    rng = np.random.default_rng(K * 7 + m)
+    a, b = _ties(rng, fmt, m, K, n)
+    c = np.zeros((m, n))
+    got = matmul(a, b, model="fp32", c=c, in_fmt=fmt)
+    assert calls, "the chunks did not take einsum"
+    assert_bitwise_equal(got, _loop(a, b, c, **FP32_LOOP))
+
+
+@pytest.mark.parametrize("a, b, want", [
+    # BF16 products near the top: 2**127 + 2**127 overflows to inf, which stays.
+    ([[2.0**64, 2.0**64, -2.0**64]], [[2.0**63], [2.0**63], [2.0**63]], math.inf),
+    # Normal products whose difference is an FP32 subnormal: (1 + 2**-7) 2**-126 - 2**-126.
+    ([[2.0**-63 * (1 + 2.0**-7), -2.0**-63]], [[2.0**-63], [2.0**-63]], 2.0**-133),
+])
+def test_einsum_path_at_the_ends_of_float32(monkeypatch, a, b, want):
+    calls = _spy(monkeypatch, _module("sequential").Sequential, "_einsum")
+    a, b = np.array(a), np.array(b)
+    b = np.concatenate([b, b], axis=1)                   # two columns: einsum's layout
+    got = matmul(a, b, model="fp32", in_fmt="bf16")
+    assert calls
+    assert list(got[0]) == [want, want]
+    assert_bitwise_equal(got, _loop(a, b, np.zeros(got.shape), **FP32_LOOP))
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "bf16"])
+def test_einsum_path_against_the_plain_loop(monkeypatch, fmt):
+    # Stacks, a broadcast batch, transposed operands and chunks of a small bound.
+    sq = _module("sequential")
+    monkeypatch.setattr(_module("driver"), "MEMORY_BOUND", 60000)
+    calls = _spy(monkeypatch, sq.Sequential, "_einsum")
+    rng = np.random.default_rng(21)
+    a = lp.round(rng.standard_normal((3, 40, 57)) * 2.0 ** rng.integers(-9, 9, (3, 40, 57)), fmt)
+    b = lp.round(rng.standard_normal((50, 57)).T * 2.0 ** rng.integers(-9, 9, (57, 50)), fmt)
+    a[:, 3:5] = 0.0
+    got = matmul(a, b, model="fp32", in_fmt=fmt)
+    assert len(calls) > 3, "the small bound did not split the outputs into chunks"
+    kernel = sq.Sequential(lp.format(fmt), lp.FP32, lp.FP32, 2**20)
+    want = kernel.reference(a, np.broadcast_to(b, (3, 57, 50)), np.zeros((3, 40, 50)))
+    assert_bitwise_equal(got, want)
+
+
+@pytest.mark.parametrize("case", ["c", "-0", "inf", "nan", "range", "dot", "order"])
+def test_einsum_path_is_not_taken_where_it_could_differ(monkeypatch, case):
+    sq = _module("sequential")
+    calls = _spy(monkeypatch, sq.Sequential, "_einsum")
+    rng = np.random.default_rng(2)
+    a, b = _ties(rng, "bf16", 4, 9, 3)
+    c = np.zeros((4, 3))
+    if case == "c":
+        c[1, 2] = 1.0
+    elif case == "-0":
+        c[0, 0] = -0.0                                   # einsum's sums start at +0
+    elif case in ("inf", "nan"):
+        a[2, 5] = np.inf if case == "inf" else np.nan
+    elif case == "range":
+        a[0, 1], b[1, 0] = 2.0**-70, 2.0**-70            # 2**-140: not a normal float32
+    elif case == "dot":
+        a, b, c = a[:1], b[:, :1], c[:1, :1]             # one output: einsum's own dot order
+    else:
+        monkeypatch.setattr(sq, "einsum_adds_in_order", lambda: False)
+    got = matmul(a, b, model="fp32", c=c, in_fmt="bf16")
+    assert not calls
+    kernel = sq.Sequential(lp.BF16, lp.FP32, lp.FP32, 2**20)
+    with np.errstate(all="ignore"):
+        want = kernel.reference(a[None], b[None], c[None])[0]
+    assert_bitwise_equal(got, want)
+
+
+def test_the_einsum_probe_sees_another_order(monkeypatch):
+    sq = _module("sequential")
+    assert sq.einsum_adds_in_order() in (True, False)
+    sq.einsum_adds_in_order.cache_clear()
+    # BLAS's float32 product sums in its own order (blocks, several partial sums).
+    monkeypatch.setattr(sq.np, "einsum", lambda spec, x, y, optimize: x @ y)
+    try:
+        assert sq.einsum_adds_in_order() is False
+    finally:
+        monkeypatch.undo()
+        sq.einsum_adds_in_order.cache_clear()
+    # A plain loop in the order of k passes it.
+    def in_order(spec, x, y, optimize):
+        acc = np.zeros((x.shape[0], y.shape[1]), np.float32)
+        for k in range(x.shape[1]):
+            acc += x[:, k, None] * y[None, k, :]
+        return acc
+    monkeypatch.setattr(sq.np, "einsum", in_order)
+    try:
+        assert sq.einsum_adds_in_order() is True
+    finally:
+        monkeypatch.undo()
+        sq.einsum_adds_in_order.cache_clear()

@@ -358,6 +358,12 @@ def _run_chunks(kernel, a, b, c, batch, shape, progress=None, desc="lp.matmul"):
         with np.errstate(all="ignore"):
             out[...] = kernel.empty(c)
         return out
+    a_full = np.broadcast_to(a, batch + (M, K))
+    b_full = np.broadcast_to(b, batch + (K, N))
+    c_full = np.broadcast_to(c, batch + (M, N))
+    if hasattr(kernel, "prepare"):
+        with np.errstate(all="ignore"):
+            kernel.prepare(a_full, b_full, c_full)     # a look at the whole operands
     per_output = kernel.bytes_per_output(K) + 8          # + a gathered c
     outputs = max(1, min(kernel.target_outputs(K), MEMORY_BOUND // 2 // per_output))
     # Rows plus columns of one chunk whose entries of a span of k_unit fit a quarter.
@@ -371,9 +377,6 @@ def _run_chunks(kernel, a, b, c, batch, shape, progress=None, desc="lp.matmul"):
         # Gathered operand copies of several matrices: a quarter of the bound.
         bc = max(1, min(nb, outputs // (M * N), width // (M + N),
                         MEMORY_BOUND // 4 // (8 * (M + N) * K)))
-    a_full = np.broadcast_to(a, batch + (M, K))
-    b_full = np.broadcast_to(b, batch + (K, N))
-    c_full = np.broadcast_to(c, batch + (M, N))
     out_flat = out.reshape((nb, M, N))
     chunks = -(-nb // bc) * -(-M // mc) * -(-N // nc)
     with np.errstate(all="ignore"), Progress(chunks, desc, progress) as bar:

@@ -15,6 +15,8 @@ float64 ndarrays out; it never imports `Tensor` or reads a context default.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..engine.eft import two_sum
@@ -25,6 +27,15 @@ from ..status import quiet
 from .blockfma import k_spans, products_fit_float32, products_into, round_fp16
 
 __all__ = ["Sequential"]
+
+
+def _blocks(x, nbytes):
+    """Views of ``x`` (..., rows, cols) of at most ``nbytes`` as float64 (one row at
+    least), covering it."""
+    rows = max(1, nbytes // 8 // max(1, x.shape[-1]))
+    for idx in np.ndindex(x.shape[:-2]):
+        for r in range(0, x.shape[-2], rows):
+            yield x[idx][r:r + rows]
 
 _LOW29 = np.uint64((1 << 29) - 1)        # the float64 fraction bits below FP32's last
 _MID29 = np.uint64(1 << 28)              # ... of a value halfway between two FP32s
@@ -37,6 +48,26 @@ _FLOAT32, _CAST, _CHECKED, _EXACT = 0, 1, 2, 3
 #: Outputs from which einsum's outer products are faster than NumPy's broadcast multiply.
 _EINSUM_MIN = 4096
 
+
+@functools.cache
+def einsum_adds_in_order() -> bool:
+    """Whether NumPy's float32 ``einsum("ik,kj->ij")`` (C-contiguous operands, at least
+    two columns) adds each output's products in the order of k, every addition rounded.
+
+    NumPy's iterator puts the column index innermost (its strides are the smallest of
+    both operands that have it), k next and the row outermost, so each inner loop is
+    ``out[i, :] += a[i, k] * b[k, :]``; this probe checks it once. The terms
+    2**24, 1, 1, -2**24 of each output sum to 0 in that order (each 1 is a tie that
+    rounds to even, back to 2**24) and to a nonzero value in every other order or
+    grouping that a sum over k could take (pairwise, several partial sums, backwards).
+    """
+    for K in (4, 40):
+        a, b = np.zeros((3, K), np.float32), np.zeros((K, 5), np.float32)
+        where = np.linspace(0, K - 1, 4).astype(int)
+        a[:, where], b[where, :] = [[4096.0, 1.0, 1.0, -4096.0]], [[4096.0], [1.0], [1.0], [4096.0]]
+        if np.einsum("ik,kj->ij", a, b, optimize=False).any():
+            return False
+    return True
 
 
 
@@ -60,11 +91,15 @@ class Sequential:
     #: Smallest span of K, and bytes per operand entry of a span: float64 and float32
     #: copies, and the temporaries of `_plan` (magnitudes, a mask, their minimum).
     k_unit, entry_bytes = 1, 32
+    #: Whether the chunks take float32 einsum (`prepare`).
+    einsum = False
 
     def target_outputs(self, K):
         return 1 << 15
 
     def bytes_per_output(self, K):
+        if self.einsum:
+            return 8             # einsum's float32 sums convert into the float64 outputs
         # Work buffers: accumulator, product, sum, mask bits (float64), accumulator
         # (float32), a bool mask; the kernel's TwoSum with its temporaries and the
         # final rounding in the rare steps that need them: at most 16 float64 arrays.
@@ -140,7 +175,57 @@ class Sequential:
         # acc + p is a multiple of FP32's smallest subnormal, exact below 2**-126.
         return np.where(none | (lsb >= -149), _CHECKED, _EXACT)
 
+    def prepare(self, a, b, c):
+        """Look at the whole operands once, before the chunks: where float32 ``einsum``
+        gives the plain loop's result bit for bit, every chunk takes it (one pass per
+        product), its operands' whole K at once in float32 copies.
+
+        ``a`` (batch..., M, K), ``b`` (batch..., K, N) and ``c`` (batch..., M, N) are
+        the driver's operands. einsum's float32 multiply-add, fused or not, is
+        RNE(acc + p) step by step when every product is an exact normal float32 or 0;
+        its sums start at +0, so c must be +0 everywhere; finite operands, so no NaN
+        payloads to keep; and it adds in the order of k (`einsum_adds_in_order`:
+        output columns innermost, so at least two of them, or two rows, taken as the
+        columns of the transposed product).
+        """
+        M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
+        self.einsum = False
+        if (not self.narrow or (M < 2 and N < 2 and K > 1)
+                or 4 * 4 * 2 * K > self.memory_bound or not einsum_adds_in_order()):
+            return
+        if c.any() or np.signbit(c).any():
+            return
+        lo, hi = 1.0, 1.0
+        for x in (a, b):
+            top, least = 0.0, np.inf
+            for block in _blocks(x, self.memory_bound // 4):
+                mag = np.abs(block)
+                most = mag.max(initial=0.0)
+                if not most < np.inf:                      # inf or NaN
+                    return
+                top = max(top, most)
+                least = min(least, mag.min(initial=np.inf, where=mag > 0))
+            hi, lo = hi * top, lo * least
+        if self.float32 or (lo >= 2.0**-126 and hi < 2.0**128):
+            # Chunks: float32 copies of a whole K of their rows and columns, and
+            # float32 sums beside the float64 outputs.
+            self.einsum, self.k_unit, self.entry_bytes = True, K, 4
+
+    def _einsum(self, a, b):
+        out = np.empty(a.shape[:-1] + b.shape[-1:])
+        for n in range(a.shape[0]):
+            a32 = a[n].astype(np.float32, order="C")       # exact: values of fmt
+            b32 = b[n].astype(np.float32, order="C")
+            if b.shape[-1] >= 2:
+                out[n] = np.einsum("ik,kj->ij", a32, b32, optimize=False)   # exact cast
+            else:   # (a b)^T = b^T a^T, and x * y == y * x exactly
+                out[n] = np.einsum("ik,kj->ij", np.ascontiguousarray(b32.T),
+                                   np.ascontiguousarray(a32.T), optimize=False).T
+        return self._finish(out)
+
     def __call__(self, a, b, c):
+        if self.einsum:
+            return self._einsum(a, b)
         K = a.shape[-1]
         spans = k_spans(K, 1, a.shape[0] * (a.shape[1] + b.shape[2]), self.entry_bytes,
                         self.memory_bound)
