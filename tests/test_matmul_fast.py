@@ -481,7 +481,28 @@ def test_einsum_path_against_the_plain_loop(monkeypatch, fmt):
     assert_bitwise_equal(got, want)
 
 
-@pytest.mark.parametrize("case", ["c", "-0", "inf", "nan", "range", "dot", "order"])
+@pytest.mark.parametrize("fmt", ["fp16", "bf16"])
+@pytest.mark.parametrize("shape", ["row", "column", "stack"])
+def test_einsum_path_with_a_bias_against_the_exact_loop(monkeypatch, fmt, shape):
+    # c, one row repeated (a bias) or one column, enters as a first product 1 * c:
+    # odd values near the ties' scale, so that the first additions tie too.
+    calls = _spy(monkeypatch, _module("sequential").Sequential, "_einsum")
+    rng = np.random.default_rng(len(shape))
+    m, n, K = (3, 4, 17)
+    a, b = _ties(rng, fmt, m, K, n)
+    bias = rng.choice([1.0, -3.0, 2.0**24 + 2, 0.0, 5 * 2.0**-140], n if shape != "column" else m)
+    c = bias[None, :] if shape != "column" else bias[:, None]
+    if shape == "stack":
+        a = np.stack([a, -a, a[::-1]])                   # gathered copies of a stack
+    got = matmul(a, b, model="fp32", c=c, in_fmt=fmt)
+    assert calls
+    for i, ai in enumerate(a if shape == "stack" else [a]):
+        want = _loop(ai, b, np.broadcast_to(c, (m, n)), **FP32_LOOP)
+        assert_bitwise_equal(got[i] if shape == "stack" else got, want)
+
+
+@pytest.mark.parametrize("case", ["c", "-0", "-0 bias", "inf bias", "inf", "nan", "range",
+                                  "dot", "order"])
 def test_einsum_path_is_not_taken_where_it_could_differ(monkeypatch, case):
     sq = _module("sequential")
     calls = _spy(monkeypatch, sq.Sequential, "_einsum")
@@ -492,6 +513,8 @@ def test_einsum_path_is_not_taken_where_it_could_differ(monkeypatch, case):
         c[1, 2] = 1.0
     elif case == "-0":
         c[0, 0] = -0.0                                   # einsum's sums start at +0
+    elif case in ("-0 bias", "inf bias"):
+        c = np.array([1.0, -0.0 if case == "-0 bias" else np.inf, 2.0])
     elif case in ("inf", "nan"):
         a[2, 5] = np.inf if case == "inf" else np.nan
     elif case == "range":
@@ -503,6 +526,7 @@ def test_einsum_path_is_not_taken_where_it_could_differ(monkeypatch, case):
     got = matmul(a, b, model="fp32", c=c, in_fmt="bf16")
     assert not calls
     kernel = sq.Sequential(lp.BF16, lp.FP32, lp.FP32, 2**20)
+    c = np.broadcast_to(c, got.shape)
     with np.errstate(all="ignore"):
         want = kernel.reference(a[None], b[None], c[None])[0]
     assert_bitwise_equal(got, want)

@@ -91,8 +91,8 @@ class Sequential:
     #: Smallest span of K, and bytes per operand entry of a span: float64 and float32
     #: copies, and the temporaries of `_plan` (magnitudes, a mask, their minimum).
     k_unit, entry_bytes = 1, 32
-    #: Whether the chunks take float32 einsum (`prepare`).
-    einsum = False
+    #: Whether the chunks take float32 einsum, and how c enters it (`prepare`).
+    einsum, c_term = False, None
 
     def target_outputs(self, K):
         return 1 << 15
@@ -183,17 +183,26 @@ class Sequential:
         ``a`` (batch..., M, K), ``b`` (batch..., K, N) and ``c`` (batch..., M, N) are
         the driver's operands. einsum's float32 multiply-add, fused or not, is
         RNE(acc + p) step by step when every product is an exact normal float32 or 0;
-        its sums start at +0, so c must be +0 everywhere; finite operands, so no NaN
-        payloads to keep; and it adds in the order of k (`einsum_adds_in_order`:
-        output columns innermost, so at least two of them, or two rows, taken as the
-        columns of the transposed product).
+        finite operands, so no NaN payloads to keep; it adds in the order of k
+        (`einsum_adds_in_order`: output columns innermost, so at least two of them,
+        or two rows, taken as the columns of the transposed product). Its sums start
+        at +0: c must be +0 everywhere, or one row repeated (a bias) or one column,
+        which enters as a first product 1 * c (exact), finite and without -0
+        (+0 + -0 is +0).
         """
         M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
         self.einsum = False
-        if (not self.narrow or (M < 2 and N < 2 and K > 1)
-                or 4 * 4 * 2 * K > self.memory_bound or not einsum_adds_in_order()):
+        if (not self.narrow or (M < 2 and N < 2) or 4 * 4 * 2 * (K + 1) > self.memory_bound
+                or not einsum_adds_in_order()):
             return
-        if c.any() or np.signbit(c).any():
+        if not (c.any() or np.signbit(c).any()):
+            self.c_term = None
+        elif c.strides[-2] == 0 or c.strides[-1] == 0 or M == 1 or N == 1:
+            c32 = c.astype(np.float32)                       # = `_cast`: RN32(c)
+            if not np.isfinite(c32).all() or np.signbit(c32[c32 == 0]).any():
+                return
+            self.c_term = "row" if c.strides[-2] == 0 or M == 1 else "column"
+        else:
             return
         lo, hi = 1.0, 1.0
         for x in (a, b):
@@ -209,14 +218,21 @@ class Sequential:
         if self.float32 or (lo >= 2.0**-126 and hi < 2.0**128):
             # Chunks: float32 copies of a whole K of their rows and columns, and
             # float32 sums beside the float64 outputs.
-            self.einsum, self.k_unit, self.entry_bytes = True, K, 4
+            self.einsum, self.k_unit, self.entry_bytes = True, K + 1, 4
 
-    def _einsum(self, a, b):
-        out = np.empty(a.shape[:-1] + b.shape[-1:])
+    def _einsum(self, a, b, c):
+        M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
+        out = np.empty((a.shape[0], M, N))
+        first = 0 if self.c_term is None else 1
+        a32 = np.empty((M, first + K), dtype=np.float32)
+        b32 = np.empty((first + K, N), dtype=np.float32)
         for n in range(a.shape[0]):
-            a32 = a[n].astype(np.float32, order="C")       # exact: values of fmt
-            b32 = b[n].astype(np.float32, order="C")
-            if b.shape[-1] >= 2:
+            a32[:, first:], b32[first:] = a[n], b[n]         # exact: values of fmt
+            if self.c_term == "row":                         # products 1 * c[j]
+                a32[:, 0], b32[0] = 1.0, c[n, 0, :]          # = RN32(c), as `_cast`
+            elif self.c_term == "column":                    # products c[i] * 1
+                a32[:, 0], b32[0] = c[n, :, 0], 1.0
+            if N >= 2:
                 out[n] = np.einsum("ik,kj->ij", a32, b32, optimize=False)   # exact cast
             else:   # (a b)^T = b^T a^T, and x * y == y * x exactly
                 out[n] = np.einsum("ik,kj->ij", np.ascontiguousarray(b32.T),
@@ -225,7 +241,7 @@ class Sequential:
 
     def __call__(self, a, b, c):
         if self.einsum:
-            return self._einsum(a, b)
+            return self._einsum(a, b, c)
         K = a.shape[-1]
         spans = k_spans(K, 1, a.shape[0] * (a.shape[1] + b.shape[2]), self.entry_bytes,
                         self.memory_bound)
