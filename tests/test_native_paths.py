@@ -67,8 +67,8 @@ def _spy(monkeypatch, where, name, original):
     settled the chunk (returned something other than None); returns the record."""
     settled = []
 
-    def spy(*args):
-        result = original(*args)
+    def spy(*args, **kwargs):
+        result = original(*args, **kwargs)
         settled.append(result is not None)
         return result
     monkeypatch.setattr(where, name, spy)
@@ -314,3 +314,37 @@ def test_pairwise_sum_levels_of_sums_use_float64s_sum(fmt, n, monkeypatch):
     assert_bits(got, want, x)
     if n <= 33:
         assert got == _pairwise_oracle(x, fmt)
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "fp16", "tf32", "fp32", lp.Format(10, 40),
+                                 lp.Format(4, 20, bias=3)])
+def test_round_small_one_range_test_at_its_edges(fmt):
+    # `round_small`'s first branch takes a chunk only when every |x| lies in
+    # [2**emin, min(2**emax, magic_top)); chunks with one element just outside
+    # (zeros, the format's subnormals, the top binade, inf, NaN) take the general
+    # steps or the driver. Each result is held to the Fraction reference.
+    fmt = lp.format(fmt)
+    plan = lp.engine.plan.plan(fmt, "rne")
+    m, lo, top = fmt.mantissa_bits, 2.0**fmt.emin, 2.0**fmt.emax
+    rng = np.random.default_rng(m)
+    inside = [lo, lo * (1 + 2.0**-52), np.nextafter(top, 0), 1 + 2.0 ** -(m + 1),
+              1 + 3 * 2.0 ** -(m + 1), np.nextafter(1 + 2.0 ** -(m + 1), 2)]
+    outside = [np.nextafter(lo, 0), 0.0, -0.0, 2.0 ** (fmt.emin - m), top, fmt.max,
+               np.nextafter(2 * top, 0), lo * (0.5 + 0.3 * 2.0**-m),
+               np.inf, np.nan]
+    body = (1 + rng.random(32)) * 2.0 ** rng.integers(max(fmt.emin, -1000),
+                                                     min(fmt.emax, 1000), 32)
+    settled_inside = 0
+    for extra, settles in [(v, True) for v in inside] + [(v, None) for v in outside]:
+        for sign in (1.0, -1.0):
+            for x in (np.array([sign * extra]), np.append(body * sign, sign * extra)):
+                got = kernel.round_small(plan, x)
+                if settles:
+                    assert got is not None
+                    settled_inside += 1
+                if got is None:
+                    continue
+                want = [lpt.reference_round(Fraction(v), fmt) if np.isfinite(v) and v
+                        else v for v in x]                # ±0, inf, NaN: themselves
+                assert_bits(got, np.array(want, dtype=float), x)
+    assert settled_inside == 4 * len(inside)

@@ -27,7 +27,7 @@ from .exact import with_exact
 from .kernels import Work, div_kernel
 
 __all__ = ["MEMORY_CHUNKS", "raw_array", "broadcast_operands", "operation_plan", "Buffers",
-           "apply"]
+           "apply", "small_call"]
 
 
 _U = np.uint64
@@ -124,7 +124,7 @@ def apply(plan, kernel, operands, n, buffers=None, plain=None):
         plain = None
     if 0 < n <= SMALL and float64s and listener is None and plan.magic and not plan.identity:
         # A small call: one chunk, rounded by `round_small` where it settles it.
-        small = _small(plan, kernel, operands, n, plain)
+        small = small_call(plan, kernel, operands, n, plain)
         if small is not None:
             return small
     out = np.empty(n, np.float64)
@@ -189,14 +189,14 @@ def apply(plan, kernel, operands, n, buffers=None, plain=None):
     return out
 
 
-def _small(plan, kernel, operands, n, plain):
+def small_call(plan, kernel, operands, n, plain):
     """`apply` on one chunk of float64 operands with nobody listening, without spans:
     the kernel's (hi, lo) (or ``plain``'s float64 result) rounded by `round_small`;
     None where that does not settle the chunk (`apply` then starts over)."""
     token = ignore()
     try:
         if plain is not None:
-            return round_small(plan, plain(*operands))
+            return round_small(plan, plain(*operands), in_place=True)   # a temporary
         bufs = take("arith", n, Buffers)
         try:
             w = bufs.work if bufs.size == n else bufs.work.take(n)

@@ -15,8 +15,10 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..engine.lazy import lazy_entry
+from ..engine.scratch import SMALL
 from ..formats import FormatLike
-from .driver import apply, broadcast_operands, operation_plan
+from ..status import recording
+from .driver import apply, broadcast_operands, operation_plan, small_call
 from .kernels import add_kernel, div_kernel, fma_kernel, mul_kernel, sqrt_kernel, sub_kernel
 
 __all__ = ["add", "sub", "mul", "div", "sqrt", "fma", "on_values"]
@@ -247,4 +249,15 @@ def on_values(op: Callable[..., Any], operands: Sequence[ArrayLike], fmt: Format
     np.True_
     """
     kernel, plain = _KERNELS[op]
+    if mode == "rne" and plain is not None and len(operands) == 2:
+        a, b = operands
+        if (type(a) is np.ndarray and type(b) is np.ndarray and a.shape == b.shape
+                and a.ndim and 0 < a.size <= SMALL and a.dtype == b.dtype == np.float64):
+            # Two small arrays of one shape (a Tensor operator's): `apply`'s small call
+            # without the broadcasting and the span machinery before it.
+            plan = operation_plan(fmt, mode, rng, subnormals, saturate)
+            if plan.innocuous and recording() is None:
+                out = small_call(plan, kernel, [a, b], a.size, plain)
+                if out is not None:
+                    return out
     return _elementwise(kernel, operands, fmt, mode, rng, subnormals, saturate, plain)

@@ -403,20 +403,35 @@ def round_into(plan, x, out, ubuf, fbuf, counts=None, spare=None):
         _classify(plan, x, out, masks, counts)
     return top
 
-def round_small(plan, x):
+def round_small(plan, x, in_place=False):
     """RNE of a small contiguous float64 chunk ``x`` (at most `scratch.SMALL` elements)
-    into a new array, by the table lookup or the magic-constant path alone: no
-    spans, buffers or flag counts. Returns None where that path does not settle the
-    chunk (other plans; inf, NaN or values near max: the overflow rules), so that
-    the caller takes `run`. Its operations raise no floating-point error on the
-    chunks it settles, so it needs no error state."""
+    into a new array (into ``x`` itself with ``in_place``: the caller's temporary), by
+    the table lookup or the magic-constant path alone: no spans, buffers or flag
+    counts. Returns None where that path does not settle the chunk (other plans; inf,
+    NaN or values near max: the overflow rules), so that the caller takes `run`. Its
+    operations raise no floating-point error on the chunks it settles, so it needs no
+    error state."""
     if not plan.magic or not 0 < x.size <= SMALL:
         return None
+    flat = x.reshape(-1)
+    e = np.empty(x.size, np.uint64)
+    if not plan.by_table:
+        # Every |x| in [2**emin, min(2**emax, magic_top)) (one test, `Plan.small_span`):
+        # `_round_nearest_even` without its clamp, sign fix or second reduction. No
+        # result is zero or overflows there.
+        np.bitwise_and(flat.view(np.uint64), _EXP, out=e)
+        np.subtract(e, plan.lo_bits, out=e)           # wraps below 2**emin (zeros too)
+        if _max(e) < plan.small_span:
+            np.add(e, plan.lo_magic_bits, out=e)      # C = 1.5 * 2**(e + 52 - m)
+            c = e.view(np.float64)
+            out = np.add(flat, c, out=flat if in_place else None)
+            np.subtract(out, c, out=out)              # the argument of _round_nearest_even
+            return out.reshape(x.shape)
     out = np.empty(x.size)
     if plan.by_table:                                 # FP8 and narrower: every input
-        _round_by_table(plan, x.reshape(-1), out, np.empty(x.size, np.uint64))
+        _round_by_table(plan, flat, out, e)
         return out.reshape(x.shape)
-    top = _round_nearest_even(plan, x.reshape(-1), out, np.empty(x.size, np.uint64))
+    top = _round_nearest_even(plan, flat, out, e)
     if top is None or not top < plan.safe_top:
         return None
     if plan.no_negative_zero:

@@ -66,6 +66,14 @@ class Plan:
         # With every |x| below 2**emax no element can round beyond max.
         self.safe_top = 2.0 ** fmt.emax
         self.tiny_bits = np.uint64((fmt.emin + 1023) << 52)
+        # `round_small`'s one range test: every exponent field e (2**floor(log2|x|) as
+        # bits) in [2**emin, min(2**emax, magic_top)) is e - lo_bits (uint64, wrapping
+        # below lo_bits: zeros, subnormals of the format) below small_span.
+        lo_bits = int(np.float64(self.lo_f).view(np.uint64))
+        top_bits = int(np.float64(min(self.safe_top, self.magic_top)).view(np.uint64))
+        self.lo_bits = operand(lo_bits)
+        self.small_span = operand(max(0, top_bits - lo_bits))
+        self.lo_magic_bits = operand(lo_bits + int(self.magic_bits))
         self.max = fmt.max
         self.no_negative_zero = not fmt.has_negative_zero
         self.stream = None
