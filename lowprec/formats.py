@@ -541,6 +541,9 @@ def format(spec: FormatLike) -> Format:  # noqa: A001 - the contract's name
     if isinstance(spec, Format):
         return spec
     if isinstance(spec, str):
+        found = _BY_NAME.get(spec)                   # the usual spelling: one lookup
+        if found is not None:
+            return found
         found = _BY_NAME.get(spec.strip().lower().replace("-", "_"))
         if found is None:
             raise ValueError(f"unknown format {spec!r}; {_VALID}")

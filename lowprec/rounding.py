@@ -25,6 +25,8 @@ from .status import recording
 
 __all__ = ["round", "round_exact", "threads", "MODES", "CHUNK", "WORK_BUFFERS", "WORK_BYTES"]
 
+_FLOAT64 = np.dtype(np.float64)      # native float64's dtype (a singleton)
+
 
 @lazy_entry("round", 1)
 def round(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *,  # noqa: A001
@@ -111,7 +113,7 @@ def round(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *,  # noqa: A001
                                subnormals=subnormals, saturate=saturate, offset=offset)
     p = plan(fmt, mode, rng=rng, subnormals=subnormals, saturate=saturate, sr_bits=sr_bits,
              offset=offset)
-    if (type(x) is np.ndarray and x.dtype == np.float64 and x.flags.c_contiguous
+    if (type(x) is np.ndarray and x.dtype is _FLOAT64 and x.flags.c_contiguous
             and recording() is None):
         out = round_small(p, x)             # a small call: no spans, no error state
         if out is not None:

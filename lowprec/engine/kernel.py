@@ -413,20 +413,21 @@ def round_small(plan, x, in_place=False):
     error state."""
     if not plan.magic or not 0 < x.size <= SMALL:
         return None
-    flat = x.reshape(-1)
-    e = np.empty(x.size, np.uint64)
-    if not plan.by_table:
+    flat = x if x.ndim == 1 else x.reshape(-1)
+    if plan.by_table:
+        e = np.empty(x.size, np.uint64)
+    else:
         # Every |x| in [2**emin, min(2**emax, magic_top)) (one test, `Plan.small_span`):
         # `_round_nearest_even` without its clamp, sign fix or second reduction. No
         # result is zero or overflows there.
-        np.bitwise_and(flat.view(np.uint64), _EXP, out=e)
+        e = np.bitwise_and(flat.view(np.uint64), _EXP)
         np.subtract(e, plan.lo_bits, out=e)           # wraps below 2**emin (zeros too)
         if _max(e) < plan.small_span:
             np.add(e, plan.lo_magic_bits, out=e)      # C = 1.5 * 2**(e + 52 - m)
             c = e.view(np.float64)
             out = np.add(flat, c, out=flat if in_place else None)
             np.subtract(out, c, out=out)              # the argument of _round_nearest_even
-            return out.reshape(x.shape)
+            return out if x.ndim == 1 else out.reshape(x.shape)
     out = np.empty(x.size)
     if plan.by_table:                                 # FP8 and narrower: every input
         _round_by_table(plan, flat, out, e)

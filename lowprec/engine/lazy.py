@@ -10,12 +10,17 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import numpy as np
+
 __all__ = ["LAZY", "lazy_entry", "is_lazy"]
 
 #: entry point name -> its Dask version (`lowprec.daskarrays`).
 LAZY: dict[str, Callable[..., Any]] = {}
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: Operand types that are never Dask collections: no look at their module (small calls).
+_EAGER = frozenset({np.ndarray, float, int, bool, list, tuple, np.float64, np.float32})
 
 
 def is_lazy(x: object) -> bool:
@@ -37,7 +42,7 @@ def lazy_entry(name: str, operands: int = 1) -> Callable[[F], F]:
     def decorate(fn: F) -> F:
         @functools.wraps(fn)
         def entry(*args: Any, **kwargs: Any) -> Any:
-            if LAZY and any(is_lazy(a) for a in args[:operands]):
+            if LAZY and any(type(a) not in _EAGER and is_lazy(a) for a in args[:operands]):
                 if kwargs.pop("offset", 0):
                     raise ValueError(f"{name}: offset= has no meaning for a Dask array "
                                      "(its blocks take their own positions)")
