@@ -152,7 +152,7 @@ def training(quick):
     print(f"  one SGD step of a {'-'.join(map(str, sizes))} MLP at batch {batch} "
           "(lp.amp.train), one BLAS thread; ratio to the same step in NumPy float32")
     print("  (train's final FP32 evaluation is left out: lowprec.amp.training.evaluate is "
-          "stubbed while timing)")
+          "stubbed while timing; no progress bar)")
     training_module = importlib.import_module("lowprec.amp.training")
     evaluate = training_module.evaluate
     training_module.evaluate = lambda *args, **kwargs: (float("nan"), float("nan"))
@@ -160,7 +160,8 @@ def training(quick):
         with _one_blas_thread():
             for name in lp.amp.POLICIES:
                 def emulated(name=name):
-                    lp.amp.train(lp.nn.mlp(sizes, rng=0), (x, labels), name, 2, lr=0.02)
+                    lp.amp.train(lp.nn.mlp(sizes, rng=0), (x, labels), name, 2, lr=0.02,
+                                 progress=False)
 
                 def numpy_steps():
                     p = numpy_step(params, x32, onehot, 0.02)

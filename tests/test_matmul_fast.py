@@ -555,3 +555,21 @@ def test_the_einsum_probe_sees_another_order(monkeypatch):
     finally:
         monkeypatch.undo()
         sq.einsum_adds_in_order.cache_clear()
+
+
+def test_einsum_path_records_the_flags_of_the_plain_path(monkeypatch):
+    # Finite operands: an infinite output is an overflow, counted as the driver's
+    # per-output check counts it (held against the steps without einsum).
+    sq = _module("sequential")
+    a = lp.round(np.array([[2.0**64, 2.0**64, -2.0**64], [1.0, 2.0, 3.0]]), "bf16")
+    b = lp.round(np.array([[2.0**63, 1.0], [2.0**63, 1.0], [2.0**63, 1.0]]), "bf16")
+    calls = _spy(monkeypatch, sq.Sequential, "_einsum")
+    with lp.flags() as got:
+        r = matmul(a, b, model="fp32", in_fmt="bf16")
+    assert calls and np.isinf(r[0, 0])
+    monkeypatch.setattr(sq, "einsum_adds_in_order", lambda: False)
+    with lp.flags() as want:
+        r2 = matmul(a, b, model="fp32", in_fmt="bf16")
+    assert len(calls) == 1
+    assert_bitwise_equal(r, r2)
+    assert got.overflow == want.overflow == 1 and got.invalid == want.invalid == 0

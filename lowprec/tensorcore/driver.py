@@ -296,7 +296,13 @@ def matmul(a: ArrayLike, b: ArrayLike, *, model: str | Model = "fp32",
     result = _run_chunks(kernel, av, bv, cv, batch, shape, progress,
                          f"lp.matmul ({spec.name or 'model'})")
     if recording() is not None:
-        _record_flags(result, av, bv, cv)
+        if getattr(kernel, "einsum", False):
+            # Its operands and c were finite (`Sequential.prepare`): an infinite output
+            # is an overflow, a NaN output an invalid operation.
+            record(overflow=int(np.count_nonzero(np.isinf(result))),
+                   invalid=int(np.count_nonzero(np.isnan(result))))
+        else:
+            _record_flags(result, av, bv, cv)
     result = result.reshape(_squeezed(shape, squeeze))
     return result[()] if result.ndim == 0 else result
 

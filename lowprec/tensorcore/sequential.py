@@ -28,6 +28,8 @@ from .blockfma import k_spans, products_fit_float32, products_into, round_fp16
 
 __all__ = ["Sequential"]
 
+_max, _min = np.maximum.reduce, np.minimum.reduce
+
 
 def _blocks(x, nbytes):
     """Views of ``x`` (..., rows, cols) of at most ``nbytes`` as float64 (one row at
@@ -208,12 +210,16 @@ class Sequential:
         for x in (a, b):
             top, least = 0.0, np.inf
             for block in _blocks(x, self.memory_bound // 4):
-                mag = np.abs(block)
-                most = mag.max(initial=0.0)
-                if not most < np.inf:                      # inf or NaN
+                if block.size == 0:
+                    continue
+                big, small = _max(block, axis=None), _min(block, axis=None)
+                if not -np.inf < small <= big < np.inf:   # inf or NaN (NaN propagates)
                     return
-                top = max(top, most)
-                least = min(least, mag.min(initial=np.inf, where=mag > 0))
+                top = max(top, big, -small)
+                if not self.float32:                      # the least nonzero magnitude
+                    mag = np.abs(block)
+                    m = _min(mag, axis=None)
+                    least = min(least, m if m > 0 else mag.min(initial=np.inf, where=mag > 0))
             hi, lo = hi * top, lo * least
         if self.float32 or (lo >= 2.0**-126 and hi < 2.0**128):
             # Chunks: float32 copies of a whole K of their rows and columns, and
