@@ -419,6 +419,19 @@ def test_spans_that_do_and_do_not_fit_float32_in_one_call(monkeypatch, model, fm
 
 # -- the fp32 model by float32 einsum (Sequential.prepare) ------------------------------
 
+def _count(monkeypatch, module, name):
+    """Count the calls of the function ``module.name`` (to check that a path is taken)."""
+    calls = []
+    original = getattr(module, name)
+
+    def spy(*args):
+        calls.append(1)
+        return original(*args)
+
+    monkeypatch.setattr(module, name, spy)
+    return calls
+
+
 def _ties(rng, fmt, m, k, n):
     """Operands of ``fmt`` whose running FP32 sums meet a tie at most steps: column 0
     sets each sum near 2**E (2**24, or 2**16 where E4M3's range ends), the later
@@ -439,7 +452,7 @@ def _ties(rng, fmt, m, k, n):
 @pytest.mark.parametrize("m, n", [(3, 4), (5, 1), (1, 6)])
 @pytest.mark.parametrize("K", [1, 2, 33])
 def test_einsum_path_against_the_exact_loop(monkeypatch, fmt, m, n, K):
-    calls = _spy(monkeypatch, _module("sequential").Sequential, "_einsum")
+    calls = _count(monkeypatch, _module("sequential"), "_in_order")
     rng = np.random.default_rng(K * 7 + m)
     a, b = _ties(rng, fmt, m, K, n)
     c = np.zeros((m, n))
@@ -455,7 +468,7 @@ def test_einsum_path_against_the_exact_loop(monkeypatch, fmt, m, n, K):
     ([[2.0**-63 * (1 + 2.0**-7), -2.0**-63]], [[2.0**-63], [2.0**-63]], 2.0**-133),
 ])
 def test_einsum_path_at_the_ends_of_float32(monkeypatch, a, b, want):
-    calls = _spy(monkeypatch, _module("sequential").Sequential, "_einsum")
+    calls = _count(monkeypatch, _module("sequential"), "_in_order")
     a, b = np.array(a), np.array(b)
     b = np.concatenate([b, b], axis=1)                   # two columns: einsum's layout
     got = matmul(a, b, model="fp32", in_fmt="bf16")
@@ -469,13 +482,13 @@ def test_einsum_path_against_the_plain_loop(monkeypatch, fmt):
     # Stacks, a broadcast batch, transposed operands and chunks of a small bound.
     sq = _module("sequential")
     monkeypatch.setattr(_module("driver"), "MEMORY_BOUND", 60000)
-    calls = _spy(monkeypatch, sq.Sequential, "_einsum")
+    calls = _count(monkeypatch, sq, "_in_order")
     rng = np.random.default_rng(21)
     a = lp.round(rng.standard_normal((3, 40, 57)) * 2.0 ** rng.integers(-9, 9, (3, 40, 57)), fmt)
     b = lp.round(rng.standard_normal((50, 57)).T * 2.0 ** rng.integers(-9, 9, (57, 50)), fmt)
     a[:, 3:5] = 0.0
     got = matmul(a, b, model="fp32", in_fmt=fmt)
-    assert len(calls) > 3, "the small bound did not split the outputs into chunks"
+    assert len(calls) > 3, "the small bound did not split the outputs into blocks"
     kernel = sq.Sequential(lp.format(fmt), lp.FP32, lp.FP32, 2**20)
     want = kernel.reference(a, np.broadcast_to(b, (3, 57, 50)), np.zeros((3, 40, 50)))
     assert_bitwise_equal(got, want)
@@ -486,7 +499,7 @@ def test_einsum_path_against_the_plain_loop(monkeypatch, fmt):
 def test_einsum_path_with_a_bias_against_the_exact_loop(monkeypatch, fmt, shape):
     # c, one row repeated (a bias) or one column, enters as a first product 1 * c:
     # odd values near the ties' scale, so that the first additions tie too.
-    calls = _spy(monkeypatch, _module("sequential").Sequential, "_einsum")
+    calls = _count(monkeypatch, _module("sequential"), "_in_order")
     rng = np.random.default_rng(len(shape))
     m, n, K = (3, 4, 17)
     a, b = _ties(rng, fmt, m, K, n)
@@ -505,7 +518,7 @@ def test_einsum_path_with_a_bias_against_the_exact_loop(monkeypatch, fmt, shape)
                                   "dot", "order"])
 def test_einsum_path_is_not_taken_where_it_could_differ(monkeypatch, case):
     sq = _module("sequential")
-    calls = _spy(monkeypatch, sq.Sequential, "_einsum")
+    calls = _count(monkeypatch, sq, "_in_order")
     rng = np.random.default_rng(2)
     a, b = _ties(rng, "bf16", 4, 9, 3)
     c = np.zeros((4, 3))
@@ -532,6 +545,32 @@ def test_einsum_path_is_not_taken_where_it_could_differ(monkeypatch, case):
     assert_bitwise_equal(got, want)
 
 
+@pytest.mark.parametrize("m", [1, 3])
+def test_einsum_path_blocks_of_one_column_and_one_output(monkeypatch, m):
+    # A small bound cuts N = 11 columns into blocks of 5, 5 and 1: the last block is a
+    # single column (rows taken as columns) or, with one row, a single output, which
+    # einsum would sum as a dot in its own order. Its terms 2**24, 1 (62 times),
+    # -2**24 sum to 0 only in the order of k.
+    sq = _module("sequential")
+    K = 64
+    monkeypatch.setattr(_module("driver"), "MEMORY_BOUND", 8 * 4 * K * 5)
+    calls = _count(monkeypatch, sq, "_in_order")
+    a, b = np.ones((m, K)), np.ones((K, 11))
+    a[:, 0], a[:, -1], b[0], b[-1] = 4096.0, -4096.0, 4096.0, 4096.0
+    got = matmul(a, b, model="fp32", in_fmt="bf16")
+    assert len(calls) == 3
+    assert not got.any()
+    assert_bitwise_equal(got, _loop(a, b, np.zeros((m, 11)), **FP32_LOOP))
+
+
+def _in_k_order(x, y):
+    """x @ y in float32, each output's products added in the order of k."""
+    acc = np.zeros((x.shape[0], y.shape[1]), np.float32)
+    for k in range(x.shape[1]):
+        acc += x[:, k, None] * y[None, k, :]
+    return acc
+
+
 def test_the_einsum_probe_sees_another_order(monkeypatch):
     sq = _module("sequential")
     assert sq.einsum_adds_in_order() in (True, False)
@@ -543,13 +582,18 @@ def test_the_einsum_probe_sees_another_order(monkeypatch):
     finally:
         monkeypatch.undo()
         sq.einsum_adds_in_order.cache_clear()
+    # Partial sums over 4 lanes (k mod 4), added in lane order.
+    def lanes(spec, x, y, optimize):
+        parts = [_in_k_order(x[:, j::4], y[j::4]) for j in range(4)]
+        return ((parts[0] + parts[1]) + parts[2]) + parts[3]
+    monkeypatch.setattr(sq.np, "einsum", lanes)
+    try:
+        assert sq.einsum_adds_in_order() is False
+    finally:
+        monkeypatch.undo()
+        sq.einsum_adds_in_order.cache_clear()
     # A plain loop in the order of k passes it.
-    def in_order(spec, x, y, optimize):
-        acc = np.zeros((x.shape[0], y.shape[1]), np.float32)
-        for k in range(x.shape[1]):
-            acc += x[:, k, None] * y[None, k, :]
-        return acc
-    monkeypatch.setattr(sq.np, "einsum", in_order)
+    monkeypatch.setattr(sq.np, "einsum", lambda spec, x, y, optimize: _in_k_order(x, y))
     try:
         assert sq.einsum_adds_in_order() is True
     finally:
@@ -563,7 +607,7 @@ def test_einsum_path_records_the_flags_of_the_plain_path(monkeypatch):
     sq = _module("sequential")
     a = lp.round(np.array([[2.0**64, 2.0**64, -2.0**64], [1.0, 2.0, 3.0]]), "bf16")
     b = lp.round(np.array([[2.0**63, 1.0], [2.0**63, 1.0], [2.0**63, 1.0]]), "bf16")
-    calls = _spy(monkeypatch, sq.Sequential, "_einsum")
+    calls = _count(monkeypatch, sq, "_in_order")
     with lp.flags() as got:
         r = matmul(a, b, model="fp32", in_fmt="bf16")
     assert calls and np.isinf(r[0, 0])

@@ -317,8 +317,8 @@ def test_pairwise_sum_levels_of_sums_use_float64s_sum(fmt, n, monkeypatch):
 
 
 @pytest.mark.parametrize("fmt", ["bf16", "fp16", "tf32", "fp32", lp.Format(10, 40),
-                                 lp.Format(4, 20, bias=3)])
-def test_round_small_one_range_test_at_its_edges(fmt):
+                                 lp.Format(4, 20, bias=3), lp.Format(10, 20, bias=22)])
+def test_round_small_one_range_test_at_its_edges(fmt, monkeypatch):
     # `round_small`'s first branch takes a chunk only when every |x| lies in
     # [2**emin, min(2**emax, magic_top)); chunks with one element just outside
     # (zeros, the format's subnormals, the top binade, inf, NaN) take the general
@@ -330,17 +330,22 @@ def test_round_small_one_range_test_at_its_edges(fmt):
     inside = [lo, lo * (1 + 2.0**-52), np.nextafter(top, 0), 1 + 2.0 ** -(m + 1),
               1 + 3 * 2.0 ** -(m + 1), np.nextafter(1 + 2.0 ** -(m + 1), 2)]
     outside = [np.nextafter(lo, 0), 0.0, -0.0, 2.0 ** (fmt.emin - m), top, fmt.max,
-               np.nextafter(2 * top, 0), lo * (0.5 + 0.3 * 2.0**-m),
+               np.nextafter(2 * top, 0), lo * (0.5 + 0.3 * 2.0**-m), 2 * plan.magic_top,
                np.inf, np.nan]
     body = (1 + rng.random(32)) * 2.0 ** rng.integers(max(fmt.emin, -1000),
-                                                     min(fmt.emax, 1000), 32)
+                                                     min(fmt.emax, 980), 32)
+    # Format(10, 20, bias=22): emax = 1001 lies above the magic constant's top 2**991.
+    inside = [v for v in inside if v < plan.magic_top] + [
+        np.nextafter(min(top, plan.magic_top), 0)]
+    general = _spy(monkeypatch, kernel, "_round_nearest_even", kernel._round_nearest_even)
     settled_inside = 0
     for extra, settles in [(v, True) for v in inside] + [(v, None) for v in outside]:
         for sign in (1.0, -1.0):
             for x in (np.array([sign * extra]), np.append(body * sign, sign * extra)):
+                before = len(general)
                 got = kernel.round_small(plan, x)
                 if settles:
-                    assert got is not None
+                    assert got is not None and len(general) == before, "not the first branch"
                     settled_inside += 1
                 if got is None:
                     continue

@@ -367,9 +367,14 @@ def _run_chunks(kernel, a, b, c, batch, shape, progress=None, desc="lp.matmul"):
     a_full = np.broadcast_to(a, batch + (M, K))
     b_full = np.broadcast_to(b, batch + (K, N))
     c_full = np.broadcast_to(c, batch + (M, N))
-    if hasattr(kernel, "prepare"):
+    if isinstance(kernel, Sequential):
         with np.errstate(all="ignore"):
             kernel.prepare(a_full, b_full, c_full)     # a look at the whole operands
+            if kernel.einsum:                          # its own blocks: `Sequential.whole`
+                with Progress(1, desc, progress) as bar:
+                    kernel.whole(a_full, b_full, c_full, out.reshape((nb, M, N)))
+                    bar.update()
+                return out
     per_output = kernel.bytes_per_output(K) + 8          # + a gathered c
     outputs = max(1, min(kernel.target_outputs(K), MEMORY_BOUND // 2 // per_output))
     # Rows plus columns of one chunk whose entries of a span of k_unit fit a quarter.

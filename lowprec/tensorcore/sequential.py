@@ -5,11 +5,13 @@ loop over K does.
 `Sequential` is the kernel of the ``"fp32"`` and ``"fp16"`` models, vectorised over
 the outputs of a chunk (the one Python loop runs over K). Each addition is rounded
 once, from its exact value; the accumulator's roundings go through the fast paths
-whose rule `lowprec.round` states (`_cast`, `round_fp16`). Each step takes the
-cheapest of four equal ways to compute it (float32 arithmetic, float64 then one cast,
-float64 then one cast with a check for the one case a double rounding can miss, and
-TwoSum with the kernel), chosen from the operands' exponents; `Sequential.reference`
-is the plain loop, kept for the tests. A kernel: ndarrays and `Format`\\ s in,
+whose rule `lowprec.round` states (`_cast`, `round_fp16`). Where the whole operands
+allow it, one float32 ``np.einsum`` computes every step (`Sequential.prepare`,
+`Sequential.whole`); otherwise each step takes the cheapest of four equal ways to
+compute it (float32 arithmetic, float64 then one cast, float64 then one cast with a
+check for the one case a double rounding can miss, and TwoSum with the kernel), chosen
+from the operands' exponents. `Sequential.reference` is the plain loop, kept for the
+tests. A kernel: ndarrays and `Format`\\ s in,
 float64 ndarrays out; it never imports `Tensor` or reads a context default.
 """
 
@@ -33,11 +35,13 @@ _max, _min = np.maximum.reduce, np.minimum.reduce
 
 def _blocks(x, nbytes):
     """Views of ``x`` (..., rows, cols) of at most ``nbytes`` as float64 (one row at
-    least), covering it."""
+    least), covering it; a broadcast axis (stride 0) is read once."""
+    x = x[tuple(slice(0, 1) if st == 0 else slice(None) for st in x.strides)]
     rows = max(1, nbytes // 8 // max(1, x.shape[-1]))
     for idx in np.ndindex(x.shape[:-2]):
         for r in range(0, x.shape[-2], rows):
             yield x[idx][r:r + rows]
+
 
 _LOW29 = np.uint64((1 << 29) - 1)        # the float64 fraction bits below FP32's last
 _MID29 = np.uint64(1 << 28)              # ... of a value halfway between two FP32s
@@ -58,19 +62,36 @@ def einsum_adds_in_order() -> bool:
 
     NumPy's iterator puts the column index innermost (its strides are the smallest of
     both operands that have it), k next and the row outermost, so each inner loop is
-    ``out[i, :] += a[i, k] * b[k, :]``; this probe checks it once. The terms
-    2**24, 1, 1, -2**24 of each output sum to 0 in that order (each 1 is a tie that
-    rounds to even, back to 2**24) and to a nonzero value in every other order or
-    grouping that a sum over k could take (pairwise, several partial sums, backwards).
+    ``out[i, :] += a[i, k] * b[k, :]``; this probe checks it once per process. The
+    terms 2**24, 1 (62 times), -2**24 sum to 0 in that order (each 1 is a tie that
+    rounds to even, back to 2**24); a sum that adds two of the 1s together first
+    (pairwise, partial sums over lanes, backwards) keeps them and ends nonzero.
+
+    Examples
+    --------
+    >>> einsum_adds_in_order()     # NumPy 2.0 to 2.4 do
+    True
     """
-    for K in (4, 40):
-        a, b = np.zeros((3, K), np.float32), np.zeros((K, 5), np.float32)
-        where = np.linspace(0, K - 1, 4).astype(int)
-        a[:, where], b[where, :] = [[4096.0, 1.0, 1.0, -4096.0]], [[4096.0], [1.0], [1.0], [4096.0]]
+    for K in (4, 64):
+        a, b = np.ones((3, K), np.float32), np.ones((K, 5), np.float32)
+        a[:, 0], a[:, -1], b[0], b[-1] = 4096.0, -4096.0, 4096.0, 4096.0
         if np.einsum("ik,kj->ij", a, b, optimize=False).any():
             return False
     return True
 
+
+def _in_order(a32, b32):
+    """``a32 @ b32`` (float32, C-contiguous), each output's products added in the
+    order of k by einsum (`einsum_adds_in_order`), as float64."""
+    if b32.shape[1] >= 2:
+        return np.einsum("ik,kj->ij", a32, b32, optimize=False).astype(np.float64)
+    if a32.shape[0] >= 2:     # one column: (a b)^T = b^T a^T, and x * y == y * x exactly
+        return np.einsum("ik,kj->ij", np.ascontiguousarray(b32.T),
+                         np.ascontiguousarray(a32.T), optimize=False).T.astype(np.float64)
+    # One output: einsum would sum it as a dot; a zero second column keeps the layout.
+    two = np.zeros((b32.shape[0], 2), dtype=np.float32)
+    two[:, :1] = b32
+    return np.einsum("ik,kj->ij", a32, two, optimize=False)[:, :1].astype(np.float64)
 
 
 class Sequential:
@@ -93,15 +114,13 @@ class Sequential:
     #: Smallest span of K, and bytes per operand entry of a span: float64 and float32
     #: copies, and the temporaries of `_plan` (magnitudes, a mask, their minimum).
     k_unit, entry_bytes = 1, 32
-    #: Whether the chunks take float32 einsum, and how c enters it (`prepare`).
+    #: Whether `whole` computes the call by float32 einsum, and how c enters it (`prepare`).
     einsum, c_term = False, None
 
     def target_outputs(self, K):
         return 1 << 15
 
     def bytes_per_output(self, K):
-        if self.einsum:
-            return 8             # einsum's float32 sums convert into the float64 outputs
         # Work buffers: accumulator, product, sum, mask bits (float64), accumulator
         # (float32), a bool mask; the kernel's TwoSum with its temporaries and the
         # final rounding in the rare steps that need them: at most 16 float64 arrays.
@@ -178,34 +197,35 @@ class Sequential:
         return np.where(none | (lsb >= -149), _CHECKED, _EXACT)
 
     def prepare(self, a, b, c):
-        """Look at the whole operands once, before the chunks: where float32 ``einsum``
-        gives the plain loop's result bit for bit, every chunk takes it (one pass per
-        product), its operands' whole K at once in float32 copies.
+        """Look at the whole operands once, before the chunks: set ``einsum`` where
+        float32 ``np.einsum`` gives the plain loop's result bit for bit (then `whole`
+        computes the call, one pass per product).
 
         ``a`` (batch..., M, K), ``b`` (batch..., K, N) and ``c`` (batch..., M, N) are
         the driver's operands. einsum's float32 multiply-add, fused or not, is
         RNE(acc + p) step by step when every product is an exact normal float32 or 0;
         finite operands, so no NaN payloads to keep; it adds in the order of k
-        (`einsum_adds_in_order`: output columns innermost, so at least two of them,
-        or two rows, taken as the columns of the transposed product). Its sums start
+        (`einsum_adds_in_order`; `_in_order` gives every block two output columns at
+        least). A single output overall keeps the steps. Its sums start
         at +0: c must be +0 everywhere, or one row repeated (a bias) or one column,
         which enters as a first product 1 * c (exact), finite and without -0
         (+0 + -0 is +0).
         """
         M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
-        self.einsum = False
-        if (not self.narrow or (M < 2 and N < 2) or 4 * 4 * 2 * (K + 1) > self.memory_bound
+        self.einsum, self.c_term = False, None
+        # A row and a column of float32 copies over the whole K fit a sixteenth.
+        if (not self.narrow or (M < 2 and N < 2) or 16 * 4 * 2 * (K + 1) > self.memory_bound
                 or not einsum_adds_in_order()):
             return
-        if not (c.any() or np.signbit(c).any()):
-            self.c_term = None
-        elif c.strides[-2] == 0 or c.strides[-1] == 0 or M == 1 or N == 1:
-            c32 = c.astype(np.float32)                       # = `_cast`: RN32(c)
-            if not np.isfinite(c32).all() or np.signbit(c32[c32 == 0]).any():
+        blocks = list(_blocks(c, self.memory_bound // 8))    # c's own entries
+        if any(x.any() or np.signbit(x).any() for x in blocks):
+            if not (c.strides[-2] == 0 or c.strides[-1] == 0 or M == 1 or N == 1):
                 return
+            for x in blocks:
+                x32 = x.astype(np.float32)                   # = `_cast`: RN32(c)
+                if not np.isfinite(x32).all() or np.signbit(x32[x32 == 0]).any():
+                    return
             self.c_term = "row" if c.strides[-2] == 0 or M == 1 else "column"
-        else:
-            return
         lo, hi = 1.0, 1.0
         for x in (a, b):
             top, least = 0.0, np.inf
@@ -221,33 +241,36 @@ class Sequential:
                     m = _min(mag, axis=None)
                     least = min(least, m if m > 0 else mag.min(initial=np.inf, where=mag > 0))
             hi, lo = hi * top, lo * least
-        if self.float32 or (lo >= 2.0**-126 and hi < 2.0**128):
-            # Chunks: float32 copies of a whole K of their rows and columns, and
-            # float32 sums beside the float64 outputs.
-            self.einsum, self.k_unit, self.entry_bytes = True, K + 1, 4
+        self.einsum = self.float32 or (lo >= 2.0**-126 and hi < 2.0**128)
 
-    def _einsum(self, a, b, c):
+    def whole(self, a, b, c, out):
+        """Every output by float32 einsum, after `prepare` chose it: ``a``
+        (batch..., M, K), ``b`` (batch..., K, N), ``c`` (batch..., M, N) into ``out``
+        (batch, M, N). Blocks of b's columns are copied to float32 once each (an
+        eighth of the memory bound), and each block of rows against them (another
+        eighth, at most 2**15 outputs a block, which stay in cache)."""
         M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
-        out = np.empty((a.shape[0], M, N))
-        first = 0 if self.c_term is None else 1
-        a32 = np.empty((M, first + K), dtype=np.float32)
-        b32 = np.empty((first + K, N), dtype=np.float32)
-        for n in range(a.shape[0]):
-            a32[:, first:], b32[first:] = a[n], b[n]         # exact: values of fmt
-            if self.c_term == "row":                         # products 1 * c[j]
-                a32[:, 0], b32[0] = 1.0, c[n, 0, :]          # = RN32(c), as `_cast`
-            elif self.c_term == "column":                    # products c[i] * 1
-                a32[:, 0], b32[0] = c[n, :, 0], 1.0
-            if N >= 2:
-                out[n] = np.einsum("ik,kj->ij", a32, b32, optimize=False)   # exact cast
-            else:   # (a b)^T = b^T a^T, and x * y == y * x exactly
-                out[n] = np.einsum("ik,kj->ij", np.ascontiguousarray(b32.T),
-                                   np.ascontiguousarray(a32.T), optimize=False).T
-        return self._finish(out)
+        first = 0 if self.c_term is None else 1                  # c as product 1 * c
+        row_bytes = 4 * (first + K)
+        nc = max(1, min(N, self.memory_bound // 8 // row_bytes))
+        mc = max(1, min(M, self.memory_bound // 8 // row_bytes, (1 << 15) // nc))
+        for n, idx in enumerate(np.ndindex(a.shape[:-2])):
+            an, bn, cn = a[idx], b[idx], c[idx]
+            for n0 in range(0, N, nc):
+                cols = slice(n0, n0 + nc)
+                b32 = np.empty((first + K, min(N, n0 + nc) - n0), dtype=np.float32)
+                b32[first:] = bn[:, cols]                        # exact: values of fmt
+                if first:
+                    b32[0] = cn[0, cols] if self.c_term == "row" else 1.0  # RN32(c): `_cast`
+                for m0 in range(0, M, mc):
+                    rows = slice(m0, m0 + mc)
+                    a32 = np.empty((min(M, m0 + mc) - m0, first + K), dtype=np.float32)
+                    a32[:, first:] = an[rows]
+                    if first:
+                        a32[:, 0] = 1.0 if self.c_term == "row" else cn[rows, 0]
+                    out[n, rows, cols] = self._finish(_in_order(a32, b32))
 
     def __call__(self, a, b, c):
-        if self.einsum:
-            return self._einsum(a, b, c)
         K = a.shape[-1]
         spans = k_spans(K, 1, a.shape[0] * (a.shape[1] + b.shape[2]), self.entry_bytes,
                         self.memory_bound)
