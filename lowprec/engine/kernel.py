@@ -343,11 +343,13 @@ def _overflow(plan, x, out):
 def _classify(plan, x, out, masks, counts):
     """Count each element's exceptions (only when a flags() context listens)."""
     fmt = plan.fmt
-    fin = np.isfinite(x)
-    inexact = fin & (out != x)
-    inexact |= fin & np.isnan(out)
     ax = np.abs(x)
-    tiny_in = fin & (ax < fmt.smallest_normal) & inexact
+    # A finite x is inexact where out != x (a NaN out included: NaN != x).
+    inexact = out != x
+    if not _max(ax) < np.inf:                     # inf or NaN inputs count nothing here
+        inexact &= np.isfinite(x)
+    tiny = ax < fmt.smallest_normal               # finite: inf and NaN compare False
+    tiny_in = tiny & inexact
     underflow = 0
     if plan.identity:
         underflow = int(np.count_nonzero(tiny_in))
@@ -363,7 +365,7 @@ def _classify(plan, x, out, masks, counts):
         underflow = int(np.count_nonzero(np.abs(r) < fmt.smallest_normal))
     flushed = 0
     if not plan.subnormals:
-        small = fin & (ax < fmt.smallest_normal) & (x != 0)
+        small = tiny & (x != 0)
         if small.any():
             xs = np.ascontiguousarray(x[small])
             r = np.empty_like(xs)
