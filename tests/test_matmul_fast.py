@@ -494,6 +494,23 @@ def test_einsum_path_against_the_plain_loop(monkeypatch, fmt):
     assert_bitwise_equal(got, want)
 
 
+@pytest.mark.parametrize("fmt, x, y", [
+    (lp.Format(9, 3), 2.0**140, 2.0**-50), (lp.Format(9, 3), 2.0**-160, 2.0**50),
+    (lp.Format(8, 3, bias=200), 2.0**-150, 2.0**50),
+    (lp.Format(8, 3, bias=60), 2.0**140, 2.0**-50)])
+def test_factors_that_float32_cannot_hold_take_float64(fmt, x, y):
+    # Formats wider than float32: each product 2**90 or 2**-110 is a normal float32,
+    # but a factor is not a float32 value, so neither einsum nor the float32 steps
+    # may copy it to float32 (found by a counterexample hunt).
+    a, b = np.array([[x, 0.0], [0.0, x]]), np.full((2, 2), y)
+    for way in ("einsum", "steps"):
+        with pytest.MonkeyPatch.context() as patch:
+            if way == "steps":
+                patch.setattr(_module("sequential"), "einsum_adds_in_order", lambda: False)
+            got = matmul(a, b, model="fp32", in_fmt=fmt)
+        assert_bitwise_equal(got, _loop(a, b, np.zeros((2, 2)), **FP32_LOOP))
+
+
 @pytest.mark.parametrize("fmt", ["fp16", "bf16"])
 @pytest.mark.parametrize("shape", ["row", "column", "stack"])
 def test_einsum_path_with_a_bias_against_the_exact_loop(monkeypatch, fmt, shape):

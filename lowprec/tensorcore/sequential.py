@@ -110,6 +110,9 @@ class Sequential:
         # FP32 from products of at most 24 bits: float32 arithmetic where the data's
         # exponents make every product an exact normal float32 (`_plan`).
         self.narrow = acc == FP32 and 2 * fmt.p <= 24
+        # A value of fmt of magnitude at least this (and below 2**128) is a float32:
+        # its last bit, 2**(e - m) with e >= log2 of it, is at least 2**-149.
+        self.least32 = 2.0 ** (fmt.mantissa_bits - 149)
 
     #: Smallest span of K, and bytes per operand entry of a span: float64 and float32
     #: copies, and the temporaries of `_plan` (magnitudes, a mask, their minimum).
@@ -175,12 +178,15 @@ class Sequential:
         if not self.to_fp32:
             return np.full(K, _EXACT)
         lo, hi, lsb, none = np.ones(K), np.ones(K), np.zeros(K), np.zeros(K, dtype=bool)
+        factors32 = np.ones(K, dtype=bool)            # every factor a float32 value
         for x in (at, bt):
             mag = np.abs(x.reshape(K, -1))
-            hi = hi * mag.max(axis=1, initial=0.0)    # NaN propagates and fails below
+            most = mag.max(axis=1, initial=0.0)       # NaN propagates and fails below
+            hi = hi * most
             mag[~(mag > 0) | (mag == np.inf)] = np.inf
             least = mag.min(axis=1, initial=np.inf)   # the least finite nonzero factor
             del mag
+            factors32 &= (most < 2.0**128) & (least >= self.least32)
             lo = lo * least
             none |= least == np.inf
             # A value of `fmt` of exponent e is a multiple of 2**(max(e, emin) - m).
@@ -190,7 +196,7 @@ class Sequential:
         if self.narrow:
             # Every product is 0 or of at most 24 bits in [2**-126, 2**128): an exact
             # normal float32, which float32 multiplication gives exactly.
-            fits = (lo >= 2.0**-126) & (hi < 2.0**128)
+            fits = (lo >= 2.0**-126) & (hi < 2.0**128) & factors32
             return np.where(fits, _FLOAT32, _CAST)
         # Finite products are multiples of 2**lsb; with lsb >= -149 every finite sum
         # acc + p is a multiple of FP32's smallest subnormal, exact below 2**-126.
@@ -226,7 +232,7 @@ class Sequential:
                 if not np.isfinite(x32).all() or np.signbit(x32[x32 == 0]).any():
                     return
             self.c_term = "row" if c.strides[-2] == 0 or M == 1 else "column"
-        lo, hi = 1.0, 1.0
+        lo, hi, factors32 = 1.0, 1.0, True
         for x in (a, b):
             top, least = 0.0, np.inf
             for block in _blocks(x, self.memory_bound // 4):
@@ -241,7 +247,9 @@ class Sequential:
                     m = _min(mag, axis=None)
                     least = min(least, m if m > 0 else mag.min(initial=np.inf, where=mag > 0))
             hi, lo = hi * top, lo * least
-        self.einsum = self.float32 or (lo >= 2.0**-126 and hi < 2.0**128)
+            # The float32 copies must hold every factor (formats wider than float32).
+            factors32 = factors32 and top < 2.0**128 and least >= self.least32
+        self.einsum = self.float32 or (lo >= 2.0**-126 and hi < 2.0**128 and factors32)
 
     def whole(self, a, b, c, out):
         """Every output by float32 einsum, after `prepare` chose it: ``a``
