@@ -531,7 +531,26 @@ def test_einsum_path_with_a_bias_against_the_exact_loop(monkeypatch, fmt, shape)
         assert_bitwise_equal(got[i] if shape == "stack" else got, want)
 
 
-@pytest.mark.parametrize("case", ["c", "-0", "-0 bias", "inf bias", "inf", "nan", "range",
+@pytest.mark.parametrize("K", [1, 3, 40])
+@pytest.mark.parametrize("bound", [None, 12000])
+def test_einsum_path_with_any_c_against_the_exact_loop(monkeypatch, K, bound):
+    # A c of its own per output enters as the block's rows of c against an identity
+    # (products 1 * c[i, j] and 0 * c[t, j] first); a small bound makes row blocks of
+    # several sizes, the last one shorter. c: FP32 values near the ties' scale, +0,
+    # an FP32 subnormal, and one that is not an FP32 value (rounded in first).
+    sq = _module("sequential")
+    if bound:
+        monkeypatch.setattr(_module("driver"), "MEMORY_BOUND", bound)
+    calls = _count(monkeypatch, sq, "_in_order")
+    rng = np.random.default_rng(K)
+    a, b = _ties(rng, "bf16", 21, K, 5)
+    c = rng.choice([1.0, -3.0, 2.0**24 + 2, 0.0, 5 * 2.0**-140, 0.1], (21, 5))
+    got = matmul(a, b, model="fp32", c=c, in_fmt="bf16")
+    assert calls and (bound is None or len(calls) > 2)
+    assert_bitwise_equal(got, _loop(a, b, lp.round(c, "fp32"), **FP32_LOOP))
+
+
+@pytest.mark.parametrize("case", ["-0", "-0 bias", "inf bias", "inf", "nan", "range",
                                   "dot", "order"])
 def test_einsum_path_is_not_taken_where_it_could_differ(monkeypatch, case):
     sq = _module("sequential")
@@ -539,9 +558,7 @@ def test_einsum_path_is_not_taken_where_it_could_differ(monkeypatch, case):
     rng = np.random.default_rng(2)
     a, b = _ties(rng, "bf16", 4, 9, 3)
     c = np.zeros((4, 3))
-    if case == "c":
-        c[1, 2] = 1.0
-    elif case == "-0":
+    if case == "-0":
         c[0, 0] = -0.0                                   # einsum's sums start at +0
     elif case in ("-0 bias", "inf bias"):
         c = np.array([1.0, -0.0 if case == "-0 bias" else np.inf, 2.0])

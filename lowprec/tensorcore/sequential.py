@@ -212,9 +212,8 @@ class Sequential:
         RNE(acc + p) step by step when every product is an exact normal float32 or 0;
         finite operands, so no NaN payloads to keep; it adds in the order of k
         (`einsum_adds_in_order`; `_in_order` gives every block two output columns at
-        least). A single output overall keeps the steps. Its sums start
-        at +0: c must be +0 everywhere, or one row repeated (a bias) or one column,
-        which enters as a first product 1 * c (exact), finite and without -0
+        least). A single output overall keeps the steps. Its sums start at +0: c
+        enters as first products (`whole`), so it must be finite and without -0
         (+0 + -0 is +0).
         """
         M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
@@ -225,13 +224,12 @@ class Sequential:
             return
         blocks = list(_blocks(c, self.memory_bound // 8))    # c's own entries
         if any(x.any() or np.signbit(x).any() for x in blocks):
-            if not (c.strides[-2] == 0 or c.strides[-1] == 0 or M == 1 or N == 1):
-                return
             for x in blocks:
                 x32 = x.astype(np.float32)                   # = `_cast`: RN32(c)
                 if not np.isfinite(x32).all() or np.signbit(x32[x32 == 0]).any():
                     return
-            self.c_term = "row" if c.strides[-2] == 0 or M == 1 else "column"
+            self.c_term = ("row" if c.strides[-2] == 0 or M == 1 else
+                           "column" if c.strides[-1] == 0 or N == 1 else "matrix")
         lo, hi, factors32 = 1.0, 1.0, True
         for x in (a, b):
             top, least = 0.0, np.inf
@@ -256,27 +254,39 @@ class Sequential:
         (batch..., M, K), ``b`` (batch..., K, N), ``c`` (batch..., M, N) into ``out``
         (batch, M, N). Blocks of b's columns are copied to float32 once each (an
         eighth of the memory bound), and each block of rows against them (another
-        eighth, at most 2**15 outputs a block, which stay in cache)."""
+        eighth, at most 2**15 outputs a block, which stay in cache).
+
+        c enters as first products: a row repeated (a bias) as 1 * c[j], a column as
+        c[i] * 1, any other c as the block's own rows of it against an identity:
+        1 * c[i, j] and 0 * c[t, j] (t != i), finite, so the zeros add nothing to a
+        sum that starts at +0 and c has no -0."""
         M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
-        first = 0 if self.c_term is None else 1                  # c as product 1 * c
-        row_bytes = 4 * (first + K)
+        head = {None: 0, "row": 1, "column": 1}.get(self.c_term)    # "matrix": the rows
+        row_bytes = 4 * (1 + K)
         nc = max(1, min(N, self.memory_bound // 8 // row_bytes))
         mc = max(1, min(M, self.memory_bound // 8 // row_bytes, (1 << 15) // nc))
+        if head is None:
+            mc = min(mc, max(8, K // 4))      # an identity of mc terms: at most K/4 more
+        top = mc if head is None else head    # rows of b32 above b's own
         for n, idx in enumerate(np.ndindex(a.shape[:-2])):
             an, bn, cn = a[idx], b[idx], c[idx]
             for n0 in range(0, N, nc):
                 cols = slice(n0, n0 + nc)
-                b32 = np.empty((first + K, min(N, n0 + nc) - n0), dtype=np.float32)
-                b32[first:] = bn[:, cols]                        # exact: values of fmt
-                if first:
+                b32 = np.empty((top + K, min(N, n0 + nc) - n0), dtype=np.float32)
+                b32[top:] = bn[:, cols]                          # exact: values of fmt
+                if head:
                     b32[0] = cn[0, cols] if self.c_term == "row" else 1.0  # RN32(c): `_cast`
                 for m0 in range(0, M, mc):
                     rows = slice(m0, m0 + mc)
-                    a32 = np.empty((min(M, m0 + mc) - m0, first + K), dtype=np.float32)
-                    a32[:, first:] = an[rows]
-                    if first:
+                    h = min(M, m0 + mc) - m0 if head is None else head
+                    a32 = np.zeros((min(M, m0 + mc) - m0, h + K), dtype=np.float32)
+                    a32[:, h:] = an[rows]
+                    if head is None:                             # [I | a] against [c; b]
+                        np.fill_diagonal(a32, 1.0)
+                        b32[top - h:top] = cn[rows, cols]        # RN32(c), as `_cast`
+                    elif head:
                         a32[:, 0] = 1.0 if self.c_term == "row" else cn[rows, 0]
-                    out[n, rows, cols] = self._finish(_in_order(a32, b32))
+                    out[n, rows, cols] = self._finish(_in_order(a32, b32[top - h:]))
 
     def __call__(self, a, b, c):
         K = a.shape[-1]
