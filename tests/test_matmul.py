@@ -1156,6 +1156,8 @@ MEMORY_CASES = [   # model, in_fmt, dtype, a's shape, b's shape, c's shape, spec
     ("exact", "fp16", np.float16, (512, 512), (512, 512), None, False),
     ("exact", "fp16", np.int64, (3, 64, 96), (96, 64), (64, 64), False),
     ("fp32", "tf32", np.float32, (16, 60_000), (60_000, 16), None, False),
+    # The einsum path with a c of its own per output (an identity against c's rows).
+    ("fp32", "bf16", np.float64, (1024, 1024), (1024, 1024), (1024, 1024), False),
     # Also holds rounding's reader free of reference cycles: this model calls round_exact
     # once per k, and a cycle kept every call's arrays alive until the cyclic GC ran.
     ("fp32", "fp32", np.float64, (256, 256), (256, 256), (256, 256), False),
