@@ -714,3 +714,17 @@ def test_train_points_a_pure_fp16_scaler_run_to_fp16_mixed():
     with pytest.raises(ValueError, match="use the policy 'fp16-mixed'"):
         lp.amp.train(model, data, "fp16", 3, scaler=lp.amp.GradScaler())
     assert all(np.array_equal(b, p.value.values) for b, p in zip(before, model.parameters()))
+
+
+def test_sgd_momentum_keeps_its_own_copy_of_the_first_gradient():
+    # The optimizer hands a gradient already in the weight format to the step as it
+    # is; the momentum buffer must not be that Tensor: writing into the gradient
+    # afterwards leaves the buffer (0.5 * 1 + 0 = 0.5, so w = 0.5 - 0.5 * 0.5).
+    p = lp.nn.Parameter(lp.tensor([1.0], "fp32"))
+    p.grad = lp.tensor([1.0], "fp32")
+    opt = lp.amp.SGD([p], lr=0.5, momentum=0.5)
+    opt.step()
+    assert p.value.values[0] == 0.5
+    p.grad[0] = 0.0
+    opt.step()
+    assert p.value.values[0] == 0.25

@@ -80,7 +80,8 @@ class _Optimizer:
         moved = unchanged = 0
         for i, (p, w, g) in enumerate(zip(self.params, self.weights, grads)):
             with context(mode="rne"):
-                step = self._step(i, g.astype(pol.weights, "rne"))
+                # Already in the weight format: the Tensor itself (nothing writes into it).
+                step = self._step(i, g if g.fmt == pol.weights else g.astype(pol.weights, "rne"))
             with context(mode=pol.update, rng=self.rng):
                 new = w - step
             nonzero = g.values != 0        # read-only views: no copies
@@ -127,7 +128,8 @@ class SGD(_Optimizer):
 
     def _step(self, i, g):
         if self.momentum:
-            g = g if self._buf[i] is None else self._buf[i] * self.momentum + g
+            # The first buffer is a copy: g may be the parameter's own gradient.
+            g = g.copy() if self._buf[i] is None else self._buf[i] * self.momentum + g
             self._buf[i] = g
         return g * self.lr
 

@@ -44,6 +44,12 @@ def _check_scale(name, value, *, zero=False):
     return scale
 
 
+def _finite(v: np.ndarray) -> bool:
+    """Whether every value is finite: two reductions, no mask (NaN propagates)."""
+    return v.size == 0 or bool(np.isfinite(np.maximum.reduce(v, axis=None))
+                                and np.isfinite(np.minimum.reduce(v, axis=None)))
+
+
 class GradScaler:
     """Dynamic loss scaling with ``torch.amp.GradScaler``'s documented rules.
 
@@ -171,11 +177,11 @@ class GradScaler:
                              "in FP32, as the policy 'fp16-mixed' does.)")
         # PyTorch's reciprocal in float64, then FP32: 1/0 is inf there (Python raises).
         inv = tensor(_fp32(1.0 / self._scale) if self._scale else math.inf, FP32)
-        found_inf = any(not np.all(np.isfinite(g.values)) for g in grads)
+        found_inf = any(not _finite(g.values) for g in grads)
         with np.errstate(invalid="ignore"):       # 0 * inf is NaN: reported as found_inf
             out = [g * inv if g.fmt == FP32 else (g.astype(FP32) * inv).astype(g.fmt, "rne")
                    for g in grads]
-        found_inf = found_inf or any(not np.all(np.isfinite(g.values)) for g in out)
+        found_inf = found_inf or any(not _finite(g.values) for g in out)
         self._found_inf = bool(found_inf)
         return out, self._found_inf
 
