@@ -296,7 +296,7 @@ class Sequential:
         p, s = np.empty_like(acc), np.empty_like(acc)
         acc32 = np.empty(acc.shape, dtype=np.float32) if self.to_fp32 else None
         work = np.empty_like(acc) if self.to_fp16 else None
-        bits, mid = s.view(np.uint64), np.empty(acc.shape, dtype=bool)
+        bits, pbits, mid = s.view(np.uint64), p.view(np.uint64), np.empty(acc.shape, dtype=bool)
         for span in spans:
             at = np.ascontiguousarray(np.moveaxis(a[..., span], -1, 0))[..., None]
             bt = np.ascontiguousarray(np.moveaxis(b[:, span, :], 1, 0))[:, :, None, :]
@@ -337,8 +337,8 @@ class Sequential:
                         # halfway between two FP32s (FP32's midpoints, the overflow
                         # threshold 2**128 - 2**103 among them, are float64s, and RN64
                         # is monotone); below 2**-126 s is exact (`_plan`).
-                        np.bitwise_and(bits, _LOW29, out=p.view(np.uint64))
-                        np.equal(p.view(np.uint64), _MID29, out=mid)
+                        np.bitwise_and(bits, _LOW29, pbits)
+                        np.equal(pbits, _MID29, mid)
                         if mid.any():
                             where = np.nonzero(mid)
                             fixed = self._exact(acc[where], at[k][where[:-1] + (0,)]
@@ -346,5 +346,8 @@ class Sequential:
                             acc = self._cast(s, acc, acc32)
                             acc[where] = fixed
                             continue
+                        np.copyto(acc32, s, casting="unsafe")    # `_cast`: one IEEE rounding
+                        np.copyto(acc, acc32)
+                        continue
                     acc = self._cast(s, acc, acc32 if self.to_fp32 else work)
         return self._finish(acc)
