@@ -81,17 +81,17 @@ def einsum_adds_in_order() -> bool:
 
 
 def _in_order(a32, b32):
-    """``a32 @ b32`` (float32, C-contiguous), each output's products added in the
-    order of k by einsum (`einsum_adds_in_order`), as float64."""
+    """``a32 @ b32`` (float32, C-contiguous, float32 result), each output's products
+    added in the order of k by einsum (`einsum_adds_in_order`)."""
     if b32.shape[1] >= 2:
-        return np.einsum("ik,kj->ij", a32, b32, optimize=False).astype(np.float64)
+        return np.einsum("ik,kj->ij", a32, b32, optimize=False)
     if a32.shape[0] >= 2:     # one column: (a b)^T = b^T a^T, and x * y == y * x exactly
         return np.einsum("ik,kj->ij", np.ascontiguousarray(b32.T),
-                         np.ascontiguousarray(a32.T), optimize=False).T.astype(np.float64)
+                         np.ascontiguousarray(a32.T), optimize=False).T
     # One output: einsum would sum it as a dot; a zero second column keeps the layout.
     two = np.zeros((b32.shape[0], 2), dtype=np.float32)
     two[:, :1] = b32
-    return np.einsum("ik,kj->ij", a32, two, optimize=False)[:, :1].astype(np.float64)
+    return np.einsum("ik,kj->ij", a32, two, optimize=False)[:, :1]
 
 
 class Sequential:
@@ -113,6 +113,11 @@ class Sequential:
         # A value of fmt of magnitude at least this (and below 2**128) is a float32:
         # its last bit, 2**(e - m) with e >= log2 of it, is at least 2**-149.
         self.least32 = 2.0 ** (fmt.mantissa_bits - 149)
+
+    def _float32_values(self, most, least):
+        """Whether factors of largest magnitude ``most`` and least nonzero ``least``
+        (arrays or numbers) are all float32 values."""
+        return (np.asarray(most) < 2.0**128) & (np.asarray(least) >= self.least32)
 
     #: Smallest span of K, and bytes per operand entry of a span: float64 and float32
     #: copies, and the temporaries of `_plan` (magnitudes, a mask, their minimum).
@@ -186,7 +191,7 @@ class Sequential:
             mag[~(mag > 0) | (mag == np.inf)] = np.inf
             least = mag.min(axis=1, initial=np.inf)   # the least finite nonzero factor
             del mag
-            factors32 &= (most < 2.0**128) & (least >= self.least32)
+            factors32 &= self._float32_values(most, least)
             lo = lo * least
             none |= least == np.inf
             # A value of `fmt` of exponent e is a multiple of 2**(max(e, emin) - m).
@@ -246,7 +251,7 @@ class Sequential:
                     least = min(least, m if m > 0 else mag.min(initial=np.inf, where=mag > 0))
             hi, lo = hi * top, lo * least
             # The float32 copies must hold every factor (formats wider than float32).
-            factors32 = factors32 and top < 2.0**128 and least >= self.least32
+            factors32 = factors32 and bool(self._float32_values(top, least))
         self.einsum = self.float32 or (lo >= 2.0**-126 and hi < 2.0**128 and factors32)
 
     def whole(self, a, b, c, out):
@@ -279,14 +284,18 @@ class Sequential:
                 for m0 in range(0, M, mc):
                     rows = slice(m0, m0 + mc)
                     h = min(M, m0 + mc) - m0 if head is None else head
-                    a32 = np.zeros((min(M, m0 + mc) - m0, h + K), dtype=np.float32)
+                    shape = (min(M, m0 + mc) - m0, h + K)
+                    a32 = np.empty(shape, np.float32) if head else np.zeros(shape, np.float32)
                     a32[:, h:] = an[rows]
                     if head is None:                             # [I | a] against [c; b]
                         np.fill_diagonal(a32, 1.0)
                         b32[top - h:top] = cn[rows, cols]        # RN32(c), as `_cast`
                     elif head:
                         a32[:, 0] = 1.0 if self.c_term == "row" else cn[rows, 0]
-                    out[n, rows, cols] = self._finish(_in_order(a32, b32[top - h:]))
+                    r = _in_order(a32, b32[top - h:])
+                    # FP32 sums convert exactly; another output format rounds them once.
+                    out[n, rows, cols] = r if self.out == self.acc else self._finish(
+                        r.astype(np.float64))
 
     def __call__(self, a, b, c):
         K = a.shape[-1]
