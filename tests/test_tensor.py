@@ -833,3 +833,41 @@ def test_astype_shortcut_keeps_streams_flags_and_checks():
         expected = lp.round(snan.values, "fp64")
     assert f.as_dict() == want.as_dict() and want.invalid == 1
     assert_same(out.values, expected)
+
+
+# R3-01: a result that NumPy makes a scalar (a full reduction, a ufunc of a 0-d array)
+# is still a Tensor over a 0-d ndarray: .values, np.asarray and lp.round work on it.
+_fp16 = np.float16
+_SCALAR_RESULTS = {
+    "max": (lambda: lp.tensor([1.0, 5.0], "bf16").max(), 5.0),
+    "min": (lambda: lp.tensor([1.0, 5.0], "bf16").min(), 1.0),
+    "neg": (lambda: -lp.tensor(-2.5, "fp16"), 2.5),
+    "abs": (lambda: abs(lp.tensor(-2.5, "fp16")), 2.5),
+    "floor": (lambda: np.floor(lp.tensor(-2.5, "fp16")), np.floor(-2.5)),
+    "method round": (lambda: lp.tensor(-2.5, "fp16").round(), np.round(-2.5)),
+    "np.round": (lambda: np.round(lp.tensor(2.5, "fp16")), np.round(2.5)),
+    "np.fix": (lambda: np.fix(lp.tensor(-2.5, "fp16")), np.fix(-2.5)),
+    "unstack": (lambda: np.unstack(lp.tensor([1.0, 3.0], "fp16"))[1], 3.0),
+    "det": (lambda: lp.linalg.det(lp.tensor([[1.0, 2.0], [3.0, 4.0]], "fp16")),
+            float(Fraction(1 * 4 - 2 * 3))),
+    "norm inf": (lambda: lp.linalg.norm(lp.tensor([1.0, -5.0], "fp16"), np.inf), 5.0),
+}
+
+
+@pytest.mark.parametrize("name", list(_SCALAR_RESULTS))
+def test_scalar_results_hold_a_0d_ndarray(name):
+    make, want = _SCALAR_RESULTS[name]
+    r = make()
+    assert type(r.values) is np.ndarray and r.values.shape == ()
+    assert not r.values.flags.writeable
+    a = np.asarray(r)
+    assert type(a) is np.ndarray and a.shape == () and a == want
+    assert lp.round(r, "fp16") == _fp16(want)
+
+
+def test_det_of_a_stack_with_an_odd_permutation():
+    # R3-01: _stacked gathers per-matrix results that were NumPy scalars.
+    m = [[[1.0, 2.0], [3.0, 4.0]], [[0.0, 1.0], [1.0, 0.0]]]
+    d = lp.linalg.det(lp.tensor(m, "fp16"))
+    assert d.values.tolist() == [float(Fraction(1 * 4 - 2 * 3)), float(Fraction(0 - 1))]
+    assert np.asarray(d).shape == (2,)

@@ -118,8 +118,10 @@ class Tensor:
     __array_priority__ = 100
 
     def __init__(self, values: NDArray[np.float64], fmt: Format) -> None:
-        # Internal: ``values`` must already be values of ``fmt`` (use lp.tensor).
-        self._v = values
+        # Internal: ``values`` must already be values of ``fmt`` (use lp.tensor). Every
+        # Tensor is made here, so this is the one place a NumPy scalar result (``np.max``
+        # of all elements, a ufunc of a 0-d array) becomes the 0-d ndarray ``_v`` must be.
+        self._v = values if isinstance(values, np.ndarray) else np.asarray(values)
         self._fmt = fmt
 
     # -- attributes ---------------------------------------------------------------
