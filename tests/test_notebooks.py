@@ -63,4 +63,6 @@ def test_notebook_is_committed_without_outputs(built):
     ran = [i for i, cell in enumerate(cells) if cell["cell_type"] == "code"
            and (cell.get("outputs") or cell.get("execution_count") is not None)]
     assert not ran, (f"{built.name}: cells {ran} have outputs; build it afresh, without "
-                     f"them: `jupytext --to ipynb notebooks/{built.stem}.py`")
+                     f"them: `jupytext --to ipynb notebooks/{built.stem}.py` (or `git "
+                     f"checkout notebooks/{built.name}`); to explore a notebook, run a copy "
+                     f"in scratch/ (notebooks/README.md)")
