@@ -354,3 +354,49 @@ def test_apply_along_axis_with_plain_answers_gives_numpys_plain_array():
         assert type(r) is np.ndarray and np.array_equal(r, np.apply_along_axis(np.argmax, axis, v))
         r = np.apply_along_axis(lambda s: s > 2, axis, t)
         assert np.array_equal(r, np.apply_along_axis(lambda s: s > 2, axis, v))
+
+
+# R3-02: a Tensor as sections or reps is taken as its integer values, as NumPy takes an
+# integer array (it used to dispatch back to the handler until RecursionError).
+@pytest.mark.parametrize("func, shape, arg", [
+    (np.split, (4,), [2.0]), (np.split, (4,), 2.0), (np.array_split, (5,), 2.0),
+    (np.array_split, (5,), [1.0, 3.0]), (np.hsplit, (2, 4), 2.0), (np.vsplit, (4, 2), [1.0]),
+    (np.dsplit, (2, 2, 4), 2.0)])
+def test_a_tensor_as_sections_gives_its_integer_values(func, shape, arg):
+    x = np.arange(float(np.prod(shape))).reshape(shape)
+    sections = lp.tensor(arg, "fp16")
+    want = func(x, np.asarray(arg).astype(int))
+    got = func(lp.tensor(x, "fp16"), sections)
+    assert type(got) is type(want) and len(got) == len(want)
+    for g, w in zip(got, want):
+        assert isinstance(g, lp.Tensor) and g.fmt == lp.FP16
+        assert np.array_equal(g.values, w)
+    plain = func(x, sections)                 # a plain array split by a Tensor: plain pieces
+    assert all(type(p) is np.ndarray and np.array_equal(p, w) for p, w in zip(plain, want))
+
+
+@pytest.mark.parametrize("reps", [2.0, [2.0, 1.0]])
+def test_a_tensor_as_reps_gives_its_integer_values(reps):
+    x = np.array([1.0, 2.0, 3.0])
+    got = np.tile(lp.tensor(x, "bf16"), lp.tensor(reps, "fp16"))
+    assert got.fmt == lp.BF16
+    assert np.array_equal(got.values, np.tile(x, np.asarray(reps).astype(int)))
+    assert np.array_equal(np.tile(x, lp.tensor(reps, "fp16")),
+                          np.tile(x, np.asarray(reps).astype(int)))
+
+
+@pytest.mark.parametrize("call", [
+    lambda t, s: np.split(t, s), lambda t, s: np.array_split(t, s),
+    lambda t, s: np.tile(t, s)])
+@pytest.mark.parametrize("bad", [1.5, np.nan, np.inf])
+def test_a_tensor_of_non_integers_as_sections_or_reps_is_refused(call, bad):
+    with pytest.raises(TypeError, match="takes integer .*not integers"):
+        call(lp.tensor([1.0, 2.0, 3.0, 4.0], "fp16"), lp.tensor(bad, "fp16"))
+
+
+def test_diff_of_a_0d_tensor_raises_as_numpy():
+    # R3-03: NumPy's ValueError, not a ZeroDivisionError from ``axis % 0``.
+    with pytest.raises(ValueError, match="at least one dimensional"):
+        np.diff(np.float64(1.0))
+    with pytest.raises(ValueError, match="diff requires input that is at least one dim"):
+        np.diff(lp.tensor(1.0, "fp16"))

@@ -391,3 +391,15 @@ def test_every_entry_has_a_class_and_an_order():
             assert name in HANDLED_UFUNCS and UFUNC_KINDS[name][0] == "matmul model"
         elif fn is not None:
             assert fn in HANDLED_FUNCTIONS and KINDS[fn][0] == "matmul model"
+
+
+@pytest.mark.parametrize("sa, sb", [((0,), (0,)), ((2, 0), (3, 0)), ((0,), (2, 0))])
+def test_inner_of_empty_contractions_is_zero_as_numpy(sa, sb):
+    # R3-04: an empty contraction sums nothing (0.0), as np.dot, np.vdot and @ do.
+    a, b = np.zeros(sa), np.zeros(sb)
+    want = np.inner(a, b)
+    got = np.inner(lp.tensor(a, "fp16"), lp.tensor(b, "fp16"))
+    assert got.shape == want.shape and np.array_equal(np.asarray(got), want)
+    e = lp.tensor(np.zeros(0), "fp16")
+    assert np.dot(e, e).fmt == np.vdot(e, e).fmt == (e @ e).fmt == np.inner(e, e).fmt
+    assert float(np.dot(e, e)) == float(np.vdot(e, e)) == float(e @ e) == 0.0

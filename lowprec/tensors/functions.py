@@ -37,7 +37,8 @@ from .defaults import get_context, round_ctx
 from .promotion import holds, result_format
 from .ufuncs import select
 
-__all__ = ["matmul", "HANDLED_FUNCTIONS", "KINDS", "REASONS", "refuse", "given", "rounded"]
+__all__ = ["matmul", "HANDLED_FUNCTIONS", "KINDS", "REASONS", "refuse", "given", "rounded",
+           "integers"]
 
 
 @overload
@@ -168,6 +169,26 @@ def rounded(fn: Callable[..., object], *vals: object, fmt: Format) -> NDArray[np
     context's mode and options."""
     ctx = get_context()
     return np.asarray(fn(*vals, fmt, ctx.mode, **ctx.kwargs()))
+
+
+def integers(x: object, func: str, name: str) -> object:
+    """A Tensor given where NumPy takes integers (``sections``, ``reps``): its values as
+    an integer array of its shape, as NumPy takes an integer-valued array; a Tensor
+    holding any other value is refused (`TypeError`). Anything else as it is (NumPy
+    checks it): passing the Tensor on would dispatch back here without end."""
+    if not isinstance(x, Tensor):
+        return x
+    v = x._v
+    # |v| < 2**62 and v == trunc(v): the cast to int64 is exact.
+    if not (np.all(np.abs(v) < 2.0**62) and np.all(v == np.trunc(v))):
+        raise TypeError(f"numpy.{func} takes integer {name}; this Tensor holds values that "
+                        f"are not integers: pass integers (e.g. np.asarray(t).astype(int))")
+    return v.astype(np.int64)
+
+
+def _tile(A, reps):
+    r = np.tile(values_of(A), integers(reps, "tile", "reps"))
+    return Tensor(np.asarray(r), A.fmt) if isinstance(A, Tensor) else r
 
 
 def _same_format(fn):
@@ -441,6 +462,8 @@ def _cumprod(a, axis=None, dtype=None, out=None):
 def _diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
     """``n`` rounds of neighbour differences, each subtraction rounded (context mode);
     ``prepend``/``append`` enter the format as plain operands do (rounded once)."""
+    if np.ndim(values_of(a)) == 0:
+        raise ValueError("diff requires input that is at least one dimensional")
     parts = [x for x in (prepend, a, append) if x is not np._NoValue]
     vals, fmt = operands(*parts)
     vals = [np.broadcast_to(np.asarray(x), a.shape[:axis % a.ndim] + (1,) +
@@ -562,8 +585,10 @@ def _tensordot(a, b, axes=2):
     free_a = [i for i in range(na) if i not in ax_a]
     free_b = [i for i in range(nb) if i not in ax_b]
     k = int(np.prod([sa[i] for i in ax_a]))
-    ta = np.transpose(a, free_a + ax_a).reshape(-1, k)
-    tb = np.transpose(b, ax_b + free_b).reshape(k, -1)
+    # The free sizes spelled out, not -1: with k == 0 a reshape cannot infer them.
+    m, n = int(np.prod([sa[i] for i in free_a])), int(np.prod([sb[i] for i in free_b]))
+    ta = np.transpose(a, free_a + ax_a).reshape(m, k)
+    tb = np.transpose(b, ax_b + free_b).reshape(k, n)
     r = matmul(ta, tb)
     return r.reshape([sa[i] for i in free_a] + [sb[i] for i in free_b])
 
@@ -595,7 +620,7 @@ HANDLED_FUNCTIONS.update({
     np.moveaxis: _same_format(np.moveaxis), np.broadcast_to: _same_format(np.broadcast_to),
     np.take: _take, np.take_along_axis: _take_along_axis,
     np.copy: _same_format(np.copy), np.flip: _same_format(np.flip),
-    np.tile: _same_format(np.tile), np.repeat: _same_format(np.repeat),
+    np.tile: _tile, np.repeat: _same_format(np.repeat),
     np.atleast_1d: _each(np.atleast_1d), np.atleast_2d: _each(np.atleast_2d),
     np.concatenate: _joined(np.concatenate), np.stack: _joined(np.stack),
     np.vstack: _joined(np.vstack), np.hstack: _joined(np.hstack),

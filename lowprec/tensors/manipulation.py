@@ -17,7 +17,7 @@ import numpy as np
 
 from .core import HANDLED_FUNCTIONS, Tensor, exact_operands, operands, values_of
 from .defaults import round_ctx
-from .functions import KINDS
+from .functions import KINDS, integers
 
 __all__: list[str] = []
 
@@ -41,9 +41,18 @@ def _moved(fn):
 
 
 def _pieces(fn):
-    """split and its kin (unstack too): Tensors of the format, in NumPy's container."""
+    """split and its kin (unstack too): Tensors of the format, in NumPy's container. A
+    Tensor as ``indices_or_sections`` gives its values as integers (`integers`); a
+    plain array split by one gets NumPy's plain pieces."""
     def handler(a, *args, **kwargs):
+        if args:
+            args = (integers(args[0], fn.__name__, "sections"),) + args[1:]
+        if "indices_or_sections" in kwargs:
+            kwargs["indices_or_sections"] = integers(kwargs["indices_or_sections"],
+                                                     fn.__name__, "sections")
         r = fn(values_of(a), *args, **kwargs)
+        if not isinstance(a, Tensor):
+            return r
         return type(r)(Tensor(p, a.fmt) for p in r)
     return handler
 
