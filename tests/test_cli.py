@@ -3,6 +3,7 @@
 import csv
 import io
 import math
+import pathlib
 import re
 import shutil
 import subprocess
@@ -723,3 +724,69 @@ def test_help_lists_decode_encode_values(capsys):
                            "values": "every pattern and value of a format of <= 8 bits"
                            }.items():
         assert f" {sub} {help_text} " in text, sub
+
+
+# -- replay on malformed files (R3-25, R3-26) -------------------------------------------
+
+MMA = pathlib.Path(__file__).parent / "data" / "mma" / "a100_mma_f16_f16.npz"
+TC = pathlib.Path(__file__).parent / "data" / "tensorcore" / "a100_bf16.npz"
+
+
+def _rewrite(src, dst, drop=(), **changes):
+    """dst: the .npz ``src`` without the entries ``drop``, with ``changes`` made."""
+    with np.load(src) as z:
+        entries = {k: z[k] for k in z.files if k not in drop}
+    entries.update(changes)
+    np.savez(dst, **entries)
+    return dst
+
+
+def _bad_replay_files(tmp):
+    (tmp / "not_a_zip.npz").write_bytes(b"this is not a zip archive")
+    np.save(tmp / "one_array.npy", np.zeros(3))
+    np.savez(tmp / "a100_none.npz", x=np.zeros(3))
+    return {
+        "missing_d": (_rewrite(MMA, tmp / "missing_d.npz", drop=("d",)), "'d'"),
+        "bad_format": (_rewrite(MMA, tmp / "bad_format.npz", a_format=np.array("f99")),
+                       "a_format 'f99'"),
+        "bad_scale": (_rewrite(MMA, tmp / "bad_scale.npz", scale_format=np.array("e9")),
+                      "scale_format 'e9'"),
+        "no_scales": (_rewrite(MMA, tmp / "no_scales.npz", scale_format=np.array("ue8m0")),
+                      "'scale_a', 'scale_b'"),
+        "block": (_rewrite(MMA, tmp / "block.npz", block_size=np.array("abc")),
+                  "block_size must be a positive integer, got 'abc'"),
+        "not_a_zip": (tmp / "not_a_zip.npz", "not an .npz archive"),
+        "npy": (tmp / "one_array.npy", "not an .npz archive"),
+        "tc_without_a": (_rewrite(TC, tmp / "a100_bf16.npz", drop=("a",)), "'a'"),
+        "neither": (tmp / "a100_none.npz", "neither the mma-data layout"),
+        "no_underscore": (_rewrite(TC, tmp / "a100.npz"), "GPU_FORMAT.npz"),
+        "bad_tc_format": (_rewrite(TC, tmp / "a100_zz9.npz"), "input format 'zz9'"),
+    }
+
+
+def test_replay_refuses_malformed_files_naming_file_and_problem(tmp_path):
+    for name, (path, needle) in _bad_replay_files(tmp_path).items():
+        with pytest.raises(ValueError, match=re.escape(needle)) as info:
+            lp.testing.replay(path)
+        assert str(path) in str(info.value), name
+
+
+def test_the_command_line_replays_malformed_files_in_one_line(tmp_path, capsys):
+    for name, (path, needle) in _bad_replay_files(tmp_path).items():
+        status, out, err = call(["replay", str(path)], capsys)
+        assert status == 2 and out == "", name
+        assert err.startswith("lowprec: error: ") and needle in err, name
+        assert len(err.strip().splitlines()) == 1, name
+
+
+@pytest.mark.parametrize("show", ["-1", "x", "1.5"])
+def test_replay_show_must_be_a_non_negative_integer(show, capsys):
+    status, out, err = call(["replay", str(MMA), "--model", "v100/mma", "--show", show],
+                            capsys)
+    assert status == 2 and out == ""
+    assert "--show must be a non-negative integer" in err
+
+
+def test_replay_max_mismatches_is_checked():
+    with pytest.raises(ValueError, match="max_mismatches must be at least 0"):
+        lp.testing.replay(MMA, max_mismatches=-1)

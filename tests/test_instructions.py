@@ -273,3 +273,60 @@ def test_lp_matmul_takes_two_fp8_formats_through_their_instruction(path):
     assert same.all(), f"{np.count_nonzero(~same)} rows differ"
     promoted = lp.matmul(a.astype("fp16"), b.astype("fp16"), c=c, model=model, out_fmt=fo)
     assert not np.array_equal(promoted.values.reshape(-1), want, equal_nan=True)
+
+
+# -- construction checks (R3-23, R3-24, O7) ----------------------------------------------
+
+def test_fraction_bits_are_bounded_by_the_exact_sum():
+    # R3-23: block + 1 terms below 2**(F + 2) sum exactly in float64 while
+    # F + 2 + ceil(log2(block + 1)) <= 53: F <= 48 for a group of 4.
+    from lowprec.tensorcore.instructions import Instruction, MatrixUnit
+    limit = 53 - 2 - math.ceil(math.log2(4 + 1))
+    u = MatrixUnit("x", (Instruction("nv-fused", 4, ("fp16",), fraction_bits=limit),))
+    got = lp.matmul(np.ones((1, 8)), np.ones((8, 1)), model=u, in_fmt="fp16")
+    assert np.asarray(got).tolist() == [[8.0]]
+    for F in (limit + 1, 61):
+        with pytest.raises(ValueError, match=f"fraction_bits={F} does not fit the exact "
+                           f"53-bit sum .* at most {limit}"):
+            Instruction("nv-fused", 4, ("fp16",), fraction_bits=F)
+    with pytest.raises(ValueError, match="at most 38"):    # 4 groups of 16 and c
+        Instruction("nv-fp4", 64, ("fp4",), fraction_bits=39, scales=("e8m0",),
+                    scale_block=32)
+
+
+def test_units_and_instructions_refuse_malformed_parts():
+    # R3-24
+    from lowprec.tensorcore.instructions import Instruction, MatrixUnit
+    ins = Instruction("nv-fused", 4, ("fp16",))
+    with pytest.raises(TypeError, match="instructions must be Instruction objects, got str"):
+        MatrixUnit("x", ("abc",))
+    with pytest.raises(TypeError, match="instructions must be a tuple of Instruction, got str"):
+        MatrixUnit("x", "abc")
+    with pytest.raises(TypeError, match="write"):
+        MatrixUnit("x", ins)
+    with pytest.raises(ValueError, match="at least one instruction"):
+        MatrixUnit("x", ())
+    assert MatrixUnit("x", [ins]).instructions == (ins,)
+    with pytest.raises(TypeError, match="every must be an int, got NoneType"):
+        lp.MODELS["h100/wgmma"].with_promotion(None)
+    with pytest.raises(ValueError, match="outputs must name at least one format"):
+        Instruction("nv-fused", 4, ("fp16",), outputs=())
+    with pytest.raises(TypeError, match="inputs must be a tuple of formats, got str"):
+        Instruction("nv-fused", 4, "fp16")
+    with pytest.raises(ValueError, match="give scales .* and scale_block"):
+        Instruction("nv-mx", 32, ("e4m3",), scales=("e8m0",))
+    with pytest.raises(ValueError, match="give scales"):
+        Instruction("nv-mx", 32, ("e4m3",), scale_block=32)
+    with pytest.raises(ValueError, match="not 'nv-fused'"):
+        Instruction("nv-fused", 4, ("fp16",), scales=("e8m0",), scale_block=4)
+    with pytest.raises(ValueError, match="scale_block must divide block=32, got 5"):
+        Instruction("nv-mx", 32, ("e4m3",), scales=("e8m0",), scale_block=5)
+    with pytest.raises(ValueError, match="multiple of 16, got 8"):
+        Instruction("nv-fp4", 64, ("fp4",), scales=("e8m0",), scale_block=8)
+
+
+def test_an_unknown_shape_is_refused_with_the_shapes():
+    # O7: no fallback to the first instruction
+    mi300 = lp.MODELS["mi300/mfma"]
+    with pytest.raises(ValueError, match="no instruction of shape 'zzz'.*f32_32x32x8_f16"):
+        mi300.instruction("fp16", shape="zzz")

@@ -233,6 +233,17 @@ def _parse_k(text):
     return k
 
 
+def _parse_show(text):
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(
+            f"--show must be a non-negative integer, got {text.strip()!r}")
+    return n
+
+
 def _mode_and_seed(p):
     p.add_argument("--mode", type=_parse_mode, choices=MODES, default="rne",
                    help="rounding mode, any case (default: rne)")
@@ -330,7 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
         "matched rows and the first mismatches; exit status 1 if a row does not match.")
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("--model", default=None, help="a name of lp.MODELS (default: from the file)")
-    p.add_argument("--show", type=int, default=5, metavar="N",
+    p.add_argument("--show", type=_parse_show, default=5, metavar="N",
                    help="mismatching rows to print per file (default: 5)")
     return parser
 

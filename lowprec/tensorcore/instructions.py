@@ -13,6 +13,7 @@ The kernels are in `fused`; this module only says what each instruction does.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -57,6 +58,14 @@ ALGORITHMS = {
     "amx-bf16": "Intel AMX TDPBF16PS: each BF16 product added to the FP32 accumulator in "
                 "order, RNE, denormal inputs as zero, denormal results flushed (Intel SDM)",
 }
+
+
+def _formats(name: str, value: object) -> tuple[Format, ...]:
+    """A tuple of formats from a tuple or list of format names or Formats."""
+    if not isinstance(value, (tuple, list)):
+        raise TypeError(f"{name} must be a tuple of formats, got {type(value).__name__} "
+                        f"{value!r} (one format: ({value!r},))")
+    return tuple(_format(f) for f in value)
 
 
 @dataclass(frozen=True)
@@ -124,13 +133,58 @@ class Instruction:
         for attr in ("ftz", "nan_bits"):
             object.__setattr__(self, attr, check_bool(attr, getattr(self, attr)))
         for attr in ("inputs", "outputs", "scales"):
-            object.__setattr__(self, attr, tuple(_format(f) for f in getattr(self, attr)))
+            object.__setattr__(self, attr, _formats(attr, getattr(self, attr)))
+        for attr in ("inputs", "outputs"):
+            if not getattr(self, attr):
+                raise ValueError(f"{attr} must name at least one format, got ()")
+        scaled = self.algorithm in ("nv-mx", "nv-fp4")
+        if scaled and (not self.scales or self.scale_block is None):
+            raise ValueError(f"algorithm {self.algorithm!r} is block-scaled: give scales "
+                             "(a tuple of scale formats) and scale_block (elements per "
+                             f"scale), got scales={self.scales!r}, "
+                             f"scale_block={self.scale_block!r}")
+        if not scaled and (self.scales or self.scale_block is not None):
+            raise ValueError(f"scales and scale_block belong to the block-scaled algorithms "
+                             f"'nv-mx' and 'nv-fp4', not {self.algorithm!r}")
+        if self.scale_block is not None:
+            n = check_int("scale_block", self.scale_block, minimum=1)
+            group = 16 if self.algorithm == "nv-fp4" else 1
+            if n % group or self.block % n:
+                raise ValueError(f"scale_block must divide block={self.block}"
+                                 + (" and be a multiple of 16" if group > 1 else "")
+                                 + f", got {n}")
+            object.__setattr__(self, "scale_block", n)
+        limit = self.max_fraction_bits()
+        if limit is not None and self.fraction_bits > limit:
+            raise ValueError(f"fraction_bits={self.fraction_bits} does not fit the exact "
+                             f"53-bit sum of {self.algorithm!r} with block={self.block}: "
+                             f"at most {limit}")
         if self.promote_every is not None:
             n = check_int("promote_every", self.promote_every, minimum=1)
             if n % self.block:
                 raise ValueError(f"promote_every must be a multiple of the group of "
                                  f"{self.block} products, got {n}")
             object.__setattr__(self, "promote_every", n)
+
+    def max_fraction_bits(self) -> int | None:
+        """The largest ``fraction_bits`` the algorithm's kernel sums exactly (None:
+        it keeps no F).
+
+        nv-fused and nv-mx align ``block`` products and c, each below 2**(F + 2); nv-fp4
+        aligns ``block / 16`` group sums, each below 2**(F + 12), and c. Those n terms
+        must sum in float64 exactly (the kernel converts the int64 sum once), so
+        F + ceil(log2(terms)) + 2 (or + 12) <= 53.
+
+        Examples
+        --------
+        >>> Instruction("nv-fused", 4, ("fp16",)).max_fraction_bits()
+        48
+        """
+        if self.algorithm in ("nv-fused", "nv-mx"):
+            return 53 - 2 - math.ceil(math.log2(self.block + 1))
+        if self.algorithm == "nv-fp4":
+            return 53 - 12 - math.ceil(math.log2(self.block // 16 + 1))
+        return None
 
     def out_mode(self, out: Format) -> str:
         """How an NVIDIA group rounds into ``out``: "f16", "f32" or "e8m13"."""
@@ -204,6 +258,23 @@ class MatrixUnit:
     doc: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise TypeError(f"name must be a str, got {type(self.name).__name__} "
+                            f"{self.name!r}")
+        ins = self.instructions
+        if isinstance(ins, Instruction):
+            raise TypeError(f"instructions must be a tuple of Instruction, got one "
+                            f"Instruction (write ({ins!r},))")
+        if not isinstance(ins, (tuple, list)):
+            raise TypeError(f"instructions must be a tuple of Instruction, got "
+                            f"{type(ins).__name__} {ins!r}")
+        for i in ins:
+            if not isinstance(i, Instruction):
+                raise TypeError(f"instructions must be Instruction objects, got "
+                                f"{type(i).__name__} {i!r}")
+        if not ins:
+            raise ValueError(f"model {self.name!r} needs at least one instruction")
+        object.__setattr__(self, "instructions", tuple(ins))
         if self.doc:
             object.__setattr__(self, "__doc__", self.doc)
 
@@ -235,6 +306,10 @@ class MatrixUnit:
                 and (fs is None or fs in i.scales)
                 and (scale_block is None or i.scale_block == scale_block)]
         if shape is not None:
+            known = sorted({sh for i in self.instructions for sh in i.shapes})
+            if shape not in known:
+                raise ValueError(f"model {self.name!r} has no instruction of shape {shape!r};"
+                                 f" its shapes: {', '.join(known) or 'none named'}")
             named = [i for i in fits if shape in i.shapes]
             fits = named or fits
         if not fits:
@@ -264,6 +339,7 @@ class MatrixUnit:
         >>> m.for_format("e4m3").promote_every, m.for_format("bf16").promote_every
         (128, None)
         """
+        every = check_int("every", every, minimum=1)
         fp8 = {FP8_E4M3, FP8_E5M2, FP8_E4M3FNUZ, FP8_E5M2FNUZ}
         ins = tuple(replace(i, promote_every=every) if set(i.inputs) & fp8 and not i.scales
                     else i for i in self.instructions)

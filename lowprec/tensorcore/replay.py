@@ -13,10 +13,13 @@ compares bits; the arithmetic is the models' own.
 from __future__ import annotations
 
 import os
+import pickle
+import zipfile
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..engine.checks import check_int
 from ..formats import (
     BF16,
     E8M0,
@@ -32,6 +35,7 @@ from ..formats import (
     UE4M3,
     Format,
 )
+from ..formats import format as _format
 from .catalogue import MODELS, resolve_model
 from .driver import matmul
 from .instructions import MatrixUnit
@@ -141,10 +145,42 @@ def replay(path: str | os.PathLike, model: str | MatrixUnit | None = None, *,
     True
     """
     path = os.fspath(path)
-    with np.load(path) as z:
+    max_mismatches = check_int("max_mismatches", max_mismatches, minimum=0)
+    try:
+        z = np.load(path, allow_pickle=False)
+    except (ValueError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError) as exc:
+        raise ValueError(f"{path}: not an .npz archive of recorded results ({exc})") from None
+    if not isinstance(z, np.lib.npyio.NpzFile):
+        raise ValueError(f"{path}: holds one array, not an .npz archive of recorded results")
+    with z:
         if "arch" in z.files:
+            _require(path, z, "the mma-data layout", _MMA_KEYS)
             return _replay_mma(path, z, model, max_mismatches)
-        return _replay_tensorcore(path, z, model, max_mismatches)
+        if "d_fp32" in z.files or "d_fp16" in z.files:
+            _require(path, z, "the Tensor Core layout", ("a", "b", "c"))
+            return _replay_tensorcore(path, z, model, max_mismatches)
+        raise ValueError(f"{path}: neither the mma-data layout (an 'arch' entry, "
+                         "tests/data/mma/README.md) nor the Tensor Core layout ('d_fp32' or "
+                         "'d_fp16', tests/data/tensorcore/README.md)")
+
+
+#: The entries every mma-data file holds (tests/data/mma/README.md).
+_MMA_KEYS = ("a", "b", "c", "d", "a_format", "b_format", "c_format", "d_format")
+
+
+def _require(path, z, layout, keys):
+    missing = [k for k in keys if k not in z.files]
+    if missing:
+        raise ValueError(f"{path}: {layout} needs the entries {', '.join(map(repr, missing))}"
+                         f", missing from the file")
+
+
+def _format_of(path, z, key):
+    name = _meta(z, key)
+    if name not in _FORMATS:
+        raise ValueError(f"{path}: unknown {key} {name!r}; the mma-data names are "
+                         f"{', '.join(_FORMATS)}")
+    return _FORMATS[name]
 
 
 def _replay_mma(path, z, model, max_mismatches):
@@ -159,12 +195,20 @@ def _replay_mma(path, z, model, max_mismatches):
     if not isinstance(unit, MatrixUnit):
         raise ValueError(f"model {getattr(unit, 'name', unit)!r} is not an instruction model "
                          "(lp.MODELS entries such as 'b200/tcgen05')")
-    fa, fb = _FORMATS[_meta(z, "a_format")], _FORMATS[_meta(z, "b_format")]
-    fc, fd = _FORMATS[_meta(z, "c_format")], _FORMATS[_meta(z, "d_format")]
-    scale = _meta(z, "scale_format")
-    fs = _FORMATS[scale] if scale else None
-    block = int(_meta(z, "block_size")) if _meta(z, "block_size") else None
-    shape = _meta(z, "qualifier").split(".")[0]
+    fa, fb, fc, fd = (_format_of(path, z, k)
+                      for k in ("a_format", "b_format", "c_format", "d_format"))
+    fs = _format_of(path, z, "scale_format") if _meta(z, "scale_format") else None
+    if fs is not None:
+        _require(path, z, "a block-scaled mma-data file", ("scale_a", "scale_b"))
+    block = None
+    if _meta(z, "block_size"):
+        text = _meta(z, "block_size")
+        if not text.isdigit() or int(text) < 1:
+            raise ValueError(f"{path}: block_size must be a positive integer, got {text!r}")
+        block = int(text)
+    shape: str | None = _meta(z, "qualifier").split(".")[0]
+    if not any(shape in i.shapes for i in unit.instructions):
+        shape = None        # another unit's shape (a model given by model=): any shape
     ins = unit.instruction(fa, fb, out=fd, shape=shape, scale=fs, scale_block=block)
     a, b = _values(z["a"], fa), _values(z["b"], fb)
     c = _values(z["c"], fc)          # an FP16 c of an FP32 output converts exactly
@@ -187,7 +231,16 @@ def _replay_mma(path, z, model, max_mismatches):
 
 
 def _replay_tensorcore(path, z, model, max_mismatches):
-    gpu, fmt = os.path.basename(path)[:-4].split("_")[:2]
+    parts = os.path.splitext(os.path.basename(path))[0].split("_")
+    if len(parts) < 2:
+        raise ValueError(f"{path}: a Tensor Core measurement file is named GPU_FORMAT.npz "
+                         "(a100_bf16.npz), which names its GPU and input format")
+    gpu, fmt = parts[:2]
+    try:
+        _format(fmt)
+    except (ValueError, TypeError):
+        raise ValueError(f"{path}: unknown input format {fmt!r} in the file name "
+                         "(GPU_FORMAT.npz)") from None
     a, b, c = (np.asarray(z[k]).view(np.float32).astype(np.float64) for k in ("a", "b", "c"))
     same_all, exp_all, got_all, d_all = [], [], [], []
     name = None
