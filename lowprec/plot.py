@@ -11,6 +11,7 @@ a format with float64 tricks of its own, and never round on its own.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -44,15 +45,30 @@ def _pyplot():
 
 
 def _axes(ax, figsize):
+    plt = _pyplot()
     if ax is not None:
+        from matplotlib.axes import Axes
+        if not isinstance(ax, Axes):
+            raise TypeError(f"ax must be a matplotlib Axes (plt.subplots()[1]), got "
+                            f"{type(ax).__name__} {ax!r}")
         return ax
-    return _pyplot().subplots(figsize=figsize)[1]
+    return plt.subplots(figsize=figsize)[1]
 
 
 def _decoded(patterns, fmt):
     # decode of an inf or NaN pattern of FP64-like tables may warn; those are dropped.
     with np.errstate(over="ignore", invalid="ignore"):
         return np.asarray(decode(np.asarray(patterns, dtype=np.uint64), fmt), dtype=np.float64)
+
+
+def _decoded_or_nan(patterns, fmt):
+    """`_decoded`, NaN for patterns past the last one (the pattern after the last
+    binade's first value, in a format without fraction bits such as E8M0)."""
+    patterns = np.asarray(patterns, dtype=np.uint64)
+    inside = patterns <= np.uint64(2 ** fmt.bits - 1)
+    out = np.full(patterns.shape, np.nan)
+    out[inside] = _decoded(patterns[inside], fmt)
+    return out
 
 
 def _all_values(fmt: Format) -> np.ndarray:
@@ -175,7 +191,7 @@ def _binade_starts(fmt: Format) -> tuple[np.ndarray, np.ndarray, float]:
     # factor 2 of each other, exact (Sterbenz). Where the next pattern is not a value
     # (the top binade when m <= 1), the gap is twice the one just below the binade's
     # first value (a power of two: doubling it is exact).
-    ulp = _decoded(start + np.uint64(1), fmt) - lo
+    ulp = _decoded_or_nan(start + np.uint64(1), fmt) - lo
     odd = np.isfinite(lo) & ~np.isfinite(ulp)
     if odd.any():
         ulp[odd] = 2 * (lo[odd] - _decoded(start[odd] - np.uint64(1), fmt))
@@ -246,6 +262,8 @@ def spacing(fmts: FormatLike | Sequence[FormatLike] = ("fp32", "fp16", "bf16", "
     if isinstance(fmts, (Format, str)) or not isinstance(fmts, Sequence):
         fmts = [fmts]
     formats = [_format(f) for f in fmts]
+    if not formats:
+        raise ValueError("spacing needs at least one format, got an empty sequence")
     ax = _axes(ax, (10, 5.5))
     data = []
     for fmt in formats:
@@ -345,8 +363,20 @@ def rounding(fmt: FormatLike, modes: Sequence[str] = ("rne", "rz", "ru", "rd"), 
     >>> import matplotlib.pyplot as plt; plt.close("all")
     """
     fmt = _format(fmt)
+    if isinstance(modes, str):
+        modes = (modes,)
+    if not isinstance(modes, Sequence) or not all(isinstance(m, str) for m in modes):
+        raise TypeError(f"modes must be a mode name or a sequence of them (lowprec.MODES), "
+                        f"got {type(modes).__name__} {modes!r}")
+    if not modes:
+        raise ValueError("modes must name at least one rounding mode (lowprec.MODES)")
+    if around is not None and (not isinstance(around, (numbers.Real, np.integer,
+                                                       np.floating))
+                               or isinstance(around, (bool, np.bool_))):
+        raise TypeError(f"around must be a real number, got {type(around).__name__} "
+                        f"{around!r}")
     ax = _axes(ax, (7, 6))
-    vals = _near(fmt, 1.0 if around is None else around, 3)
+    vals = _near(fmt, 1.0 if around is None else float(around), 3)
     x = np.linspace(vals[0], vals[-1], 2001)
     widths = np.linspace(5.0, 1.2, max(len(modes), 1))
     for mode, lw in zip(modes, widths):
@@ -410,6 +440,15 @@ def error_vs_k(result: dict[str, Any] | None = None, which: str = "dot",
     elif experiment:
         raise TypeError("give either result or the experiment's arguments, not both "
                         f"(got {sorted(experiment)})")
+    elif not isinstance(result, dict):
+        raise TypeError(f"result must be the dict lowprec.teaching.error_vs_k returns, got "
+                        f"{type(result).__name__}")
+    if which not in ("dot", "matmul"):
+        raise ValueError(f"which must be 'dot' or 'matmul', got {which!r}")
+    missing = [k for k in ("ks", "formats", "models", which) if k not in result]
+    if missing:
+        raise ValueError(f"result lacks {', '.join(map(repr, missing))}: give what "
+                         "lowprec.teaching.error_vs_k returns (or its arguments instead)")
     axes = list(plot_error_vs_k(result, which).axes)
     from matplotlib.ticker import NullFormatter
     for ax in axes:

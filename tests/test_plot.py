@@ -191,3 +191,42 @@ def test_plot_is_not_imported_with_lowprec_and_needs_matplotlib():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert 'pip install "lowprec[plot]"' in out
+
+
+# -- bad input is refused up front (R3-28) ------------------------------------------------
+
+def test_spacing_draws_e8m0_every_power_of_two():
+    # E8M0's values are 2**-127 ... 2**127: each binade holds one value, so the gap to the
+    # next value is the value itself and ulp(x) / x is 1 everywhere.
+    (line,) = artists(lplot.spacing(["e8m0"]), "spacing")
+    powers = [2.0**e for e in range(-127, 128)]
+    assert list(line.get_xdata()) == powers + [2.0**127]
+    assert set(line.get_ydata().tolist()) == {1.0}
+
+
+def test_plot_functions_refuse_bad_arguments_clearly():
+    with pytest.raises(ValueError, match="at least one format"):
+        lplot.spacing([])
+    with pytest.raises(ValueError, match="result lacks 'ks', 'formats', 'models', 'dot'"):
+        lplot.error_vs_k({})
+    with pytest.raises(TypeError, match="result must be the dict"):
+        lplot.error_vs_k([1, 2])
+    with pytest.raises(ValueError, match="which must be 'dot' or 'matmul'"):
+        lplot.error_vs_k({"ks": [16]}, which="dots")
+    for call in (lambda: lplot.values("e4m3", ax=5), lambda: lplot.spacing(ax="a"),
+                 lambda: lplot.rounding("fp16", ax=object())):
+        with pytest.raises(TypeError, match="ax must be a matplotlib Axes"):
+            call()
+    with pytest.raises(TypeError, match="around must be a real number, got list"):
+        lplot.rounding("fp16", around=[1, 2])
+    with pytest.raises(TypeError, match="modes must be a mode name or a sequence"):
+        lplot.rounding("fp16", [1])
+    with pytest.raises(ValueError, match="at least one rounding mode"):
+        lplot.rounding("fp16", ())
+
+
+def test_rounding_takes_one_mode_name():
+    (line,) = artists(lplot.rounding("fp16", "rne"), "rounding")
+    assert line.get_label().startswith("rne (")
+    x = np.asarray(line.get_xdata())
+    assert np.array_equal(line.get_ydata(), x.astype(np.float16).astype(np.float64))
