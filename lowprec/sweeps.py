@@ -30,29 +30,41 @@ __all__ = ["sweep", "point_seed", "grid_points", "RECORDS"]
 RECORDS = ("auto", "list", "frame")
 
 
-def _canonical(value: object, name: str) -> str:
+def _canonical(value: object, name: str, _inside: frozenset[int] = frozenset()) -> str:
     """A text of ``value`` that is the same in every process and session (no ``hash()``,
     no memory address): Python's ``repr`` for scalars and strings (``1``, ``1.0`` and
     ``True`` stay distinct), NumPy scalars as the Python scalar of the same value,
     containers item by item (sets and dict keys sorted), arrays by dtype, shape and a
-    digest of their bytes, functions and classes by module and qualified name."""
+    digest of their bytes, functions and classes by module and qualified name.
+    ``_inside``: the ids of the containers being written, whose reappearance inside
+    themselves raises `ValueError` (a self-referencing value has no finite text)."""
     if isinstance(value, np.generic):
         value = value.item()
     if value is None or isinstance(value, (bool, numbers.Number, str, bytes)):
         return repr(value)
+    if isinstance(value, (tuple, list, set, frozenset, Mapping, np.ndarray)):
+        if id(value) in _inside:
+            raise ValueError(f"grid value of {name!r} refers to itself (a container "
+                             f"that holds itself): a point's seed is derived from its "
+                             f"values' text, which must be finite")
+        _inside = _inside | {id(value)}
+
+    def canon(v):
+        return _canonical(v, name, _inside)
+
     if isinstance(value, tuple):
-        return "(" + ",".join(_canonical(v, name) for v in value) + ",)"
+        return "(" + ",".join(canon(v) for v in value) + ",)"
     if isinstance(value, list):
-        return "[" + ",".join(_canonical(v, name) for v in value) + "]"
+        return "[" + ",".join(canon(v) for v in value) + "]"
     if isinstance(value, (set, frozenset)):
-        return "{" + ",".join(sorted(_canonical(v, name) for v in value)) + "}"
+        return "{" + ",".join(sorted(canon(v) for v in value)) + "}"
     if isinstance(value, Mapping):
-        items = sorted((_canonical(k, name), _canonical(v, name)) for k, v in value.items())
+        items = sorted((canon(k), canon(v)) for k, v in value.items())
         return "{" + ",".join(f"{k}:{v}" for k, v in items) + "}"
     if isinstance(value, np.ndarray):
         data = np.ascontiguousarray(value)
         digest = hashlib.sha256(data.view(np.uint8).tobytes() if data.dtype != object
-                                else _canonical(data.tolist(), name).encode()).hexdigest()
+                                else canon(data.tolist()).encode()).hexdigest()
         return f"ndarray({data.dtype.str},{data.shape},{digest})"
     if inspect.isfunction(value) or inspect.isclass(value) or inspect.isbuiltin(value):
         return f"{value.__module__}.{value.__qualname__}"

@@ -200,6 +200,29 @@ def test_bad_grids_are_refused(grid, error, match):
         sweep(plain, grid)
 
 
+def test_self_referencing_values_are_refused():
+    # R3-29: a container holding itself has no finite text to derive a seed from
+    looped = []
+    looped.append(looped)
+    mapping = {}
+    mapping["me"] = mapping
+    objects = np.empty(1, dtype=object)
+    objects[0] = objects
+    for value in (looped, mapping, objects, (1, [looped])):
+        with pytest.raises(ValueError, match="grid value of 'x' refers to itself"):
+            point_seed({"x": value})
+        with pytest.raises(ValueError, match="refers to itself"):
+            sweep(plain_x, [{"x": value}], records="list")
+    with pytest.raises(ValueError, match="refers to itself"):
+        sweep(plain_x, {"x": [1, looped]}, records="list")
+    shared = [1.5]           # the same list twice is no loop: the text of [[1.5],[1.5]]
+    assert point_seed({"x": [shared, shared]}) == point_seed({"x": [[1.5], [1.5]]})
+
+
+def plain_x(x):
+    return 0
+
+
 def test_bad_options_are_refused():
     with pytest.raises(TypeError, match="fn must be callable"):
         sweep(5, {"a": [1]})
