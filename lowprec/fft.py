@@ -22,10 +22,15 @@ float64 and rounds it afterwards.
   ``t = w * b`` with ``re = wr*br - wi*bi`` and ``im = wr*bi + wi*br`` (four rounded
   products, one rounded subtraction and one rounded addition, not fused), then
   ``a + t`` and ``a - t``, each real part rounded.
-* Any other ``n``: the direct sum, ``O(n^2)`` work and memory: each product
+* Any other ``n``: the direct sum, ``O(n^2)`` work: each product
   ``w_((j k) mod n) * x_j`` as above, then the real parts and the imaginary parts
   of the ``n`` products of each output summed pairwise in the format (`lp.sum`'s
-  ``"pairwise"`` order, as ``Tensor.sum``).
+  ``"pairwise"`` order, as ``Tensor.sum``). The products are formed in blocks of at
+  most ``max(_PRODUCTS, n)`` (65536; about 250 bytes each in the working arrays, so
+  some 16 MiB beyond the input and the result), whole rows of the batch where they
+  fit, else blocks of the outputs of one row; each output's products and sum do not
+  depend on the others, so the values are those of one block. Under ``"sr"`` a
+  call of more than one block draws one stream per block and operation.
 * Scaling, last: a division by ``n`` (the exact integer) or by ``sqrt(n)`` (float64's
   square root), one correctly rounded division per real part, where ``norm`` asks
   for one as NumPy defines it (``"backward"``: the inverses; ``"forward"``: the
@@ -54,6 +59,9 @@ from .tensors import Tensor, get_context
 __all__ = ["fft", "ifft", "rfft", "irfft"]
 
 _NORMS = (None, "backward", "ortho", "forward")
+#: The direct sum's block: at most ``max(_PRODUCTS, n)`` complex products at a time
+#: (about 250 bytes each in its working arrays: some 16 MiB beyond input and result).
+_PRODUCTS = 1 << 16
 _Pair = tuple[NDArray[np.float64], NDArray[np.float64]]
 
 
@@ -204,14 +212,33 @@ def _radix2(re: NDArray[np.float64], im: NDArray[np.float64], w: Any, ops: _Ops)
 
 def _direct(re: NDArray[np.float64], im: NDArray[np.float64], w: Any, ops: _Ops) -> _Pair:
     """``X_k = sum_j w_((j k) mod n) x_j`` along the last axis: rounded products, the
-    real and imaginary parts summed pairwise in the format."""
+    real and imaginary parts summed pairwise in the format.
+
+    In blocks of at most ``max(_PRODUCTS, n)`` products: whole transforms of several
+    rows where one row's ``n * n`` fit, else one row and as many outputs as fit. The
+    products and the pairwise sum of an output do not depend on the other outputs, so
+    the blocks give the unblocked values bit for bit (one block where all fit)."""
     n = re.shape[-1]
-    idx = np.outer(np.arange(n), np.arange(n)) % n          # [k, j]
-    table = tuple(a[idx] for a in w)
-    shape = re.shape[:-1] + (n, n)
-    pr, pi = _times(table, np.broadcast_to(re[..., None, :], shape),
-                    np.broadcast_to(im[..., None, :], shape), ops)
-    return ops.sum(pr), ops.sum(pi)
+    batch = re.shape[:-1]
+    re, im = re.reshape(-1, n), im.reshape(-1, n)
+    rows = re.shape[0]
+    out_re, out_im = np.empty((rows, n)), np.empty((rows, n))
+    if n * n <= _PRODUCTS:
+        row_step, k_step = max(1, _PRODUCTS // (n * n)), n
+    else:
+        row_step, k_step = 1, max(1, _PRODUCTS // n)
+    j = np.arange(n)
+    for k0 in range(0, n, k_step):
+        k1 = min(n, k0 + k_step)
+        idx = np.outer(np.arange(k0, k1), j) % n            # [k, j]
+        table = tuple(a[idx] for a in w)
+        for r0 in range(0, rows, row_step):
+            r1 = min(rows, r0 + row_step)
+            shape = (r1 - r0, k1 - k0, n)
+            pr, pi = _times(table, np.broadcast_to(re[r0:r1, None, :], shape),
+                            np.broadcast_to(im[r0:r1, None, :], shape), ops)
+            out_re[r0:r1, k0:k1], out_im[r0:r1, k0:k1] = ops.sum(pr), ops.sum(pi)
+    return out_re.reshape(batch + (n,)), out_im.reshape(batch + (n,))
 
 
 def _transform(re: NDArray[np.float64], im: NDArray[np.float64], fmt: Format,

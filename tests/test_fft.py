@@ -342,3 +342,45 @@ def test_bad_input_is_refused_by_name():
     with pytest.raises(TypeError, match="out="):
         np.fft.fft(t, out=np.empty(3, dtype=complex))
     assert np.array_equal(t.values, before)
+
+
+# -- memory: the direct sum in blocks (R3-16) -----------------------------------------
+
+@pytest.mark.parametrize("products", [7, 40, 300])
+def test_direct_sum_in_blocks_equals_the_unblocked_sum_and_the_reference(
+        monkeypatch, products):
+    # R3-16: blocks of rows (300: 2 rows of 12 * 12 products, the last block 1 row),
+    # of outputs of one row (40: 3 outputs of 12; 2 of 15, the last block 1), and of one
+    # output (7) against one call on the whole (5, 12) batch and against the reference.
+    fmt = lp.FP8_E4M3
+    re = np.stack([draw(fmt, 12, s) for s in range(5)])
+    im = np.stack([draw(fmt, 12, s + 50) for s in range(5)])
+    x = (lp.tensor(re, fmt), lp.tensor(im, fmt))
+    assert 5 * 12 * 12 <= lp.fft._PRODUCTS          # the default: one block
+    with lp.context(mode="rz"):
+        whole, inverse = lp.fft.fft(x), lp.fft.ifft(x, n=15)
+    monkeypatch.setattr(lp.fft, "_PRODUCTS", products)
+    with lp.context(mode="rz"):
+        got, got_inverse = lp.fft.fft(x), lp.fft.ifft(x, n=15)
+    same_bits = lambda a, b: np.array_equal(a.view(np.float64), b.view(np.float64))  # noqa: E731
+    assert same_bits(got, whole) and same_bits(got_inverse, inverse)
+    ref = Ref(fmt, "rz")
+    for row in range(5):
+        assert same(got[row], ref.dft(list(zip(re[row], im[row])))), row
+        padded = list(zip(re[row], im[row])) + [(0.0, 0.0)] * 3
+        assert same(got_inverse[row], ref.scale(ref.dft(padded, inverse=True), 15)), row
+
+
+def test_direct_sum_memory_is_bounded_by_its_block():
+    # R3-16: (32, 255) held all 32 * 255 * 255 products at once (a peak of 148 MiB);
+    # in blocks of at most `_PRODUCTS` products (about 16 MiB of work) it stays below
+    # a quarter of that.
+    import tracemalloc
+    x = lp.tensor(np.random.default_rng(3).standard_normal((32, 255)), "bf16")
+    tracemalloc.start()
+    try:
+        lp.fft.fft(x)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 * 2**20
