@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+from numpy.exceptions import AxisError
 
 from .. import linalg as _la
 from ..formats import FP32, FP64, Format
@@ -88,7 +89,8 @@ def _axes(axis, ndim, name="axis"):
         if not isinstance(a, (int, np.integer)) or isinstance(a, bool):
             raise TypeError(f"{name} must hold ints, got {type(a).__name__}")
         if not -ndim <= a < max(ndim, 1):
-            raise IndexError(f"{name} {a} is out of range for {ndim} dimensions")
+            # NumPy's AxisError: both a ValueError and an IndexError
+            raise AxisError(f"{name} {a} is out of range for {ndim} dimensions")
         out.append(int(a) % max(ndim, 1))
     if len(set(out)) != len(out):
         raise ValueError(f"repeated {name} in {axis}")
@@ -380,6 +382,19 @@ class Namespace:
             obj = np.asarray(obj)
         if isinstance(obj, (complex, np.complexfloating)):
             raise TypeError("lowprec has no complex dtypes")
+        if isinstance(obj, int) and not isinstance(obj, bool) and \
+                (want is None or want.kind != "floating"):
+            lo, hi = (0, 2**64) if want is self.uint64 else (-2**63, 2**63)
+            if not lo <= obj < hi:
+                name = "uint64" if want is self.uint64 else "int64"
+                raise ValueError(f"asarray: the integer {obj} does not fit {name}; ask "
+                                 f"for dtype=float64 to round it into a floating array")
+        if isinstance(obj, int) and not isinstance(obj, bool) and want is not None and \
+                want.kind == "floating":
+            # lp.round takes Python ints of any width exactly: one rounding
+            with self._ctx():
+                v = round_ctx(obj, cast(Format, want.fmt), None)
+            return self._wrap(np.asarray(v, dtype=np.float64), want)
         if isinstance(obj, (bool, np.bool_)) and want is None:
             want = self.bool
         elif isinstance(obj, (int, np.integer)) and not isinstance(obj, (bool, np.bool_)) \
@@ -396,7 +411,8 @@ class Namespace:
                     raise TypeError(f"asarray needs real numbers, got {a.dtype}") from None
                 raise
         if a.dtype.kind == "O":
-            raise TypeError("asarray needs real numbers (or integers that fit int64)")
+            raise TypeError("asarray needs real numbers (and integers that fit int64), got "
+                            "objects NumPy holds as dtype object")
         if a.dtype.kind == "c":
             raise TypeError("lowprec has no complex dtypes")
         if a.dtype.kind == "f" or (a.dtype.kind == "V" and a.dtype.names is None):
@@ -491,8 +507,35 @@ class Namespace:
             raise TypeError("lowprec has no complex dtypes")
         return self.float64
 
+    @staticmethod
+    def _fill_value(value: Any) -> Any:
+        """A fill value: a Python (or NumPy) bool, int or float, or a 0-d array's."""
+        if isinstance(value, Array):
+            if value.ndim:
+                raise TypeError(f"fill_value must be a scalar or a 0-d array, got an array "
+                                f"of shape {value.shape}")
+            return value._a[()]
+        if isinstance(value, (complex, np.complexfloating)):
+            raise TypeError("lowprec has no complex dtypes")
+        if not isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
+            raise TypeError(f"fill_value must be a bool, int or float (or a 0-d array), got "
+                            f"{type(value).__name__} {value!r:.40}")
+        return value
+
+    @staticmethod
+    def _shape(shape: Any) -> tuple[int, ...]:
+        """A shape argument: an int or a tuple of non-negative ints."""
+        dims = shape if isinstance(shape, (tuple, list)) else (shape,)
+        for n in dims:
+            if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+                raise TypeError(f"shape must be an int or a tuple of ints, got "
+                                f"{type(shape).__name__} {shape!r:.40}")
+            if n < 0:
+                raise ValueError(f"shape {shape!r} has a negative dimension")
+        return tuple(int(n) for n in dims)
+
     def _filled(self, shape: Any, value: Any, dtype: DType) -> Array:
-        shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+        shape = self._shape(shape)
         if dtype.kind == "floating":
             v = self._round(np.float64(value), dtype.fmt)
             return self._wrap(np.full(shape, v, dtype=np.float64), dtype)
@@ -513,8 +556,7 @@ class Namespace:
     def full(self, shape: Any, fill_value: Any, *, dtype: Any = None,
              device: Any = None) -> Array:
         self.check_device(device)
-        if isinstance(fill_value, Array):
-            fill_value = fill_value._a[()]
+        fill_value = self._fill_value(fill_value)
         return self._filled(shape, fill_value, self._fill_dtype(fill_value, dtype))
 
     def _like(self, x, dtype):
@@ -539,6 +581,7 @@ class Namespace:
     def full_like(self, x: Array, /, fill_value: Any, *, dtype: Any = None,
                   device: Any = None) -> Array:
         self.check_device(device)
+        fill_value = self._fill_value(fill_value)
         shape, d = self._like(x, dtype)
         return self._filled(shape, fill_value, d)
 
@@ -554,6 +597,8 @@ class Namespace:
         self.check_device(device)
         if stop is None:
             start, stop = 0, start
+        if step == 0:
+            raise ValueError("arange: step must not be zero")
         floats = any(isinstance(v, float) for v in (start, stop, step))
         d = self._dtype(dtype) if dtype is not None else (self.float64 if floats
                                                           else self.int64)
@@ -753,14 +798,14 @@ class Namespace:
     def clip(self, x: Array, /, min: Any = None, max: Any = None) -> Array:  # noqa: A002
         x = self._array(x)
         r = x
-        if min is not None:
-            r = self.where(self.less(r, min) & ~self.isnan(r),
-                           self.astype(self._array(min) if isinstance(min, Array) else
-                                       self.asarray(min, dtype=x._dtype), x._dtype), r)
-        if max is not None:
-            r = self.where(self.greater(r, max) & ~self.isnan(r),
-                           self.astype(self._array(max) if isinstance(max, Array) else
-                                       self.asarray(max, dtype=x._dtype), x._dtype), r)
+        # maximum(minimum(x, max), min), as NumPy and the draft standard: a NaN bound
+        # gives NaN, and min wins where min > max; x's own values (signed zeros) kept.
+        for bound, past in ((max, self.greater), (min, self.less)):
+            if bound is None:
+                continue
+            v = self.astype(self._array(bound) if isinstance(bound, Array) else
+                            self.asarray(bound, dtype=x._dtype), x._dtype)
+            r = self.where(past(r, v) | self.isnan(v), v, r)
         return r if r is not x else self._wrap(x._a.copy(), x._dtype)
 
     def real(self, x: Array, /) -> Array:
@@ -838,9 +883,12 @@ class Namespace:
 
     def _select(self, fn, x, axis, keepdims):
         x = self._array(x)
-        if x.size == 0:
-            raise ValueError(f"{fn.__name__} of an empty array")
-        return self._wrap(fn(x._a, axis=_axes(axis, x.ndim), keepdims=keepdims), x._dtype)
+        axes = _axes(axis, x.ndim)
+        if math.prod(x.shape[a] for a in axes) == 0:
+            # only a reduction over zero elements has no answer (NumPy refuses it too)
+            raise ValueError(f"{fn.__name__} over axes {axes} of an array of shape {x.shape}: "
+                             f"a reduction over zero elements has no value")
+        return self._wrap(fn(x._a, axis=axes, keepdims=keepdims), x._dtype)
 
     def max(self, x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Array:
         return self._select(np.max, x, axis, keepdims)    # a selection: exact
@@ -1014,8 +1062,11 @@ class Namespace:
 
     def expand_dims(self, x: Array, /, axis: int = 0) -> Array:
         x = self._array(x)
+        if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
+            raise TypeError(f"expand_dims takes one axis (an int), got {type(axis).__name__} "
+                            f"{axis!r:.40}; call it once per axis")
         if not -x.ndim - 1 <= axis <= x.ndim:
-            raise IndexError(f"axis {axis} is out of range for {x.ndim + 1} dimensions")
+            raise AxisError(f"axis {axis} is out of range for {x.ndim + 1} dimensions")
         return self._view(x, np.expand_dims(x._a, axis))
 
     def flip(self, x: Array, /, *, axis: Any = None) -> Array:
@@ -1080,6 +1131,18 @@ class Namespace:
         return self._wrap(np.take_along_axis(x._a, i._a, axis=axis), x._dtype)
 
     # -- products ---------------------------------------------------------------------------
+    def _product_format(self, fmt: Format) -> Format:
+        """The format the matmul model gives for ``fmt`` inputs: ``fmt`` itself for the
+        models that round their sum into any format (``"exact"``, ``"fp32"``,
+        ``"fp16"``: one rounding), else the model's natural output (FP32 for the
+        Tensor Core models), which `matmul` then rounds into ``fmt``."""
+        spec = resolve_model(self.model, "matmul")
+        allowed = spec.out_formats(fmt)       # ValueError when the model refuses fmt
+        if allowed is None:
+            return fmt
+        natural = spec.default_out_format()
+        return natural if natural in allowed else allowed[0]
+
     def matmul(self, x1: Array, x2: Array, /) -> Array:
         a, b, d = self._pair(x1, x2)
         if a.ndim == 0 or b.ndim == 0:
@@ -1099,9 +1162,14 @@ class Namespace:
             # float64 product (BLAS), rounded into the format; docs/array-api.md.
             r = self._round(np.matmul(va, vb), fmt)
         else:
+            out = self._product_format(fmt)
             with self._ctx():
                 r = _lp_matmul(Tensor(va, fmt), Tensor(vb, fmt), model=self.model,
-                               out_fmt=fmt)._v
+                               out_fmt=out)._v
+            if out != fmt:
+                # A Tensor Core model's output (FP32) rounded once into the format with
+                # the policy's mode, as a framework does.
+                r = self._round(r, fmt)
         if a.ndim == 1:
             r = r[..., 0, :]
         if b.ndim == 1:
@@ -1113,6 +1181,9 @@ class Namespace:
         if isinstance(axes, (int, np.integer)):
             if axes < 0:
                 raise ValueError("axes must be non-negative")
+            if axes > min(a.ndim, b.ndim):
+                raise ValueError(f"tensordot: axes={axes} contracts more dimensions than x1 "
+                                 f"({a.ndim}) or x2 ({b.ndim}) has")
             ax_a = tuple(range(a.ndim - axes, a.ndim))
             ax_b = tuple(range(axes))
         else:
@@ -1339,6 +1410,9 @@ class Namespace:
 
     def linalg_cross(self, x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
         a, b, d = self._pair(x1, x2)
+        if a.ndim == 0 or b.ndim == 0:
+            raise ValueError("cross needs arrays of at least one dimension")
+        _axes(axis, a.ndim), _axes(axis, b.ndim)      # AxisError naming a bad axis
         if a.shape[axis] != 3 or b.shape[axis] != 3:
             raise ValueError("cross needs vectors of 3 elements along axis")
         va, vb = np.moveaxis(a._a, axis, -1), np.moveaxis(b._a, axis, -1)
@@ -1414,4 +1488,3 @@ def _install() -> None:
 
 
 _install()
-_ = resolve_model   # the policy's model is checked by lp.context / lp.matmul
