@@ -173,8 +173,20 @@ def _map(fn: Callable[..., Any], operands: tuple[Any, ...], mode: str, dtype: An
     return da.map_blocks(block, *dask_ops, dtype=dtype, meta=meta)
 
 
-def _sample(x: Any) -> np.ndarray:
-    return np.zeros((1,) * np.ndim(x), dtype=getattr(x, "dtype", np.float64))
+def _sample(x: Any) -> Any:
+    """A stand-in of ``x`` for the NumPy call that checks the options and operands when
+    the graph is built: zeros of a Dask array's dtype (nothing is computed), anything
+    else itself (a scalar; a plain array's first element), so that None, "abc" or 1j
+    get the NumPy call's own `TypeError` now, not at ``.compute()``."""
+    if _is_dask(x):
+        return np.zeros((1,) * x.ndim, dtype=x.dtype)
+    if isinstance(x, (LazyTensor, Tensor)):
+        raise TypeError("a Tensor operand: pass its values (t.values), or use the Tensor's "
+                        "operators")
+    if np.ndim(x) == 0:
+        return x
+    a = np.asarray(x)
+    return a[(slice(0, 1),) * a.ndim]
 
 
 def round(x: DaskLike, fmt: FormatLike, mode: str = "rne", *,  # noqa: A001
@@ -689,7 +701,7 @@ def matmul(a: DaskLike, b: DaskLike, *, model: str | Model = "fp32",
     spec = resolve_model(model)
     # The options' and formats' errors, now, from the NumPy call on one element.
     _matmul(np.zeros((1, 1), a.dtype), np.zeros((1, 1), b.dtype), model=model,
-            in_fmt=in_fmt, out_fmt=out_fmt)
+            c=None if c is None else _sample(c), in_fmt=in_fmt, out_fmt=out_fmt)
     fa = _format(in_fmt) if in_fmt is not None else _dtype_fmt(a)
     fb = _format(in_fmt) if in_fmt is not None else _dtype_fmt(b)
     out = spec.default_out_format() if out_fmt is None else _format(out_fmt)
@@ -797,8 +809,10 @@ class LazyTensor:
     def _apply(self, op: Callable[..., Any], name: str, *others: Any) -> LazyTensor:
         ctx = get_context()
         operands = (self,) + others
-        fmts = tuple(o.fmt if isinstance(o, LazyTensor) else None for o in operands)
-        vals = tuple(o.values if isinstance(o, LazyTensor) else o for o in operands)
+        # An eager Tensor keeps its format (promoted as eager Tensors promote), its
+        # values one chunk: read as a plain array, they would be rounded into ours.
+        fmts = tuple(o.fmt if isinstance(o, (LazyTensor, Tensor)) else None for o in operands)
+        vals = tuple(o.values if isinstance(o, (LazyTensor, Tensor)) else o for o in operands)
         with context(mode="rne"):                     # the result format, now
             probe = op(*(_wrap(np.zeros(1), f) if f is not None else
                          (o if np.ndim(o) == 0 else np.zeros(1))

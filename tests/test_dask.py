@@ -430,3 +430,45 @@ def test_public_entry_points_take_dask_arrays():
                           (lp.tensor(x, "fp16") + lp.tensor(x, "fp16")).values)
     with pytest.raises(ValueError, match="offset"):
         lp.round(X, "bf16", "sr", rng=1, offset=3)
+
+
+# R3-21: an eager Tensor with a LazyTensor keeps its own format and promotes as eager
+# Tensors do (FP16 with BF16 gives FP32), so the values are the eager ones.
+@pytest.mark.parametrize("mode", ("rne", "rz", "sr"))
+def test_lazy_tensor_with_an_eager_tensor_of_another_format_promotes_as_eager(mode):
+    x = np.array([0.1, 1.0 + 2**-9, 3.0, 70000.0, -2.0**-20, 5.5])
+    y = data((6,), 21, specials=False)
+    lx, tx = lpd.tensor(da.from_array(x, chunks=2), "fp16"), lp.tensor(x, "fp16")
+    ty, t0 = lp.tensor(y, "bf16"), lp.tensor(0.3, "bf16")
+    cases = [(lambda a: a + ty), (lambda a: a * ty), (lambda a: a - t0), (lambda a: a / ty)]
+    for f in cases:
+        with lp.context(mode=mode, rng=4):
+            want = f(tx)
+        with lp.context(mode=mode, rng=4):
+            got = f(lx).compute(scheduler="sync")
+        assert want.fmt == lp.FP32 and got.fmt == want.fmt
+        same(got.values, want.values)
+
+
+# R3-22: operand errors come when the graph is built, as from the NumPy call.
+@pytest.mark.parametrize("bad", [None, "abc", 1j, np.array(["a", "b"]), [None, None]])
+def test_elementwise_operand_errors_come_when_the_graph_is_built(bad):
+    dx = da.from_array(np.arange(4.0), chunks=2)
+    with pytest.raises(TypeError) as eager:
+        lp.add(np.arange(4.0), bad, "bf16")
+    with pytest.raises(TypeError, match=str(eager.value).split(" (")[0].split(";")[0]):
+        lpd.add(dx, bad, "bf16")
+    with pytest.raises(TypeError):
+        lpd.fma(dx, 2.0, bad, "bf16")
+    with pytest.raises(TypeError, match="Tensor operand: pass its values"):
+        lpd.mul(dx, lp.tensor([1.0, 2.0, 3.0, 4.0], "fp16"), "bf16")
+
+
+def test_matmul_c_errors_come_when_the_graph_is_built():
+    a = da.from_array(np.ones((2, 2)), chunks=1)
+    with pytest.raises(TypeError, match="c must be real numbers"):
+        lpd.matmul(a, a, c="abc", in_fmt="fp16")
+    with pytest.raises(TypeError):
+        lpd.matmul(a, a, c=1j, in_fmt="fp16")
+    same(get(lpd.matmul(a, a, c=np.ones(2), in_fmt="fp16")),
+         lp.matmul(np.ones((2, 2)), np.ones((2, 2)), c=np.ones(2), in_fmt="fp16"))
