@@ -57,18 +57,23 @@ def array_namespace(fmt: FormatLike, mode: str = "rne",
     for (``xp.float64`` names ``fmt`` too, and ``finfo`` describes ``fmt``), every
     operation rounded with ``mode``, matrix products under ``matmul`` (a model of
     `lowprec.MODELS`; default ``"exact"``, the exact dot products rounded once into
-    ``fmt``). Calls with the same arguments return the same namespace, so their
-    arrays work together.
+    ``fmt``). A Tensor Core or matrix-unit model (``"h100"``, ``"b200/tcgen05"``, ...)
+    takes the arrays' values as its inputs and gives its own output (FP32), which is
+    then rounded once into ``fmt`` with ``mode``, as a framework does: the product is
+    ``lp.round(lp.matmul(a, b, model=matmul, in_fmt=fmt), fmt, mode)``, for every
+    input format the model takes (BF16, FP16, and FP8 on models with FP8 paths).
+    Calls with the same arguments return the same namespace, so their arrays work
+    together.
 
     Examples
     --------
     >>> import lowprec as lp
-    >>> xp = lp.array_namespace("fp16", matmul="h100")
+    >>> xp = lp.array_namespace("bf16", matmul="h100")
     >>> a = xp.ones((2, 3), dtype=xp.float64)
-    >>> (a @ xp.asarray([[1e-4], [1.0], [1.0]])).tensor
+    >>> (a @ xp.asarray([[1e-4], [1.0], [1.0]])).tensor    # FP32 2.0001, then BF16
     Tensor([[2.0],
-            [2.0]], fmt=FP16)
-    >>> xp is lp.array_namespace("fp16", matmul="h100")
+            [2.0]], fmt=BF16)
+    >>> xp is lp.array_namespace("bf16", matmul="h100")
     True
     """
     f = _format(fmt)
