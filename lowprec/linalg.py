@@ -88,12 +88,32 @@ def _product(a: Tensor, b: Tensor, model: str | Model | None,
     return matmul(a, b, model=model, c=c, out_fmt=out).astype(fmt)
 
 
+#: The column products (`_apply`, `lstsq`'s ``q^T b``) form at most
+#: ``max(_PRODUCTS, m * n)`` products at a time: the columns of ``x`` (``b``) in chunks.
+_PRODUCTS = 1 << 16
+
+
+def _by_columns(f: Any, x: Tensor, per_column: int) -> Tensor:
+    """``f(x)`` for a 2-D ``x`` whose columns ``f`` treats independently (each output
+    column its own products and sums), computed on chunks of columns of at most
+    ``max(_PRODUCTS, per_column)`` products and put side by side (copies: exact); one
+    call where all fit."""
+    step = max(1, _PRODUCTS // max(per_column, 1))
+    k = x.shape[1]
+    if step >= k:
+        return cast(Tensor, f(x))
+    parts = [f(x[:, c:c + step]) for c in range(0, k, step)]
+    return _exact(np.concatenate([p.values for p in parts], axis=1), parts[0].fmt)
+
+
 def _apply(a: Tensor, x: Tensor) -> Tensor:
     """``a @ x`` with each product rounded and the products of a row summed pairwise,
-    in the format (``x`` of shape (n,) or (n, k))."""
+    in the format (``x`` of shape (n,) or (n, k)); columns of ``x`` in chunks
+    (`_by_columns`)."""
     if x.ndim == 1:
         return (a * x.reshape(1, -1)).sum(axis=1)
-    return (a.reshape(*a.shape, 1) * x.reshape(1, *x.shape)).sum(axis=1)
+    return _by_columns(lambda c: (a.reshape(*a.shape, 1) * c.reshape(1, *c.shape)).sum(axis=1),
+                       x, a.size)
 
 
 def _exact(values: ArrayLike, fmt: Format) -> Tensor:
@@ -552,6 +572,12 @@ def slogdet(a: Tensor) -> Any:
 def lstsq(a: Tensor, b: Tensor) -> Tensor:
     """Least-squares solution of ``a @ x ~ b`` (``m >= n``, full rank) by `qr`:
     ``x = r^-1 (q^T b)``, the products of ``q^T b`` summed pairwise in the format.
+    Memory: the products of ``q^T b`` are formed for a chunk of ``b``'s columns at a
+    time, at most ``max(2**16, m * n)`` of them (``m * n``: one column), some 100
+    bytes each in the working arrays (about 7 MiB), beside the operands, `qr`'s
+    ``O(m n)`` and the result. Each column's products and sums are its own, so the
+    chunks give the values of one call (under ``"sr"``, where a call needs more than
+    one chunk, each chunk draws its own streams).
     Returns ``x`` only; `numpy.linalg.lstsq` on Tensors returns NumPy's tuple
     ``(x, residuals, rank, s)`` (rank and singular values from a float64 SVD of the
     values, rounded once) and refuses a rank-deficient ``a`` (`LinAlgError`: QR
@@ -566,8 +592,11 @@ def lstsq(a: Tensor, b: Tensor) -> Tensor:
     """
     a, b = _lstsq_operands(a, b)
     q, r = qr(a)
-    y = ((q * b.reshape(-1, 1)).sum(axis=0) if b.ndim == 1 else
-         (q.reshape(*q.shape, 1) * b.reshape(b.shape[0], 1, -1)).sum(axis=0))
+    if b.ndim == 1:
+        y = (q * b.reshape(-1, 1)).sum(axis=0)
+    else:
+        y = _by_columns(lambda c: (q.reshape(*q.shape, 1) * c.reshape(c.shape[0], 1, -1))
+                        .sum(axis=0), b, q.size)
     return solve_triangular(r, y, lower=False)
 
 
@@ -915,7 +944,8 @@ def _np_qr(a, mode="reduced"):
 def _np_lstsq(a, b, rcond=None):
     """NumPy's tuple: ``x`` by `lstsq`; ``residuals`` the squared 2-norms of the
     columns of ``b - a x`` (products rounded, summed pairwise, the difference rounded;
-    squares summed as `norm` does, rounded once), empty unless ``m > n``; ``rank`` and
+    squares summed as `norm` does, rounded once; the products of ``a x`` formed for a
+    chunk of columns at a time, as `lstsq`'s), empty unless ``m > n``; ``rank`` and
     ``s`` from a float64 SVD of the values (``s`` rounded once), singular values at
     most ``rcond * s[0]`` counted as zero (default ``rcond``: the format's eps times
     ``max(m, n)``, NumPy's rule in the format)."""
