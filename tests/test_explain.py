@@ -298,3 +298,53 @@ def test_unsigned_formats_show_no_sign_and_their_neighbours(name):
         assert "sign" not in text.split("layout")[1].split("\n")[0].replace("no sign bit", "")
         assert e.below == (float(vals[i - 1]) if i > 0 else None)
         assert e.above == (float(vals[i + 1]) if i + 1 < len(vals) else None)
+
+
+# -- the input and overflow rows say what is true --------------------------------------
+
+def _row(e, key):
+    lines = [line for line in str(e).splitlines() if line[2:12].strip() == key]
+    return lines[0][14:] if lines else None
+
+
+@pytest.mark.parametrize("value", [3, 500, -7, 2**53, np.int64(2**60)])
+def test_ints_that_are_float64_values_are_not_said_to_be_unheld(value):
+    # Oracle: Fraction(float(v)) == v says float64 holds v exactly.
+    assert Fraction(float(value)) == int(value)
+    for spec in ("fp16", "e4m3", "fp64"):
+        e = explain(value, spec)
+        for view in (str(e), e._repr_html_()):
+            assert "no float64 holds" not in view
+        assert _row(e, "input") in (str(int(value)),
+                                    f"{float(value)!r} (float64, exactly {int(value)})")
+
+
+def test_ints_no_float64_holds_are_said_to_be_between_two():
+    value = 2**53 + 1            # float64 neighbours by hand: 2**53 and 2**53 + 2
+    e = explain(value, "fp32")
+    expected = ("an int no float64 holds: between the float64 values 9007199254740992.0 "
+                "and 9007199254740994.0")
+    assert expected in _row(e, "input") and expected in e._repr_html_()
+
+
+@pytest.mark.parametrize("value, spec, top", [(500, "e4m3", 448.0), (500.0, "e4m3", 448.0),
+                                              (-1e6, "fp16", -65504.0),
+                                              (2**53 + 1, "e5m2", 57344.0)])
+def test_overflow_is_worded_as_overflow(value, spec, top):
+    # Expected per mode by hand: toward the value's side of zero past +-max is the
+    # overflow result (FP16, E5M2: inf; E4M3: NaN, it has no inf), toward zero is +-max.
+    fmt = lp_format(spec)
+    big = math.copysign(math.inf if fmt.has_inf else math.nan, value)
+    e = explain(value, spec)
+    side = "above the largest" if value > 0 else "below the most negative"
+    text = _row(e, "overflow")
+    shown = _row(e, "input").split(" (")[0]
+    assert text.startswith(f"{shown} lies {side} finite value {top!r}: ")
+    away, toward = ("ru", "rd") if value > 0 else ("rd", "ru")
+    assert f"rne, rna and {away} give {big!r}" in text
+    assert f"rz, {toward}, ro and saturation give {top!r}" in text
+    assert _row(e, "candidates") is None
+    html_text = e._repr_html_()
+    assert "&lt;= nan" not in html_text and "&lt;= inf" not in html_text
+    assert f"lies {side} finite value {top!r}" in html_text
+    assert "<= nan" not in str(e) and "<= inf" not in str(e)

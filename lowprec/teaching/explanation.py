@@ -124,8 +124,9 @@ class Explanation:
     ----------
     value : float, int or Fraction
         The input, exactly: a float when the input is a float64 value (any float,
-        NumPy or ml_dtypes scalar that float64 holds), else the Python int (integers
-        float64 cannot hold) or `Fraction` (long doubles float64 cannot hold). Its
+        NumPy or ml_dtypes scalar that float64 holds), else the Python int (Python and
+        64-bit integers, which float64 may or may not hold) or `Fraction` (long doubles
+        float64 cannot hold). Its
         exact value is ``Fraction(value)``, and that is what is rounded, once.
     fmt : Format
     mode : str
@@ -324,12 +325,19 @@ class Explanation:
             rows.append(["ulp", f"{_pow2(e)} = {self.ulp!r}"])
         if math.isfinite(self.value):
             exact, shown = _exact_decimal(self.value), _shown(self.value)
-            if not isinstance(self.value, float):
-                note = " (exactly: no float64 holds it, and it is rounded once)"
-            else:
+            if isinstance(self.value, float):
                 note = "" if exact == shown else f" (float64, exactly {exact})"
+            elif _float64_holds(self.value):
+                note = ""                     # an int such as 3 or 500: a float64 value
+            else:
+                lo, hi = _float64_neighbours(self.value)
+                what = "an int" if isinstance(self.value, int) else "a long double"
+                note = (f" ({what} no float64 holds: between the float64 values {lo!r} "
+                        f"and {hi!r}; it is rounded once, not through float64)")
             rows.append(["input", f"{shown}{note}"])
-            if self.down != self.up:
+            if abs(self.value) > fmt.max and (fmt.signed or self.value > 0):
+                rows.append(["overflow", self._overflow_text()])
+            elif self.down != self.up:
                 rows.append(["candidates", f"{self.down!r} <= {shown} <= {self.up!r}"
                                            f": {self.mode} gives {r!r}"])
                 if self.mode == "sr" and self.p_up is not None:
@@ -346,6 +354,23 @@ class Explanation:
         raised = [k for k, v in self.flags.items() if v]
         rows.append(["flags", ", ".join(raised) if raised else "none (exact)"])
         return title, [(key, text) for key, text in rows]
+
+    def _overflow_text(self):
+        """What each mode, and saturation, gives for a finite value past ``±max``."""
+        fmt, v = self.fmt, self.value
+        x = _as_input(v)
+        side = "above the largest" if v > 0 else "below the most negative"
+        top = fmt.max if v > 0 else -fmt.max
+        gives: dict[str, list[str]] = {}
+        for mode in MODES_SHOWN + ((self.mode,) if self.mode not in MODES_SHOWN else ()):
+            got = self.rounded if mode == self.mode else float(quiet(_round, x, fmt, mode))
+            gives.setdefault(repr(got), []).append(mode)
+        sat = float(quiet(_round, x, fmt, saturate=True))
+        gives.setdefault(repr(sat), []).append("saturation")
+        said = "; ".join(f"{_and(names)} {'gives' if len(names) == 1 else 'give'} {r}"
+                         for r, names in gives.items())
+        return (f"{_shown(v)} lies {side} finite value {top!r}: {said}"
+                + (" (sr: at random between them)" if self.mode == "sr" else ""))
 
     # -- rich display (Jupyter) ------------------------------------------------------
     def _repr_html_(self) -> str:
@@ -454,6 +479,44 @@ def _neighbours(r, fmt):
     if neg:
         return (None if away is None else -away), (None if toward is None else -toward)
     return toward, away
+
+
+#: The modes the overflow row of `Explanation` reports (``sr`` is random; the mode
+#: explained is added when it is not one of these).
+MODES_SHOWN = ("rne", "rna", "rz", "ru", "rd", "ro")
+
+
+def _and(names):
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _float64_holds(value):
+    """Whether an int or a Fraction is exactly a float64 value."""
+    try:
+        return Fraction(float(value)) == value
+    except OverflowError:
+        return False
+
+
+def _float64_neighbours(value):
+    """The float64 values just below and just above an int or Fraction no float64
+    holds (float(value) is one of them: it rounds to nearest)."""
+    f = float(value)
+    if Fraction(f) < value:
+        return f, math.nextafter(f, math.inf)
+    return math.nextafter(f, -math.inf), f
+
+
+def _as_input(value):
+    """The exact value of ``Explanation.value`` as `round` takes it: a float or an int
+    as it is; a Fraction (a long double) as that long double again (its numerator's
+    odd part has at most 64 bits and its denominator is a power of two, so
+    ``ldexp`` of a long double of that odd part is exact)."""
+    if not isinstance(value, Fraction):
+        return value
+    n, d = value.numerator, value.denominator
+    t = (n & -n).bit_length() - 1 if n else 0
+    return np.ldexp(np.longdouble(n >> t), t - (d.bit_length() - 1))
 
 
 def _shown(value):
