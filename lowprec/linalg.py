@@ -167,6 +167,8 @@ def _factor(a: Tensor, block: int | None, model: str | Model | None,
             ) -> tuple[Tensor, np.ndarray[Any, Any]]:
     """The packed LU factors (L strictly below the diagonal, unit diagonal implied)
     and the row permutation ``perm`` with ``a[perm] = L @ U``."""
+    if model is not None:
+        resolve_model(model)    # checked where only the blocked update would use it
     n = a.shape[0]
     w = a.copy()
     perm = np.arange(n)
@@ -234,7 +236,8 @@ def lu(a: Tensor, *, block: int | None = None,
     block : int, optional
         Panel width of the blocked algorithm; None (default) is unblocked.
     model : str or TensorCoreModel, optional
-        The matmul model of the blocked update (see `lowprec.matmul`).
+        The matmul model of the blocked update (see `lowprec.matmul`); checked
+        (`ValueError`, `TypeError`) with or without ``block``.
 
     Returns
     -------
@@ -810,6 +813,14 @@ def _inf_norm(v: np.ndarray[Any, Any]) -> float:
     return float(np.max(np.abs(v))) if v.size else 0.0
 
 
+def _relative(err: float, size: float) -> float:
+    """``err / size`` as IEEE 754 divides (inf for a nonzero ``err`` over 0, NaN for
+    NaN), except ``0 / 0``: no error relative to a zero truth is 0."""
+    if size == 0:
+        return 0.0 if err == 0 else math.inf if err > 0 else math.nan
+    return err / size
+
+
 def refine(a: Tensor | ArrayLike, b: Tensor | ArrayLike, *, factor: FormatLike = "fp16",
            working: FormatLike = "fp64", residual: FormatLike = "fp64",
            model: str | Model | None = None, block: int | None = None, max_iter: int = 10,
@@ -831,7 +842,9 @@ def refine(a: Tensor | ArrayLike, b: Tensor | ArrayLike, *, factor: FormatLike =
     History: one entry per iterate ``x_i`` (``i = 0`` the first solve), with its
     normwise backward error ``||r||_inf / (||a||_inf ||x||_inf + ||b||_inf)``, the
     ``forward_error``
-    ``||x - x_true||_inf / ||x_true||_inf`` when ``x_true`` is given, and the
+    ``||x - x_true||_inf / ||x_true||_inf`` when ``x_true`` is given (of ``b``'s
+    shape, else `ValueError`; a zero ``x_true`` gives 0 where ``x`` equals it, inf
+    where it does not, NaN where ``x`` holds a NaN), and the
     ``correction`` ``||d||_inf / ||x||_inf`` that led to it (measurements in float64
     on the exact values, never fed back). Stops after ``max_iter`` corrections, when
     the backward error is at most ``tol`` (default: the unit roundoff of
@@ -856,6 +869,8 @@ def refine(a: Tensor | ArrayLike, b: Tensor | ArrayLike, *, factor: FormatLike =
     tol = fw.eps / 2 if tol is None else float(tol)
     truth = None if x_true is None else np.asarray(
         x_true.values if isinstance(x_true, Tensor) else x_true, dtype=np.float64)
+    if truth is not None and truth.shape != bw.shape:
+        raise ValueError(f"x_true must have the shape of b, {bw.shape}, got {truth.shape}")
     w, perm = _factor(aw.astype(ff), block, model)
     x = _lu_solve(w, perm, bw.astype(ff)).astype(fw)
     ar, br = aw.astype(fr), bw.astype(fr)
@@ -869,7 +884,7 @@ def refine(a: Tensor | ArrayLike, b: Tensor | ArrayLike, *, factor: FormatLike =
         step: Step = {"iteration": i,
                       "backward_error": _inf_norm(r.values) / den if den else 0.0}
         if truth is not None:
-            step["forward_error"] = _inf_norm(xv - truth) / _inf_norm(truth)
+            step["forward_error"] = _relative(_inf_norm(xv - truth), _inf_norm(truth))
         if correction is not None:
             step["correction"] = correction
         history.append(step)

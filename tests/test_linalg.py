@@ -5,6 +5,7 @@ mixed-precision iterative refinement (Carson and Higham 2018)."""
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -355,6 +356,35 @@ def test_errors():
     with pytest.raises(ValueError, match="square"):
         la.refine(np.ones((2, 3)), [1.0, 1.0])
     assert la.LinAlgError is np.linalg.LinAlgError
+
+
+
+def test_refine_forward_error_against_a_zero_truth():
+    # R3-13: ||x - x_true|| / ||x_true|| with x_true = 0 divided by zero.
+    a = np.array([[4.0, 1.0], [1.0, 3.0]])
+    x, history = la.refine(a, [0.0, 0.0], x_true=[0.0, 0.0])
+    assert np.array_equal(x.values, [0.0, 0.0])
+    assert [h["forward_error"] for h in history] == [0.0] * len(history)
+    _, history = la.refine(a, [1.0, 2.0], x_true=[0.0, 0.0])      # x != 0: no bound
+    assert all(h["forward_error"] == math.inf for h in history)
+    _, history = la.refine(a, [math.nan, 0.0], x_true=[0.0, 0.0])
+    assert math.isnan(history[0]["forward_error"])
+    with pytest.raises(ValueError, match=r"x_true must have the shape of b, \(2,\)"):
+        la.refine(a, [1.0, 2.0], x_true=[0.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match="x_true must have the shape of b"):
+        la.refine(a, [1.0, 2.0], x_true=[[1.0, 2.0]])
+
+
+def test_an_unknown_model_is_refused_without_block():
+    # O4: the model is used only by the blocked update, but is checked always.
+    t = lp.tensor(np.eye(2), "fp16")
+    with pytest.raises(ValueError, match="unknown matmul model 'nope'"):
+        la.lu(t, model="nope")
+    with pytest.raises(TypeError, match="model must be a model name"):
+        la.lu(t, model=5)
+    with pytest.raises(ValueError, match="unknown matmul model 'nope'"):
+        la.refine(np.eye(2), [1.0, 1.0], model="nope")
+    assert np.array_equal(la.lu(t, model="exact")[2].values, np.eye(2))
 
 
 def test_numpy_linalg_dispatches_to_lowprec_linalg():
