@@ -583,8 +583,9 @@ X, Y = SMALL
     (dict(steps=-1), ValueError, "steps"),
     (dict(steps=2.0), TypeError, "steps"),
     (dict(optimizer="lbfgs"), ValueError, "optimizer"),
-    (dict(lr=0.0), ValueError, "lr"),
+    (dict(lr=np.inf), ValueError, "lr"),         # lr = 0 is allowed, as in PyTorch
     (dict(lr=-0.1), ValueError, "lr"),
+    (dict(lr=True), TypeError, "lr"),
     (dict(lr=np.nan), ValueError, "lr"),
     (dict(lr="0.1"), TypeError, "lr"),
     (dict(momentum=1.0), ValueError, "momentum"),
@@ -619,7 +620,7 @@ def test_train_refuses_bad_arguments_and_leaves_the_model_alone(kwargs, error, m
     (lambda p: amp.Adam([p], betas=0.9), TypeError, "betas"),
     (lambda p: amp.Adam([p], eps=0.0), ValueError, "eps"),
     (lambda p: amp.Adam([p], eps=-1e-8), ValueError, "eps"),
-    (lambda p: amp.Adam([p], lr=0.0), ValueError, "lr"),
+    (lambda p: amp.Adam([p], lr=-1.0), ValueError, "lr"),
     (lambda p: amp.SGD([p], lr=np.nan), ValueError, "lr"),
     (lambda p: amp.SGD([p], lr=0.1, momentum=1.5), ValueError, "momentum"),
     (lambda p: amp.SGD([p], lr=0.1, seed="0"), TypeError, "seed"),
@@ -647,7 +648,7 @@ def test_blobs_arguments_are_checked(kwargs, error, match):
 
 @pytest.mark.parametrize("kwargs,match", [
     (dict(loss_weight=0.0), "loss_weight"), (dict(loss_weight=-2.0**-18), "loss_weight"),
-    (dict(lr=0.0), "lr"), (dict(steps=-1), "steps"), (dict(n=0), "n must"),
+    (dict(lr=-1.0), "lr"), (dict(steps=-1), "steps"), (dict(n=0), "n must"),
 ])
 def test_demo_arguments_are_checked(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -728,3 +729,35 @@ def test_sgd_momentum_keeps_its_own_copy_of_the_first_gradient():
     p.grad[0] = 0.0
     opt.step()
     assert p.value.values[0] == 0.25
+
+
+def test_lr_zero_is_accepted_and_leaves_the_weights_bit_for_bit():
+    # PyTorch takes lr=0: w - 0 * g is w for every finite w and g (the signs of zeros
+    # follow IEEE 754, so no weight here is -0).
+    rng = np.random.default_rng(0)
+    w0 = rng.standard_normal(12).astype(np.float32)
+    w0[0] = 0.0
+    g = rng.standard_normal(12).astype(np.float32) * 2.0**20
+    for make in (lambda p: amp.SGD([p], lr=0), lambda p: amp.SGD([p], lr=0.0, momentum=0.9),
+                 lambda p: amp.Adam([p], lr=0.0), lambda p: amp.SGD([p], 0, "bf16-mixed")):
+        p = nn.Parameter(lp.tensor(w0, "fp32"))
+        opt = make(p)
+        before = np.asarray(p.value).astype(np.float32).view(np.uint32).copy()
+        for _ in range(2):
+            opt.step([g])
+        after = np.asarray(p.value).astype(np.float32).view(np.uint32)
+        assert np.array_equal(after, before)
+    for bad in (-1, -1e-30, np.nan, np.inf, -np.inf):
+        with pytest.raises(ValueError, match=r"lr must be in \[0, inf\)"):
+            amp.SGD([nn.Parameter(lp.tensor(w0, "fp32"))], lr=bad)
+    for bad in (True, "0.1", None):
+        with pytest.raises(TypeError, match="lr must be a real number"):
+            amp.Adam([nn.Parameter(lp.tensor(w0, "fp32"))], lr=bad)
+
+
+def test_train_with_lr_zero_keeps_the_model():
+    model = small_model()
+    before = [np.asarray(p.value).tolist() for p in model.parameters()]
+    h = amp.train(model, SMALL, "fp32", 2, lr=0)
+    assert [np.asarray(p.value).tolist() for p in model.parameters()] == before
+    assert h.loss[0] == h.loss[1]

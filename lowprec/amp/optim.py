@@ -42,8 +42,8 @@ class _Optimizer:
             if not isinstance(p, nn.Parameter):
                 raise TypeError(f"params[{i}] must be an lp.nn.Parameter, got "
                                 f"{type(p).__name__}")
-        self.lr = check_real("lr", lr, low=0.0, low_open=True, high=math.inf,
-                             high_open=True)
+        # lr = 0 is allowed, as in PyTorch (w - 0 * g leaves every finite weight as it is).
+        self.lr = check_real("lr", lr, low=0.0, high=math.inf, high_open=True)
         check_rng(seed, "seed")
         self.rng = np.random.default_rng(seed)
         pol = self.policy

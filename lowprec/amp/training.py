@@ -157,7 +157,8 @@ def train(model: nn.Sequential, data: tuple[ArrayLike, ArrayLike], policy: Polic
         For a bad argument, naming it: a model that is not a `lowprec.nn` model,
         features that are not real numbers (NumPy would parse strings) or not of
         shape (N, d), labels that are not integers in [0, classes) of shape (N,),
-        ``steps < 0``, ``lr``, ``loss_weight`` not positive and finite, ``momentum``
+        ``steps < 0``, ``lr`` negative or not finite, ``loss_weight`` not positive and
+        finite, ``momentum``
         outside [0, 1), an unknown policy or optimizer. All are checked before the
         optimizer takes the model's parameters over, so a refused call leaves the
         model as it was (for a model other than a `Sequential` of `lowprec.nn`
@@ -420,7 +421,7 @@ def demo(n: int = 64, steps: int = 40, lr: float = 0.02, loss_weight: float = 2.
     """
     n = check_int("n", n, minimum=1)
     steps = check_int("steps", steps, minimum=0)
-    lr = check_real("lr", lr, low=0.0, low_open=True, high=math.inf, high_open=True)
+    lr = check_real("lr", lr, low=0.0, high=math.inf, high_open=True)
     loss_weight = check_real("loss_weight", loss_weight, low=0.0, low_open=True,
                              high=math.inf, high_open=True)
     data = blobs(n, 8, 4, seed=0)
