@@ -769,7 +769,7 @@ def _vector_norm(x: Tensor, ord: Any, ax: int) -> Tensor:  # noqa: A002
     if ord == 1:
         return abs(x).sum(axis=ax)
     if ord == math.inf:
-        return abs(x).max(axis=ax)
+        return _largest(abs(x), ax)
     if ord == -math.inf:
         return abs(x).min(axis=ax)
     if ord == 0:
@@ -787,7 +787,10 @@ def _matrix_norm(x: Tensor, ord: Any, axes: tuple[int, ...]) -> Tensor:  # noqa:
         return _two_norm(x, axes)
     if ord in (2, -2, "nuc"):
         s = np.linalg.svd(np.moveaxis(x.values, axes, (-2, -1)), compute_uv=False)
-        v = s.sum(axis=-1) if ord == "nuc" else s[..., 0] if ord == 2 else s[..., -1]
+        # s descends: its largest is s[..., 0], +0 for an empty matrix (NumPy's answer);
+        # the smallest of none raises NumPy's ValueError, as NumPy.
+        v = (s.sum(axis=-1) if ord == "nuc" else s.max(axis=-1, initial=0.0) if ord == 2
+             else s.min(axis=-1))
         return tensor(v, x.fmt)      # float64, rounded once
     if ord in (1, -1):
         sums, other = abs(x).sum(axis=r), c - (c > r)
@@ -796,7 +799,15 @@ def _matrix_norm(x: Tensor, ord: Any, axes: tuple[int, ...]) -> Tensor:  # noqa:
     else:
         raise ValueError(f"matrix norm ord={ord!r} is not supported (None, 'fro', 'nuc', "
                          "1, -1, 2, -2, inf, -inf)")
-    return sums.max(axis=other) if ord > 0 else sums.min(axis=other)
+    return _largest(sums, other) if ord > 0 else sums.min(axis=other)
+
+
+def _largest(t: Tensor, axis: int) -> Tensor:
+    """``t.max(axis=axis)`` of values ``>= 0``; +0 along an empty axis (the least norm,
+    NumPy's answer), where the smallest stays refused as NumPy refuses it."""
+    if t.shape[axis] == 0:
+        return _exact(np.zeros(t.shape[:axis] + t.shape[axis + 1:]), t.fmt)
+    return t.max(axis=axis)
 
 
 # -- iterative refinement -----------------------------------------------------------
@@ -1184,7 +1195,7 @@ def _np_matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
             rtol = max(v.shape[-2:]) * float(a.fmt.eps)
         else:
             rtol = np.asarray(_plain(rtol))[..., np.newaxis]
-        tol = s.max(axis=-1, keepdims=True) * rtol
+        tol = s.max(axis=-1, keepdims=True, initial=0.0) * rtol   # no values: rank 0
     else:
         tol = np.asarray(_plain(tol))[..., np.newaxis]
     return np.count_nonzero(s > tol, axis=-1)

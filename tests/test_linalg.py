@@ -610,6 +610,30 @@ def test_norms_match_numpy_rounded():
         la.norm(t[0, 0], "fro")
 
 
+
+@pytest.mark.parametrize("shape", [(0,), (0, 3), (3, 0), (2, 0, 3), (2, 3, 0)])
+def test_norms_and_rank_of_empty_tensors_are_numpys(shape):
+    # R3-04 / R3-15: the largest of no values is refused by max(); NumPy's answer is 0.
+    z = np.zeros(shape)
+    t = lp.tensor(z, "fp16")
+    axis = (1, 2) if len(shape) == 3 else None
+    ords = [None, 1, 2, np.inf, 0] if len(shape) == 1 else [None, 1, -1, 2, np.inf,
+                                                                  -np.inf, "fro", "nuc"]
+    for o in ords:
+        try:
+            want = np.linalg.norm(z, o, axis=axis)
+        except ValueError:
+            with pytest.raises(ValueError, match="zero-size array"):
+                la.norm(t, o, axis=axis)
+            continue
+        got = la.norm(t, o, axis=axis)
+        assert got.fmt == lp.FP16 and got.shape == np.shape(want), o
+        assert np.array_equal(got.values, want), o
+    with pytest.raises(ValueError, match="zero-size array"):
+        la.norm(t, -np.inf if len(shape) == 1 else -2, axis=axis)
+    assert np.array_equal(np.linalg.matrix_rank(t), np.linalg.matrix_rank(z))
+
+
 def test_numpy_linalg_functions_of_numpy_2():
     rng = np.random.default_rng(13)
     a = lp.tensor(rng.standard_normal((4, 3)), "fp16")
