@@ -786,6 +786,7 @@ class LazyTensor:
     """
 
     __array_priority__ = 100
+    __lowprec_defer__ = True    # a Tensor's operators hand ``tensor + lazy`` to __radd__
 
     def __init__(self, values: Any, fmt: FormatLike):
         self.values = values

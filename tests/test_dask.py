@@ -440,12 +440,15 @@ def test_lazy_tensor_with_an_eager_tensor_of_another_format_promotes_as_eager(mo
     y = data((6,), 21, specials=False)
     lx, tx = lpd.tensor(da.from_array(x, chunks=2), "fp16"), lp.tensor(x, "fp16")
     ty, t0 = lp.tensor(y, "bf16"), lp.tensor(0.3, "bf16")
-    cases = [(lambda a: a + ty), (lambda a: a * ty), (lambda a: a - t0), (lambda a: a / ty)]
+    cases = [(lambda a: a + ty), (lambda a: a * ty), (lambda a: a - t0), (lambda a: a / ty),
+             (lambda a: ty + a), (lambda a: ty * a), (lambda a: t0 - a), (lambda a: ty / a)]
     for f in cases:
         with lp.context(mode=mode, rng=4):
             want = f(tx)
         with lp.context(mode=mode, rng=4):
-            got = f(lx).compute(scheduler="sync")
+            lazy = f(lx)
+            assert isinstance(lazy, lpd.LazyTensor)     # the eager operand first, too
+            got = lazy.compute(scheduler="sync")
         assert want.fmt == lp.FP32 and got.fmt == want.fmt
         same(got.values, want.values)
 

@@ -574,9 +574,13 @@ class Tensor:
 _DIRECT = frozenset({Tensor, np.ndarray, float, int})
 
 
-def _operator(name: str, ufunc: np.ufunc, a: Any, b: Any) -> Tensor:
+def _operator(name: str, ufunc: np.ufunc, a: Any, b: Any) -> Any:
     """``ufunc(a, b)`` for an operator of `Tensor`, calling its handler directly when
-    NumPy's dispatch could only reach it (the cost of a small operation)."""
+    NumPy's dispatch could only reach it (the cost of a small operation); NotImplemented
+    for an operand whose type asks Tensors to defer (``__lowprec_defer__``: a
+    `lowprec.daskarrays.LazyTensor` computes ``tensor + lazy`` itself)."""
+    if getattr(a, "__lowprec_defer__", False) or getattr(b, "__lowprec_defer__", False):
+        return NotImplemented
     if type(a) in _DIRECT and type(b) in _DIRECT:
         handler = HANDLED_UFUNCS.get(name)
         if handler is not None:
