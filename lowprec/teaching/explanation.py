@@ -355,7 +355,7 @@ class Explanation:
         rows.append(["flags", ", ".join(raised) if raised else "none (exact)"])
         return title, [(key, text) for key, text in rows]
 
-    def _overflow_text(self):
+    def _overflow_text(self) -> str:
         """What each mode, and saturation, gives for a finite value past ``±max``."""
         fmt, v = self.fmt, self.value
         x = _as_input(v)

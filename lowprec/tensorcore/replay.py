@@ -206,10 +206,11 @@ def _replay_mma(path, z, model, max_mismatches):
         if not text.isdigit() or int(text) < 1:
             raise ValueError(f"{path}: block_size must be a positive integer, got {text!r}")
         block = int(text)
-    shape: str | None = _meta(z, "qualifier").split(".")[0]
-    if not any(shape in i.shapes for i in unit.instructions):
-        shape = None        # another unit's shape (a model given by model=): any shape
-    ins = unit.instruction(fa, fb, out=fd, shape=shape, scale=fs, scale_block=block)
+    shape = _meta(z, "qualifier").split(".")[0]
+    # A shape the unit does not have (another unit's, with model=): any of its shapes.
+    known = any(shape in i.shapes for i in unit.instructions)
+    ins = unit.instruction(fa, fb, out=fd, shape=shape if known else None, scale=fs,
+                           scale_block=block)
     a, b = _values(z["a"], fa), _values(z["b"], fb)
     c = _values(z["c"], fc)          # an FP16 c of an FP32 output converts exactly
     sa = sb = None
