@@ -12,13 +12,17 @@ never computes in a format it does not name.
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .arith import mul as _mul
 from .bits import decode, encode
+from .engine.checks import check_int
 from .formats import E8M0, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E5M2, FP32, UE4M3, Format
 from .rounding import round as _round
 from .status import quiet
@@ -48,6 +52,7 @@ SCALE_RULES = {
             "to the element's precision and then takes the floor rule)",
 }
 
+_FP32_MAX = float(np.finfo(np.float32).max)
 _INT8_STEP = 2.0**-6   # MXINT8: two's-complement int8 with an implicit 2**-6 (OCP §5.3.3)
 
 
@@ -138,23 +143,62 @@ def _blocks(x, axis, block):
 
 
 def _e8m0_exponent(amax, emax_elem, max_elem, rule):
-    """The scale exponents of blocks with largest magnitude amax > 0 (finite)."""
+    """The scale exponents, in E8M0's [-127, 127], of blocks with largest magnitude
+    amax > 0 (finite).
+
+    Every rule gives -127 when amax / max_elem <= 2**-127 and 127 when it exceeds
+    2**127 (its exact exponent lies beyond E8M0's range, and the clip is monotone), so
+    those blocks are decided by comparisons that are exact in float64 (max_elem times a
+    power of two); the rules then see quotients well inside float64's and FP32's range.
+    """
+    lo, hi = max_elem * 2.0**-127, max_elem * 2.0**127
+    low, high = amax <= lo, amax > hi
+    amax = np.where(low | high, max_elem, amax)
     with np.errstate(divide="ignore", invalid="ignore"):
         if rule == "floor":
-            return np.frexp(amax)[1] - 1 - emax_elem
-        if rule == "ceil":
+            e = np.frexp(amax)[1] - 1 - emax_elem
+        elif rule == "ceil":
             # The least j with max_elem * 2**j >= amax, decided by exact comparisons
             # (max_elem * 2**j is a float64) around floor(log2) of the rounded quotient.
             k = np.frexp(amax / max_elem)[1] - 1
-            j = k + 1
-            j = np.where(amax <= max_elem * np.ldexp(1.0, k), k, j)
-            return np.where(amax <= max_elem * np.ldexp(1.0, k - 1), k - 1, j)
-        if rule == "rceil":
+            e = k + 1
+            e = np.where(amax <= max_elem * np.ldexp(1.0, k), k, e)
+            e = np.where(amax <= max_elem * np.ldexp(1.0, k - 1), k - 1, e)
+        elif rule == "rceil":
             q = np.asarray(quiet(_round, amax / max_elem, FP32))  # fl32 of the quotient
             m, e = np.frexp(q)
-            return np.where(m == 0.5, e - 1, e)
-        r = np.asarray(quiet(_round, amax / max_elem, E8M0))
-        return np.frexp(r)[1] - 1
+            e = np.where(m == 0.5, e - 1, e)
+        else:
+            r = np.asarray(quiet(_round, amax / max_elem, E8M0))
+            e = np.frexp(r)[1] - 1
+    return np.clip(np.where(low, -127, np.where(high, 127, e)), -127, 127)
+
+
+def _check_name(name, value, valid):
+    """``value`` if it is a key of ``valid``: `TypeError` for a non-string,
+    `ValueError` for an unknown name."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, one of {', '.join(valid)}; got "
+                        f"{type(value).__name__} {value!r}")
+    if value not in valid:
+        raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(valid)}")
+    return value
+
+
+def _check_tensor_scale(ts):
+    """NVFP4's per-tensor scale as an FP32 number: a positive finite real, rounded to
+    FP32 (nearest even); `TypeError` for anything but a real number, `ValueError` for
+    zero, negative, NaN, inf or a value that rounds to 0 or inf in FP32."""
+    if isinstance(ts, (bool, np.bool_)) or not isinstance(ts, (numbers.Real, np.number)) \
+            or isinstance(ts, np.complexfloating):
+        raise TypeError(f"tensor_scale must be a real number, got {type(ts).__name__} {ts!r}")
+    v = float(ts)
+    if not (v > 0 and math.isfinite(v)):
+        raise ValueError(f"tensor_scale must be a positive finite number, got {ts!r}")
+    r = float(quiet(_round, v, FP32))
+    if not (0 < r < math.inf):
+        raise ValueError(f"tensor_scale {ts!r} is outside FP32's range (it rounds to {r})")
+    return r
 
 
 def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "floor",
@@ -171,7 +215,8 @@ def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "fl
         ``"mxfp6_e2m3"``, ``"mxfp4"``, ``"mxint8"``, ``"nvfp4"``.
     axis : int
         The axis cut into blocks (32 elements, 16 for NVFP4; the last block is
-        zero-padded).
+        zero-padded), in ``[-x.ndim, x.ndim)``: `numpy.exceptions.AxisError` (a
+        `ValueError`) outside, `TypeError` for a bool, None or a non-integer.
     scale_rule : str
         For the E8M0 scales (`SCALE_RULES`): ``"floor"`` (OCP's), ``"ceil"``,
         ``"rceil"``, ``"even"``. NVFP4's UE4M3 scale is always amax / 6 divided by
@@ -182,8 +227,13 @@ def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "fl
         Clamp elements beyond the element format's max to it (OCP §6.3: normals are
         clamped); False sends them to NaN or inf as `lp.round` does.
     tensor_scale : float, optional
-        NVFP4 only: the FP32 per-tensor scale; by default amax(x) / (6 * 448), so that
-        the block scales use UE4M3's range.
+        NVFP4 only (`ValueError` for the MX schemes, which have none): the FP32
+        per-tensor scale. A positive finite real number, rounded to FP32 (nearest
+        even; the rounded value is the one used and stored); `ValueError` for zero,
+        negative, NaN or infinite values and for values that round to 0 or inf in
+        FP32, `TypeError` for anything but a real number (strings included). By
+        default fl32(amax(x) / (6 * 448)), so that the block scales use UE4M3's
+        range, kept within [2**-128, FP32's max] (see Notes).
 
     Returns
     -------
@@ -192,11 +242,18 @@ def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "fl
     Notes
     -----
     A block holding NaN or inf gets a NaN scale (OCP §6.3: the block then decodes as
-    NaN); a block of zeros gets the least scale. The elements are ``x / scale``
-    rounded into the element format: exact division by a power of two for the E8M0
-    schemes; NVFP4 multiplies by the FP32 reciprocal of ``scale * tensor_scale`` and
-    rounds that product to FP32 first, as its reference code does (arXiv
-    2509.25149, App. B).
+    NaN); a block of zeros gets the least scale. E8M0 scales saturate: a rule whose
+    exponent falls outside E8M0's [-127, 127] gets -127 or 127 (every rule, as OCP's
+    floor rule does), so that a block beyond 448 * 2**127 in MXFP8 E4M3 clamps to it.
+    The elements are ``x / scale`` rounded into the element format: exact division by
+    a power of two for the E8M0 schemes. NVFP4 multiplies by the encode scale, the
+    FP32 reciprocal of ``scale * tensor_scale``, and rounds the exact product to FP32
+    once, then to E2M1, as its reference code does with FP32 data (arXiv 2509.25149,
+    App. B). As Transformer Engine does, the encode scale is clamped to FP32's max
+    (blocks whose amax is below about 6 / FP32's max, 1.8e-38, keep only their
+    largest values) and the default tensor scale to [2**-128, FP32's max] (data
+    beyond 2688 times FP32's max saturates; a product beyond FP32's range saturates
+    or not as ``saturate`` says).
 
     Examples
     --------
@@ -207,15 +264,19 @@ def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "fl
     >>> float(lp.mx.quantize([957.0] + [1.0] * 31, "mxfp8_e4m3", scale_rule="ceil").dequantize()[0])
     960.0
     """
-    if scheme not in SCHEMES:
-        raise ValueError(f"unknown scheme {scheme!r}; valid: {', '.join(SCHEMES)}")
-    if scale_rule not in SCALE_RULES:
-        raise ValueError(f"unknown scale_rule {scale_rule!r}; valid: {', '.join(SCALE_RULES)}")
+    _check_name("scheme", scheme, SCHEMES)
+    _check_name("scale_rule", scale_rule, SCALE_RULES)
     elem, sfmt, block = SCHEMES[scheme]
+    if tensor_scale is not None:
+        if sfmt == E8M0:
+            raise ValueError(f"tensor_scale is NVFP4's per-tensor scale: scheme {scheme!r} "
+                             "has none (leave tensor_scale=None)")
+        tensor_scale = _check_tensor_scale(tensor_scale)
+    axis = check_int("axis", axis)
     arr = np.asarray(x, dtype=np.float64)
     if arr.ndim == 0:
         raise ValueError("quantize needs an array of at least one dimension")
-    axis = axis % arr.ndim
+    axis = int(np.lib.array_utils.normalize_axis_index(axis, arr.ndim))
     v = _blocks(arr, axis, block)
     amax = np.abs(v).max(axis=-1)
     special = ~np.isfinite(v).all(axis=-1)
@@ -229,34 +290,42 @@ def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "fl
     if sfmt == E8M0:
         e = np.where(amax > 0, _e8m0_exponent(np.where(amax > 0, amax, 1.0), emax_elem,
                                               max_elem, scale_rule), -127)
-        e = np.clip(e, -127, 127)
         scale = np.ldexp(1.0, e.astype(np.int32))
         with np.errstate(all="ignore"):
             y = v / scale[..., None]     # exact: a power of two, results stay normal
     else:
         if tensor_scale is None:
+            # fl32(amax / 2688), kept within [2**-128, FP32's max]: Transformer Engine
+            # clamps its encode scale 2688 / amax to FP32's max (2**-128 is fl32 of its
+            # reciprocal); data beyond 2688 times FP32's max saturates.
             top = float(amax.max(initial=0.0))
-            tensor_scale = float(_round(top / (6.0 * 448.0), FP32)) if top > 0 else 1.0
+            tensor_scale = min(max(float(quiet(_round, top / (6.0 * 448.0), FP32)), 2.0**-128),
+                               _FP32_MAX) if top > 0 else 1.0
         ts = float(tensor_scale)
         scale = np.asarray(quiet(_round, amax / 6.0 / ts, UE4M3, saturate=True))
-        with np.errstate(divide="ignore"):        # a zero scale: its block is all zero
-            enc = np.asarray(quiet(_round, 1.0 / (scale * ts), FP32))   # the FP32 reciprocal
+        with np.errstate(divide="ignore", over="ignore"):   # a zero scale: an all-zero block
+            # The FP32 reciprocal (fl32 of the float64 quotient is fl32 of the exact one:
+            # scale * ts has at most 28 bits), clamped to FP32's max as Transformer Engine
+            # clamps it, for blocks whose amax is below about 6 / FP32's max.
+            enc = np.minimum(np.asarray(quiet(_round, 1.0 / (scale * ts), FP32)), _FP32_MAX)
         enc = np.where(scale > 0, enc, 0.0)
-        y = np.asarray(quiet(_round, v * enc[..., None], FP32))
+        y = np.asarray(quiet(_mul, v, enc[..., None], FP32))    # one rounding of v * enc
+    y = np.where(special[..., None], 0.0, y)     # a NaN scale decides those blocks
     if elem == "int8":
         # y / 2**-6 / 2**7 is below 1 in magnitude for in-range values: rounding it into
         # a format whose grid there is 2**-7 rounds y / 2**-6 to an integer.
-        t = np.asarray(_round(np.nan_to_num(y) / _INT8_STEP / 128.0, _INT8_GRID, mode,
+        t = np.asarray(_round(y / _INT8_STEP / 128.0, _INT8_GRID, mode,
                               rng=rng, saturate=True)) * 128.0
         codes = np.clip(t, -127, 127).astype(np.int8)     # int8 has no inf: always clamped
     else:
         assert isinstance(elem, Format)
-        codes = np.asarray(encode(np.nan_to_num(y, nan=0.0, posinf=0.0, neginf=0.0), elem,
-                                  mode, rng=rng, saturate=saturate))
+        # An infinite y (a finite v whose product with a given tensor scale overflows
+        # FP32) saturates or not as a finite value beyond the format's max does.
+        codes = np.asarray(encode(y, elem, mode, rng=rng, saturate=saturate))
     scale = np.where(special, np.nan, scale)
-    scodes = np.asarray(encode(np.nan_to_num(scale, nan=np.nan), sfmt))
-    return BlockScaled(scheme, codes.reshape(v.shape[:-2] + (-1,)), scodes, elem, sfmt,
-                       block, axis, arr.shape, ts)
+    scodes = np.asarray(encode(scale, sfmt))
+    return BlockScaled(scheme, codes.reshape(v.shape[:-2] + (v.shape[-2] * block,)), scodes,
+                       elem, sfmt, block, axis, arr.shape, ts)
 
 
 # Multiples of 2**-7 below 2 (its subnormals and first binade): MXINT8's integers / 128.
@@ -272,9 +341,31 @@ def matmul(a: BlockScaled, b: BlockScaled, *, model: str = "b200/tcgen05",
     ``a`` is (M, K) blocked along axis 1 (K), ``b`` is (K, N) blocked along axis 0.
     FP32 result; NVFP4's tensor scales multiply it once in FP32 (cuBLAS's alpha), then
     c is added in FP32.
+
+    Memory: the outputs are computed in chunks of rows and columns whose work buffers
+    (each output's gathered row of ``a``, column of ``b`` and their scales, and the
+    instruction's per-group terms) stay below ``lowprec.tensorcore.MEMORY_BOUND``
+    (256 MiB), whatever M, N and K. On top come only 8 bytes per element of ``a`` and
+    ``b`` and per scale (their decoded values), and a few float64 arrays of the
+    result's size (``c`` rounded to FP32, the result, `lowprec.round`'s buffers).
+    Every output is computed on its own, so the chunks change no bit.
+
+    Examples
+    --------
+    >>> import numpy as np, lowprec as lp
+    >>> a = lp.mx.quantize(np.full((2, 32), 1.5), "mxfp8_e4m3", axis=1)
+    >>> b = lp.mx.quantize(np.full((32, 3), 2.0), "mxfp8_e4m3", axis=0)
+    >>> lp.mx.matmul(a, b, c=1.0)
+    array([[97., 97., 97.],
+           [97., 97., 97.]])
     """
+    from .tensorcore import driver
     from .tensorcore.catalogue import resolve_model
     from .tensorcore.instructions import MatrixUnit
+    for name, op in (("a", a), ("b", b)):
+        if not isinstance(op, BlockScaled):
+            raise TypeError(f"mx.matmul: a and b must be BlockScaled (quantize them with "
+                            f"lp.mx.quantize), got {type(op).__name__} for {name}")
     unit = resolve_model(model, "model")
     if not isinstance(unit, MatrixUnit):
         raise ValueError(f"model {model!r} is not an instruction model with block scales")
@@ -298,17 +389,43 @@ def matmul(a: BlockScaled, b: BlockScaled, *, model: str = "b200/tcgen05",
         ea, eb = (np.concatenate([e, np.zeros((e.shape[0], pad))], axis=1) for e in (ea, eb))
         sa, sb = (np.concatenate([s, np.ones((s.shape[0], pad // a.block))], axis=1)
                   for s in (sa, sb))
-    rows_a = np.repeat(ea, N, axis=0)
-    rows_b = np.tile(eb, (M, 1))
-    srow_a, srow_b = np.repeat(sa, N, axis=0), np.tile(sb, (M, 1))
     alpha = float(quiet(_round, a.tensor_scale * b.tensor_scale, FP32))
-    c0 = np.zeros(M * N) if (c is None or alpha != 1.0) else np.broadcast_to(
-        np.asarray(quiet(_round, np.asarray(c, dtype=np.float64), FP32)), (M, N)).reshape(-1)
-    d = ins.dot(rows_a, rows_b, np.array(c0), a.elem, b.elem, FP32, srow_a, srow_b)
+    c0 = np.zeros((M, N)) if (c is None or alpha != 1.0) else np.broadcast_to(
+        np.asarray(quiet(_round, np.asarray(c, dtype=np.float64), FP32)), (M, N))
+    d = np.empty((M, N))
+    mc, nc = _output_chunk(M, N, ea.shape[1], sa.shape[1], k, driver.MEMORY_BOUND)
+    for m0 in range(0, M, mc):
+        for n0 in range(0, N, nc):
+            ra, rb = ea[m0:m0 + mc], eb[n0:n0 + nc]        # (mc, Kp), (nc, Kp)
+            qa, qb = sa[m0:m0 + mc], sb[n0:n0 + nc]
+            m, n = ra.shape[0], rb.shape[0]
+            # Output (i, j) of the chunk is row i * n + j: a's row i with b's column j.
+            rows = (np.repeat(ra, n, axis=0), np.tile(rb, (m, 1)))
+            scales = (np.repeat(qa, n, axis=0), np.tile(qb, (m, 1)))
+            cc = np.array(c0[m0:m0 + m, n0:n0 + n]).reshape(-1)
+            d[m0:m0 + m, n0:n0 + n] = ins.dot(*rows, cc, a.elem, b.elem, FP32,
+                                              *scales).reshape(m, n)
+            del rows, scales
     if alpha != 1.0:
-        d = np.asarray(quiet(_round, alpha * d, FP32))
+        with np.errstate(invalid="ignore"):           # an infinite alpha times 0: NaN
+            d = np.asarray(quiet(_round, alpha * d, FP32))
         if c is not None:
             from .arith import add
-            cc = np.broadcast_to(np.asarray(c, dtype=np.float64), (M, N)).reshape(-1)
+            cc = np.broadcast_to(np.asarray(c, dtype=np.float64), (M, N))
             d = np.asarray(quiet(add, d, quiet(_round, cc, FP32), FP32))
-    return d.reshape(M, N)
+    return d
+
+
+def _output_chunk(M, N, K, nscales, group, bound):
+    """(rows, columns) of the outputs one `matmul` step computes: the work of a chunk
+    stays within half of ``bound``.
+
+    Per output: its gathered row of a and column of b (2 * 8 * K bytes), their scales
+    (2 * 8 * nscales), the instruction's int64 and float64 terms of one group (measured
+    at 113 bytes per product and c in the E8M0 FP8 path: 128 * (group + 1)) and c, the
+    result and their copies (64)."""
+    per_output = 16 * K + 16 * nscales + 128 * (group + 1) + 64
+    outputs = max(1, bound // 2 // per_output)
+    nc = max(1, min(N, outputs))
+    mc = max(1, min(M, outputs // nc))
+    return mc, nc

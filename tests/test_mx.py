@@ -1,10 +1,14 @@
 """Block-scaled formats: quantize/dequantize against vectors computed by hand from the
 OCP MX v1.0 rules and NVFP4's recipe, and block-scaled products against exact sums."""
 
+import math
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
 import lowprec as lp
+from lowprec.testing import reference_round
 from peers import ml_dtypes
 
 
@@ -149,3 +153,237 @@ def test_bad_arguments():
     a = lp.mx.quantize(np.ones((2, 32)), "mxint8", axis=1)
     with pytest.raises(ValueError, match="MXINT8"):
         lp.mx.matmul(a, lp.mx.quantize(np.ones((32, 2)), "mxint8", axis=0))
+
+
+# -- bad arguments (R3-05, R3-06, R3-08, O8) -------------------------------------------------
+
+def test_axis_is_checked_not_taken_modulo_ndim():  # R3-05
+    x = np.ones((2, 64))
+    for axis in (2, 3, -3, -5):
+        with pytest.raises(np.exceptions.AxisError, match="out of bounds"):
+            lp.mx.quantize(x, "mxfp4", axis=axis)
+    assert issubclass(np.exceptions.AxisError, ValueError)
+    for axis in (True, None, 1.0, "1"):
+        with pytest.raises(TypeError, match="axis must be an int"):
+            lp.mx.quantize(x, "mxfp4", axis=axis)
+    assert lp.mx.quantize(x, "mxfp4", axis=np.int64(-2)).axis == 0
+
+
+def test_names_must_be_strings():  # O8
+    with pytest.raises(TypeError, match="scheme must be a str"):
+        lp.mx.quantize([1.0], [])
+    with pytest.raises(TypeError, match="scale_rule must be a str"):
+        lp.mx.quantize([1.0], "mxfp4", scale_rule=["ceil"])
+
+
+def test_tensor_scale_is_a_positive_fp32_number():  # R3-06
+    x = np.arange(16.0)
+    for bad in (0.0, -1.0, np.nan, np.inf, -np.inf):
+        with pytest.raises(ValueError, match="positive finite"):
+            lp.mx.quantize(x, "nvfp4", tensor_scale=bad)
+    for bad in ("2", True, 1 + 2j, [1.0]):
+        with pytest.raises(TypeError, match="tensor_scale must be a real number"):
+            lp.mx.quantize(x, "nvfp4", tensor_scale=bad)
+    for bad in (1e-50, 1e39):                     # rounds to 0 or inf in FP32
+        with pytest.raises(ValueError, match="outside FP32's range"):
+            lp.mx.quantize(x, "nvfp4", tensor_scale=bad)
+    with pytest.raises(ValueError, match="scheme 'mxfp8_e4m3' has none"):
+        lp.mx.quantize(np.ones(32), "mxfp8_e4m3", tensor_scale=5.0)
+    # A float64 scale is rounded to FP32 (nearest even), the value then used.
+    q = lp.mx.quantize(x, "nvfp4", tensor_scale=0.1)
+    assert q.tensor_scale == float(np.float32(0.1)) != 0.1
+    assert lp.mx.quantize(x, "nvfp4", tensor_scale=np.float32(0.1)).tensor_scale == q.tensor_scale
+    assert np.array_equal(q.codes, lp.mx.quantize(x, "nvfp4", tensor_scale=q.tensor_scale).codes)
+
+
+def test_matmul_needs_block_scaled_operands():  # R3-08
+    b = lp.mx.quantize(np.ones((64, 2)), "mxfp4", axis=0)
+    with pytest.raises(TypeError, match=r"BlockScaled \(quantize them with lp.mx.quantize\)"):
+        lp.mx.matmul(np.ones((2, 64)), b)
+    with pytest.raises(TypeError, match="got list for b"):
+        lp.mx.matmul(b, [[1.0]])
+
+
+@pytest.mark.parametrize("scheme", list(lp.mx.SCHEMES))
+def test_empty_leading_axis(scheme):  # R3-07
+    block = lp.mx.SCHEMES[scheme][2]
+    for shape, axis in (((0, 40), 1), ((0, 40), 0), ((3, 0), 1), ((2, 0, 5), 2)):
+        q = lp.mx.quantize(np.zeros(shape), scheme, axis=axis)
+        n = shape[axis]
+        assert q.dequantize().shape == shape and q.dequantize().size == 0
+        assert q.codes.shape[-1] == -(-n // block) * block
+        assert q.scale_codes.shape[-1] == -(-n // block)
+
+
+# -- E8M0 scales beyond E8M0's range (R3-09) -------------------------------------------------
+
+def _floor_log2(f):
+    e = f.numerator.bit_length() - f.denominator.bit_length()
+    return e - 1 if Fraction(2) ** e > f else e
+
+
+def _ceil_log2(f):
+    e = _floor_log2(f)
+    return e if Fraction(2) ** e == f else e + 1
+
+
+def e8m0_scale_oracle(amax, rule, top=448.0, emax=8):
+    """The rule's exponent from exact (Fraction) arithmetic, clipped to E8M0's
+    [-127, 127] (OCP MX: the scale saturates)."""
+    q = Fraction(amax) / Fraction(top)
+    if rule == "floor":
+        j = _floor_log2(Fraction(amax)) - emax
+    elif rule == "ceil":
+        j = _ceil_log2(q)
+    elif rule == "rceil":
+        r = reference_round(q, "fp32")
+        j = -1000 if r == 0 else 1000 if r == math.inf else _ceil_log2(Fraction(r))
+    else:               # the nearest power of two (ties to the even E8M0 code)
+        f = _floor_log2(q)
+        lo = Fraction(2) ** f
+        j = f + 1 if q > lo * 3 / 2 or (q == lo * 3 / 2 and (f + 127) % 2) else f
+    return 2.0 ** min(max(j, -127), 127)
+
+
+@pytest.mark.parametrize("rule", list(lp.mx.SCALE_RULES))
+def test_scales_saturate_at_e8m0s_range(rule):
+    lo, hi = 448 * 2.0**-127, 448 * 2.0**127
+    amaxes = [5e-324, 1e-310, 1e-300, lo / 2, lo, lo * (1 + 2**-52), lo * 1.7, 1.0, 957.0,
+              hi / 1.7, hi, hi * (1 + 2**-52), 1e42, 1e300, 1.7e308]
+    for amax in amaxes:
+        q = lp.mx.quantize([amax] + [0.0] * 31, "mxfp8_e4m3", scale_rule=rule)
+        assert q.scales[0] == e8m0_scale_oracle(amax, rule), amax
+    big = lp.mx.quantize([1e42] + [0.0] * 31, "mxfp8_e4m3", scale_rule=rule)
+    assert big.dequantize()[0] == 448 * 2.0**127           # saturated, as floor does
+
+
+# -- NVFP4's rounding and range (R3-10, R3-11) -----------------------------------------------
+
+def nvfp4_oracle(x, ts, saturate=True):
+    """NVFP4 elements of one block of 16 by exact arithmetic: the UE4M3 scale of
+    amax / 6 / ts, the encode scale fl32(1 / (scale * ts)) clamped to FP32's max, then
+    one rounding of x * enc to FP32 and one to E2M1."""
+    amax = max(abs(Fraction(v)) for v in x)
+    s = reference_round(amax / 6 / Fraction(ts), "ue4m3", saturate=True)
+    if s == 0:
+        return s, [0.0] * len(x)
+    enc = min(reference_round(1 / (Fraction(s) * Fraction(ts)), "fp32"), F32_MAX)
+    y = [reference_round(Fraction(v) * Fraction(enc), "fp32") for v in x]
+    return s, [reference_round(Fraction(v), "e2m1", saturate=saturate)
+               if math.isfinite(v) else math.copysign(6.0, v) for v in y]
+
+
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def test_nvfp4_elements_are_rounded_once():  # R3-10
+    ts = float(lp.round(1 / 5, "fp32"))               # enc = fl32(1 / (1 * ts)) = 5
+    x = np.array([6 * ts, 1.0000000476837159] + [0.0] * 14)
+    q = lp.mx.quantize(x, "nvfp4", tensor_scale=ts)
+    assert q.scales[0] == 1.0
+    # x[1] * 5 = 5.0000002384185795 exactly lies above FP32's tie 5 + 2**-22, so FP32
+    # rounds it up, and E2M1 (between 4 and 6) then up to 6.
+    assert q.elements[1] == 6.0 == nvfp4_oracle(x, ts)[1][1]
+    rng = np.random.default_rng(10)
+    for _ in range(20):                               # float64 data with 53-bit values
+        x = rng.standard_normal(16) * 2.0 ** rng.integers(-8, 8)
+        ts = float(np.float32(rng.uniform(0.01, 1.0)))
+        q = lp.mx.quantize(x, "nvfp4", tensor_scale=ts)
+        s, el = nvfp4_oracle(x, ts)
+        assert q.scales[0] == s and q.elements.tolist() == el
+
+
+def test_nvfp4_tiny_and_huge_data():  # R3-11
+    # Tiny: the tensor scale stops at 2**-128 and the encode scale at FP32's max, as
+    # Transformer Engine clamps them; the block's largest values survive.
+    x = np.linspace(1e-40, 1.6e-39, 16)
+    q = lp.mx.quantize(x, "nvfp4")
+    assert q.tensor_scale == 2.0**-128
+    s, el = nvfp4_oracle(x, 2.0**-128)
+    assert q.scales[0] == s and q.elements.tolist() == el
+    assert np.all(np.isfinite(q.dequantize())) and q.dequantize().max() > 0
+    # Huge: the tensor scale stops at FP32's max; the elements saturate.
+    q = lp.mx.quantize(np.full(16, 1e300), "nvfp4")
+    assert q.tensor_scale == F32_MAX
+    assert np.all(q.dequantize() == 6 * 448 * F32_MAX)
+    # A given tensor scale whose products overflow FP32: saturated, not zero.
+    q = lp.mx.quantize(np.array([1e300, -1e300] + [1.0] * 14), "nvfp4", tensor_scale=1.0)
+    assert q.dequantize()[:2].tolist() == [2688.0, -2688.0]
+
+
+# -- chunked products (R3-12) ----------------------------------------------------------------
+
+def unchunked_matmul(a, b, model="b200/tcgen05", c=None):
+    """mx.matmul's semantics before chunking: every output as one row of the
+    instruction model over all of (M * N) gathered rows at once."""
+    from lowprec.formats import FP32
+    from lowprec.tensorcore.catalogue import resolve_model
+    ins = resolve_model(model, "model").instruction(a.elem, b.elem, scale=a.scale_fmt,
+                                                     scale_block=a.block)
+    M, N = a.shape[0], b.shape[1]
+    ea, eb, sa, sb = a.elements, b.elements, a.scales, b.scales
+    pad = (-ea.shape[1]) % ins.block
+    ea, eb = (np.pad(e, ((0, 0), (0, pad))) for e in (ea, eb))
+    sa, sb = (np.pad(s, ((0, 0), (0, pad // a.block)), constant_values=1.0) for s in (sa, sb))
+    alpha = reference_round(Fraction(a.tensor_scale) * Fraction(b.tensor_scale), "fp32")
+    c0 = np.zeros(M * N)
+    if c is not None and alpha == 1.0:
+        c0 = np.broadcast_to(lp.round(c, "fp32"), (M, N)).reshape(-1).copy()
+    with np.errstate(all="ignore"):
+        d = ins.dot(np.repeat(ea, N, axis=0), np.tile(eb, (M, 1)), c0, a.elem, b.elem, FP32,
+                    np.repeat(sa, N, axis=0), np.tile(sb, (M, 1)))
+        if alpha != 1.0:
+            d = lp.round(alpha * d, "fp32")
+            if c is not None:
+                d = lp.add(d, lp.round(np.broadcast_to(c, (M, N)).reshape(-1), "fp32"), "fp32")
+    return np.asarray(d).reshape(M, N)
+
+
+def adversarial(rng, shape):
+    """Magnitudes over 2**±40, zeros, and NaN, inf and huge values in some blocks."""
+    x = rng.standard_normal(shape) * 2.0 ** rng.integers(-40, 40, shape)
+    x[rng.random(shape) < 0.2] = 0.0
+    flat = x.reshape(-1)
+    for v, i in zip((np.nan, np.inf, -np.inf, 1e30), rng.integers(0, flat.size, 4)):
+        flat[i] = v
+    return x
+
+
+@pytest.mark.parametrize("scheme, model", [("mxfp8_e4m3", "b200/tcgen05"),
+                                           ("mxfp8_e5m2", "rtx50/mma"),
+                                           ("mxfp4", "b200/tcgen05"), ("nvfp4", "rtx50/mma")])
+def test_chunked_matmul_is_bit_identical(scheme, model, monkeypatch):
+    rng = np.random.default_rng(12)
+    (M, K, N) = (5, 100, 7)
+    cases = [(rng.standard_normal((M, K)), rng.standard_normal((K, N))),
+             (adversarial(rng, (M, K)), adversarial(rng, (K, N)))]
+    c = rng.standard_normal((M, N))
+    for chunk in ((1, 1), (2, 3), (3, 7), (5, 7)):     # ragged chunks, and one of all
+        monkeypatch.setattr(lp.mx, "_output_chunk", lambda *args, chunk=chunk: chunk)
+        for x, y in cases:
+            a, b = lp.mx.quantize(x, scheme, axis=1), lp.mx.quantize(y, scheme, axis=0)
+            for cc in (None, c):
+                want = unchunked_matmul(a, b, model, cc)
+                got = lp.mx.matmul(a, b, model=model, c=cc)
+                assert np.array_equal(got.view(np.int64), want.view(np.int64))
+
+
+@pytest.mark.parametrize("scheme", ["mxfp8_e4m3", "nvfp4"])
+def test_matmul_memory_stays_within_the_bound(scheme, monkeypatch):
+    # With a bound of 256 KiB, the product of 32 x 256 by 256 x 24 (the unchunked one
+    # gathered over 3 MiB) stays within it plus the operands' decoded values.
+    import tracemalloc
+    bound = 2**18
+    monkeypatch.setattr(lp.tensorcore.driver, "MEMORY_BOUND", bound)
+    rng = np.random.default_rng(3)
+    M, K, N = 32, 256, 24
+    a = lp.mx.quantize(rng.standard_normal((M, K)), scheme, axis=1)
+    b = lp.mx.quantize(rng.standard_normal((K, N)), scheme, axis=0)
+    tracemalloc.start()
+    try:
+        lp.mx.matmul(a, b)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    operands = 2 * 8 * (M + N) * K          # decoded elements and their temporaries
+    assert peak <= bound + operands, peak
