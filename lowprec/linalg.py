@@ -1275,6 +1275,9 @@ def _np_tensorinv(a, ind=2):
     ((2, 2, 4), 0.333984375)
     """
     a = _as_tensor(a, "a")
+    if isinstance(ind, (bool, np.bool_)) or not isinstance(ind, (int, np.integer)):
+        raise TypeError(f"ind must be a positive int (NumPy's number of first indices "
+                        f"in the inverse sum), got {type(ind).__name__} {ind!r}")
     if not ind > 0:
         raise ValueError(f"Invalid ind argument: {ind!r} (it must be positive)")
     shape = a.shape
@@ -1286,7 +1289,8 @@ def _np_tensorsolve(a, b, axes=None):
     """NumPy's ``tensorsolve``: ``a``'s ``axes`` moved to the end and ``a`` reshaped
     into a square matrix, ``b`` flattened (exact), `solve` (LU in the format, two
     triangular solves), the result reshaped; a plain operand rounded into the other's
-    format first.
+    format first. ``axes``: ints naming axes of ``a`` (negative ones from the end);
+    one out of range or repeated raises `ValueError`, a non-int `TypeError`.
 
     Examples
     --------
@@ -1299,6 +1303,12 @@ def _np_tensorsolve(a, b, axes=None):
     a, b = _tensor_pair(a, b)
     an = a.ndim
     if axes is not None:
+        items = tuple(axes) if isinstance(axes, (tuple, list)) else (axes,)
+        if any(isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer))
+               for k in items):
+            raise TypeError(f"axes must be a sequence of ints (axes of a), got {axes!r}")
+        # AxisError (a ValueError) names an axis out of range; repeated axes refused.
+        axes = np.lib.array_utils.normalize_axis_tuple(items, an, "axes")
         order = list(range(an))
         for k in axes:
             order.remove(k)

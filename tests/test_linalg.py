@@ -952,6 +952,27 @@ def test_tensorsolve_tensorinv_shape_errors_as_numpy():
             fn(lp.tensor([1.0, 2.0], "fp16"))
 
 
+
+def test_tensorsolve_axes_and_tensorinv_ind_are_checked_by_name():
+    # O8: NumPy's own code said "list.remove(x): x not in list" and "'>' not supported".
+    a = lp.tensor(np.eye(6).reshape(6, 2, 3) * 2.0, "fp16")
+    b = lp.tensor(np.arange(6.0), "fp16")
+    with pytest.raises(ValueError, match="axis 5 is out of bounds for array of dimension 3"):
+        np.linalg.tensorsolve(a, b, axes=(5,))
+    with pytest.raises(ValueError, match="repeated axis"):
+        np.linalg.tensorsolve(a, b, axes=(0, 0))
+    with pytest.raises(TypeError, match="axes must be a sequence of ints"):
+        np.linalg.tensorsolve(a, b, axes=("x",))
+    # A negative axis names the same axis as NumPy's positive one.
+    assert np.array_equal(np.linalg.tensorsolve(a, b, axes=(-1,)).values,
+                          np.linalg.tensorsolve(a, b, axes=(2,)).values)
+    t = lp.tensor(np.eye(4).reshape(4, 2, 2) * 3.0, "bf16")
+    for ind in ("a", 1.0, True):
+        with pytest.raises(TypeError, match="ind must be a positive int"):
+            np.linalg.tensorinv(t, ind=ind)
+    assert np.linalg.tensorinv(t, ind=np.int64(1)).shape == (2, 2, 4)
+
+
 def test_new_numpy_linalg_entries_have_their_classes():
     from lowprec.tensors.functions import KINDS
     classes = {"eigh": "rounded once", "eigvalsh": "rounded once", "eig": "rounded once",
