@@ -147,7 +147,8 @@ def nv_fused(a: np.ndarray, b: np.ndarray, c: np.ndarray, fa: Format, fb: Format
     q = np.concatenate([q, (ec - fc.mantissa_bits)[:, None]], axis=1)
     ex = np.concatenate([ex, ec[:, None]], axis=1)
     S, E = aligned_sum(T, q, ex, F)
-    # Exact: |S| < 2**(F + 7) <= 2**53 and E - F stays within float64's range.
+    # Exact: each of the block + 1 terms is below 2**(F + 2), so |S| < (block + 1) *
+    # 2**(F + 2) <= 2**53 (Instruction.max_fraction_bits); E - F is in float64's range.
     d = to_output(np.ldexp(S.astype(np.float64), (E - F).astype(np.int32)), out)
     P = specials(prods, c)
     bad = ~np.isfinite(P)
@@ -163,14 +164,14 @@ def nv_block_fp4(a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray,
     the largest, summed exactly, truncated to FP32. ``sa``, ``sb``: the scale values
     per group of 16 (shape (n, K / 16)) in ``fs`` (E8M0 or UE4M3)."""
     n, K = a.shape
-    # Exact: FP4 values are multiples of 1/2 below 8, so 4 * a * b is an integer and a
-    # group's sum of 16 is below 2**11.
+    # Exact: FP4 values are multiples of 1/2 of at most 6, so 4 * a * b is an integer
+    # of at most 144 and a group's sum of 16 at most 2304 < 2**12.
     g = np.rint((a * b * 4.0).reshape(n, K // 16, 16).sum(axis=-1)).astype(np.int64)
     sa_f, sb_f = _finite(np.abs(sa)), _finite(np.abs(sb))
     Ma, ea = decompose(sa_f, fs)
     Mb, eb = decompose(sb_f, fs)
     ms = 2 * fs.mantissa_bits
-    T = g * Ma * Mb                      # < 2**11 * 2**8: exact
+    T = g * Ma * Mb                      # < 2**12 * 2**8: exact
     q = ea + eb - ms - 2
     ex = ea + eb
     Mc, ec = decompose(_finite(c), FP32)
