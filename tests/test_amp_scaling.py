@@ -403,3 +403,46 @@ def test_fp8_underflows_are_flagged():
         q.backward(lp.tensor([[1.0, 2.0**-40]], "fp32"), True)   # scale 1: 2**-40 -> 0
     assert f.underflow > 0
     assert fractions(q.counts.take())["dy"]["flushed"] == 0.5
+
+
+def test_delayed_scaling_margin_history_and_kind_are_bounded():  # R3-27, O3
+    with pytest.raises(ValueError, match="margin must be at most 277"):
+        lp.amp.DelayedScaling(margin=2000)
+    with pytest.raises(ValueError, match="history must be at most 65536"):
+        lp.amp.DelayedScaling(history=10**9)
+    lp.amp.DelayedScaling(history=2**16)
+    # The largest margin still gives nonzero FP32 scales: fl32(fl32(448 / amax) /
+    # 2**277) by exact arithmetic (FP32's max where the quotient overflows).
+    def oracle(amax, margin, previous):
+        q = reference_round(Fraction(448) / Fraction(reference_round(amax, "fp32")), "fp32")
+        if q == math.inf:
+            return float(np.finfo(f32).max)
+        s = reference_round(Fraction(q) / Fraction(2) ** margin, "fp32")
+        return s if s > 0 else previous
+    r = lp.amp.DelayedScaling(margin=277)
+    for amax in (2.0**-119, 448 * 2.0**-127, 2.0**-149, 1e-30, 1.0, 3.7e20):
+        assert r.scale([amax], 3.0) == oracle(amax, 277, 3.0)
+    assert r.scale([2.0**-119], 3.0) == 2.0**-149          # 1.75 * 2**-150 rounds up
+    with pytest.raises(ValueError, match="kind must be one of x, w, dy, got 'z'"):
+        lp.amp.DelayedScaling().scale([1.0], kind="z")
+    with pytest.raises(TypeError, match="kind must be a str"):
+        lp.amp.DelayedScaling().scale([1.0], kind=["x"])
+    assert lp.amp.DelayedScaling(algorithm="most_recent").scale([], 3.0) == 3.0
+
+
+def test_recipe_names_must_be_strings():  # O8
+    with pytest.raises(TypeError, match="fp8_format must be a str"):
+        lp.amp.DelayedScaling(fp8_format=[])
+    with pytest.raises(TypeError, match="algorithm must be a str"):
+        lp.amp.DelayedScaling(algorithm=["max"])
+    with pytest.raises(TypeError, match="scheme must be a str"):
+        lp.amp.BlockScaling(["mxfp4"])
+    with pytest.raises(TypeError, match="grad_scheme must be a str"):
+        lp.amp.BlockScaling("mxfp4", grad_scheme=("mxfp4",))
+    with pytest.raises(TypeError, match="scale_rule must be a str"):
+        lp.amp.BlockScaling(scale_rule={})
+    with pytest.raises(TypeError, match="grad_mode must be a str"):
+        lp.amp.BlockScaling(grad_mode=None)
+    with pytest.raises(ValueError, match="scheme must be one of mxfp8_e4m3, mxfp8_e5m2, "
+                                         "mxfp4, nvfp4, got 'mxint8'"):
+        lp.amp.BlockScaling("mxint8")

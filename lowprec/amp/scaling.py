@@ -14,6 +14,7 @@ FP8 or of a block-scaled scheme, their products run through `lp.matmul` or
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -38,6 +39,29 @@ KINDS = ("x", "w", "dy")
 _FP32_MAX = float(np.finfo(np.float32).max)
 
 _FP8_FORMATS = {"e4m3": (FP8_E4M3, FP8_E4M3), "hybrid": (FP8_E4M3, FP8_E5M2)}
+
+#: The largest ``DelayedScaling.margin``: beyond it fl32(fp8_max / amax) / 2**margin,
+#: at most FP32's max (below 2**128), is below 2**-150 and rounds to 0 in FP32 for
+#: every amax, so the scale could never change.
+MAX_MARGIN = 277
+
+#: The longest ``DelayedScaling.history`` (Transformer Engine's default is 1024): each
+#: quantizer keeps one history per operand kind and takes its maximum every step.
+MAX_HISTORY = 2**16
+
+#: The `lowprec.mx` schemes a block-scaled instruction model multiplies.
+_MODELLED = ("mxfp8_e4m3", "mxfp8_e5m2", "mxfp4", "nvfp4")
+
+
+def _check_choice(name, value, valid):
+    """``value`` if it is one of ``valid`` (strings): `TypeError` for a non-string,
+    `ValueError` for another string."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, one of {', '.join(valid)}; got "
+                        f"{type(value).__name__} {value!r}")
+    if value not in valid:
+        raise ValueError(f"{name} must be one of {', '.join(valid)}, got {value!r}")
+    return value
 
 
 def _fl32(v):
@@ -90,9 +114,11 @@ class DelayedScaling:
         ``"hybrid"``: activations and weights in E4M3, gradients in E5M2; ``"e4m3"``:
         E4M3 throughout.
     margin : int
-        The scale is ``fp8_max / amax / 2**margin``.
+        The scale is ``fp8_max / amax / 2**margin``; from 0 to `MAX_MARGIN` (277: a
+        larger margin would make every scale 0 in FP32).
     history : int
-        The length of each tensor's amax history.
+        The length of each tensor's amax history, from 1 to `MAX_HISTORY` (65536;
+        each step takes the maximum of the whole history).
     algorithm : {"max", "most_recent"}
         The amax a scale is computed from: the largest of the history, or the last.
 
@@ -136,13 +162,14 @@ class DelayedScaling:
     algorithm: str = "max"
 
     def __post_init__(self) -> None:
-        if self.fp8_format not in _FP8_FORMATS:
-            raise ValueError(f"fp8_format must be one of {', '.join(_FP8_FORMATS)}, "
-                             f"got {self.fp8_format!r}")
-        check_int("margin", self.margin, minimum=0)
-        check_int("history", self.history, minimum=1)
-        if self.algorithm not in ("max", "most_recent"):
-            raise ValueError(f"algorithm must be 'max' or 'most_recent', got {self.algorithm!r}")
+        _check_choice("fp8_format", self.fp8_format, tuple(_FP8_FORMATS))
+        if check_int("margin", self.margin, minimum=0) > MAX_MARGIN:
+            raise ValueError(f"margin must be at most {MAX_MARGIN} (fl32(fp8_max / amax) / "
+                             f"2**margin is then 0 in FP32 for every amax), got {self.margin!r}")
+        if check_int("history", self.history, minimum=1) > MAX_HISTORY:
+            raise ValueError(f"history must be at most {MAX_HISTORY} (Transformer Engine's "
+                             f"default is 1024), got {self.history!r}")
+        _check_choice("algorithm", self.algorithm, ("max", "most_recent"))
 
     @property
     def formats(self) -> dict[str, Format]:
@@ -163,17 +190,19 @@ class DelayedScaling:
         >>> r.scale([1e-40])                       # 448 / 1e-40 overflows: FP32's max
         3.4028234663852886e+38
         """
-        values = np.asarray(history, dtype=np.float64)
+        fmt = self.formats[_check_choice("kind", kind, KINDS)]
+        values = np.asarray(history, dtype=np.float64).reshape(-1)
         if self.algorithm == "max":
             values = values[~np.isnan(values)]
             amax = float(values.max()) if values.size else float("nan")
         else:
-            amax = float(values[-1])
+            amax = float(values[-1]) if values.size else float("nan")
         amax = _fl32(amax)                                     # an FP32 amax
         if not (amax > 0 and np.isfinite(amax)):
             return previous
-        # fl32 of the float64 quotient is fl32 of the exact one: 53 >= 2 * 24 + 2.
-        s = _fl32(_fl32(self.formats[kind].max / amax) / 2.0**self.margin)
+        # fl32 of the float64 quotient is fl32 of the exact one: 53 >= 2 * 24 + 2; ldexp
+        # is exact: the quotient times 2**-margin (margin <= 277) stays a float64 normal.
+        s = _fl32(math.ldexp(_fl32(fmt.max / amax), -self.margin))
         if s == np.inf:
             return _FP32_MAX
         return s if s > 0 else previous
@@ -266,7 +295,10 @@ class BlockScaling:
     Parameters
     ----------
     scheme : str
-        The `lowprec.mx.SCHEMES` entry of activations and weights.
+        The `lowprec.mx.SCHEMES` entry of activations and weights, one that an
+        instruction model multiplies: ``"mxfp8_e4m3"``, ``"mxfp8_e5m2"``, ``"mxfp4"``,
+        ``"nvfp4"`` (`TypeError` for a non-string, `ValueError` for another name; so
+        for every option of this class that names something).
     grad_scheme : str, optional
         The gradients' scheme (default: ``scheme``).
     scale_rule : str
@@ -314,16 +346,11 @@ class BlockScaling:
             object.__setattr__(self, "grad_scheme", self.scheme)
         for name in ("scheme", "grad_scheme"):
             value = getattr(self, name)
-            if value not in mx.SCHEMES or value in ("mxint8", "mxfp6_e3m2", "mxfp6_e2m3"):
-                raise ValueError(f"{name} must be a block-scaled scheme with an instruction "
-                                 f"model (mxfp8_e4m3, mxfp8_e5m2, mxfp4, nvfp4), got {value!r}")
+            _check_choice(name, value, _MODELLED)
         if mx.SCHEMES[self.scheme][1:] != mx.SCHEMES[self.grad_scheme][1:]:   # type: ignore[index]
             raise ValueError("scheme and grad_scheme must share the scale format and block")
-        if self.scale_rule not in mx.SCALE_RULES:
-            raise ValueError(f"scale_rule must be one of {', '.join(mx.SCALE_RULES)}, "
-                             f"got {self.scale_rule!r}")
-        if self.grad_mode not in ("rne", "sr"):
-            raise ValueError(f"grad_mode must be 'rne' or 'sr', got {self.grad_mode!r}")
+        _check_choice("scale_rule", self.scale_rule, tuple(mx.SCALE_RULES))
+        _check_choice("grad_mode", self.grad_mode, ("rne", "sr"))
         unit = resolve_model(self.model, "model")
         if not isinstance(unit, MatrixUnit):
             raise ValueError(f"model must be a matrix unit with block-scaled instructions "
