@@ -1,5 +1,6 @@
 """Peak extra memory of lp.round, lp.encode, lp.add (FP64 target) and the exact matmul
-model, for every input dtype (issue 12).
+model, for every input dtype; then of the work sets that were once unbounded
+(`BOUNDED`: ``mx.matmul``, ``linalg.lstsq`` with many columns, the direct FFT sum).
 
 Two measures per case, each in a fresh subprocess: the increase of peak RSS during
 the call (``VmHWM`` after the call, reset through ``/proc/self/clear_refs`` just
@@ -13,7 +14,8 @@ documented bound on it:
   size and dtype;
 - add: ``lowprec.arith.MEMORY_CHUNKS`` float64 chunks of ``CHUNK`` elements per thread;
 - matmul: ``lowprec.tensorcore.MEMORY_BOUND`` plus what its docstring adds on top (the
-  operands rounded into float64, boolean masks of the operands' and output's size).
+  operands rounded into float64, boolean masks of the operands' and output's size);
+- mx.matmul, lstsq, fft: the bound each docstring states (see `_bounded`).
 
 round and encode see the full range of every integer dtype (64-bit ones need the
 exact ``hi + lo`` split) and long doubles between float64 neighbours; add gets
@@ -58,11 +60,53 @@ def _inputs(dtype, shape, seed, tails=True):
     return x
 
 
+#: The work sets that were unbounded before (reliability review R3-12, R3-14, R3-16):
+#: label -> (op, size). Each bound is the one its docstring states.
+BOUNDED = {"mx.matmul MXFP8 E4M3": ("mx_matmul", 128),
+           "linalg.lstsq, b of n columns": ("lstsq", 300),
+           "fft.fft BF16, n = 255": ("fft", 255),
+           "fft.fft BF16, n = 1023": ("fft", 1023)}
+
+
+def _bounded(op, n):
+    """`_call` for the ops of `BOUNDED`: (fn, input bytes, result bytes, bound)."""
+    import importlib
+
+    import numpy as np
+
+    import lowprec as lp
+    rng = np.random.default_rng(0)
+    if op == "mx_matmul":          # (n, 16 n) @ (16 n, n): K = 2048 at n = 128
+        mm = importlib.import_module("lowprec.tensorcore.driver")
+        a = lp.mx.quantize(rng.standard_normal((n, 16 * n)), "mxfp8_e4m3", axis=1)
+        b = lp.mx.quantize(rng.standard_normal((16 * n, n)), "mxfp8_e4m3", axis=0)
+        operands = 8 * (a.elements.size + b.elements.size + a.scales.size + b.scales.size)
+        # mx.matmul's docstring: MEMORY_BOUND, the operands' decoded values, a few
+        # float64 arrays of the result's size (six, counted generously).
+        return (lambda: lp.mx.matmul(a, b), operands, 8 * n * n,
+                mm.MEMORY_BOUND + operands + 6 * 8 * n * n)
+    if op == "lstsq":              # (n, n / 2) with n / 2 right-hand sides, FP32
+        la = importlib.import_module("lowprec.linalg")
+        m, k = n, n // 2
+        a = lp.tensor(rng.standard_normal((m, k)), "fp32")
+        b = lp.tensor(rng.standard_normal((m, k)), "fp32")
+        # lstsq's docstring: chunks of max(2**16, m n) products of about 100 bytes,
+        # besides qr's O(m n) work (counted as 64 float64 arrays of a's size).
+        return (lambda: la.lstsq(a, b), 2 * 8 * m * k, 8 * k * k,
+                100 * max(2**16, m * k) + 64 * 8 * m * k)
+    fft = importlib.import_module("lowprec.fft")
+    x = lp.tensor(rng.standard_normal((32, n) if n < 1000 else n), "bf16")
+    # fft's docstring: blocks of max(2**16, n) products of under 300 bytes each.
+    return (lambda: fft.fft(x), 8 * x.size, 16 * x.size, 300 * max(2**16, n))
+
+
 def _call(op, dtype, n):
     """(function to measure, input bytes, result bytes, documented bound on extra bytes)."""
     import importlib
 
     import lowprec as lp
+    if op in {op for op, _ in BOUNDED.values()}:
+        return _bounded(op, n)
     mm = importlib.import_module("lowprec.tensorcore.driver")   # MEMORY_BOUND's home
     rounding = importlib.import_module("lowprec.rounding")     # WORK_BYTES, as documented
     per_call = rounding.WORK_BYTES * lp.threads()
@@ -125,6 +169,7 @@ def _child(op, dtype, n):
     result = fn()
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
+    result = getattr(result, "values", result)        # a Tensor's array
     print(json.dumps(dict(rss=rss, traced=peak, result=int(result.nbytes), input=in_bytes,
                           expected_result=out_bytes, bound=bound)))
 
@@ -149,25 +194,28 @@ def main(quick=False):
     labels = {"round": 'lp.round(x, "bf16")', "encode": 'lp.encode(x, "bf16")',
               "add": 'lp.add(x, y, "fp64")',
               "matmul": 'matmul(model="exact", fp16)'}
-    for op in OPS:
-        print(header)
-        for dtype in DTYPES:
-            got, err = _measure(op, dtype, side if op == "matmul" else n)
-            if got is None:
-                print(f"  {labels[op]:<30} {dtype:<10} failed: {err}")
+    cases = [(labels[op], op, dtype, side if op == "matmul" else n)
+             for op in OPS for dtype in DTYPES]
+    cases += [(label, op, "float64", size) for label, (op, size) in BOUNDED.items()]
+    for i, (label, op, dtype, size) in enumerate(cases):
+        if i == 0 or op != cases[i - 1][1]:
+            print(header)
+        got, err = _measure(op, dtype, size)
+        if got is None:
+            print(f"  {label:<30} {dtype:<10} failed: {err}")
+            continue
+        cells, verdict = [], "ok"
+        for key in ("traced", "rss"):
+            if got[key] is None:
+                cells.append(f"{'n/a':>18}")
                 continue
-            cells, verdict = [], "ok"
-            for key in ("traced", "rss"):
-                if got[key] is None:
-                    cells.append(f"{'n/a':>18}")
-                    continue
-                extra = got[key] - got["result"]
-                cells.append(f"{extra / MiB:8.1f} ({extra / got['input']:5.2f}x in)")
-                if extra > got["bound"]:
-                    verdict = "OVER"
-            print(f"  {labels[op]:<30} {dtype:<10} {got['input'] / MiB:7.1f} "
-                  f"{got['result'] / MiB:8.1f} {cells[0]:>18} {cells[1]:>18} "
-                  f"{got['bound'] / MiB:9.1f}  {verdict}")
+            extra = got[key] - got["result"]
+            cells.append(f"{extra / MiB:8.1f} ({extra / got['input']:5.2f}x in)")
+            if extra > got["bound"]:
+                verdict = "OVER"
+        print(f"  {label:<30} {dtype:<10} {got['input'] / MiB:7.1f} "
+              f"{got['result'] / MiB:8.1f} {cells[0]:>18} {cells[1]:>18} "
+              f"{got['bound'] / MiB:9.1f}  {verdict}")
 
 
 if __name__ == "__main__":

@@ -26,8 +26,9 @@ float64 and rounds it afterwards.
   ``w_((j k) mod n) * x_j`` as above, then the real parts and the imaginary parts
   of the ``n`` products of each output summed pairwise in the format (`lp.sum`'s
   ``"pairwise"`` order, as ``Tensor.sum``). The products are formed in blocks of at
-  most ``max(_PRODUCTS, n)`` (65536; about 250 bytes each in the working arrays, so
-  some 16 MiB beyond the input and the result), whole rows of the batch where they
+  most ``max(_PRODUCTS, n)`` (65536; under 300 bytes each in the working arrays,
+  280 measured, so under 20 MiB beyond the input and the result: ``python
+  benchmarks/run.py memory``), whole rows of the batch where they
   fit, else blocks of the outputs of one row; each output's products and sum do not
   depend on the others, so the values are those of one block. Under ``"sr"`` a
   call of more than one block draws one stream per block and operation.
@@ -60,7 +61,7 @@ __all__ = ["fft", "ifft", "rfft", "irfft"]
 
 _NORMS = (None, "backward", "ortho", "forward")
 #: The direct sum's block: at most ``max(_PRODUCTS, n)`` complex products at a time
-#: (about 250 bytes each in its working arrays: some 16 MiB beyond input and result).
+#: (under 300 bytes each in its working arrays: under 20 MiB beyond input and result).
 _PRODUCTS = 1 << 16
 _Pair = tuple[NDArray[np.float64], NDArray[np.float64]]
 
