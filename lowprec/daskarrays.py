@@ -871,7 +871,9 @@ class LazyTensor:
         return LazyTensor(sum(self.values, self.fmt, ctx.mode, axis=axis, **ctx.kwargs()),
                           self.fmt)
 
-    def __matmul__(self, other: LazyTensor) -> LazyTensor:
+    def __matmul__(self, other: LazyTensor | Tensor) -> LazyTensor:
+        if isinstance(other, Tensor):     # an eager operand keeps its format, as eager
+            other = LazyTensor(_da().from_array(other.values, chunks=-1), other.fmt)
         if not isinstance(other, LazyTensor):
             return NotImplemented
         spec = resolve_model(get_context().matmul)
@@ -879,6 +881,12 @@ class LazyTensor:
         out = spec.default_out_format()
         return LazyTensor(matmul(self.values, other.values, model=spec, in_fmt=in_fmt,
                                  out_fmt=out), out)
+
+
+    def __rmatmul__(self, other: Tensor) -> LazyTensor:
+        if not isinstance(other, Tensor):
+            return NotImplemented
+        return LazyTensor(_da().from_array(other.values, chunks=-1), other.fmt) @ self
 
 
 def _swap(op: Callable[..., Any]) -> Callable[..., Any]:

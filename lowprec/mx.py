@@ -23,6 +23,7 @@ from numpy.typing import ArrayLike, NDArray
 from .arith import mul as _mul
 from .bits import decode, encode
 from .engine.checks import check_int
+from .engine.inputs import float64_operand
 from .formats import E8M0, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E5M2, FP32, UE4M3, Format
 from .rounding import round as _round
 from .status import quiet
@@ -273,7 +274,7 @@ def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "fl
                              "has none (leave tensor_scale=None)")
         tensor_scale = _check_tensor_scale(tensor_scale)
     axis = check_int("axis", axis)
-    arr = np.asarray(x, dtype=np.float64)
+    arr = float64_operand(x, "x")       # real numbers only, as lp.round takes them
     if arr.ndim == 0:
         raise ValueError("quantize needs an array of at least one dimension")
     axis = int(np.lib.array_utils.normalize_axis_index(axis, arr.ndim))

@@ -30,6 +30,11 @@ __all__ = ["sweep", "point_seed", "grid_points", "RECORDS"]
 RECORDS = ("auto", "list", "frame")
 
 
+#: The deepest nesting of containers a grid value may have (far below Python's recursion
+#: limit, which a deeper value would otherwise reach).
+_MAX_DEPTH = 100
+
+
 def _canonical(value: object, name: str, _inside: frozenset[int] = frozenset()) -> str:
     """A text of ``value`` that is the same in every process and session (no ``hash()``,
     no memory address): Python's ``repr`` for scalars and strings (``1``, ``1.0`` and
@@ -47,6 +52,9 @@ def _canonical(value: object, name: str, _inside: frozenset[int] = frozenset()) 
             raise ValueError(f"grid value of {name!r} refers to itself (a container "
                              f"that holds itself): a point's seed is derived from its "
                              f"values' text, which must be finite")
+        if len(_inside) >= _MAX_DEPTH:
+            raise ValueError(f"grid value of {name!r} nests containers more than "
+                             f"{_MAX_DEPTH} deep: flatten it, or pass a name for it")
         _inside = _inside | {id(value)}
 
     def canon(v):

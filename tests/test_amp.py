@@ -622,6 +622,8 @@ def test_train_refuses_bad_arguments_and_leaves_the_model_alone(kwargs, error, m
     (lambda p: amp.Adam([p], eps=-1e-8), ValueError, "eps"),
     (lambda p: amp.Adam([p], lr=-1.0), ValueError, "lr"),
     (lambda p: amp.SGD([p], lr=np.nan), ValueError, "lr"),
+    (lambda p: amp.SGD([p], lr=10**400), ValueError, "lr"),       # past float64: inf
+    (lambda p: amp.Adam([p], lr=-(10**400)), ValueError, "lr"),
     (lambda p: amp.SGD([p], lr=0.1, momentum=1.5), ValueError, "momentum"),
     (lambda p: amp.SGD([p], lr=0.1, seed="0"), TypeError, "seed"),
     (lambda p: amp.SGD([p], lr=0.1, policy=None), TypeError, "policy"),

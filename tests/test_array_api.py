@@ -337,6 +337,11 @@ def test_full_takes_numbers_and_0d_arrays_and_says_what_a_shape_is():
         xp.full(2.5, 1.0)                                            # O8
     with pytest.raises(ValueError, match="negative dimension"):
         xp.zeros((2, -1))
+    # Integers past the integer dtype: a ValueError naming it, not NumPy's OverflowError.
+    for value, dtype in ((2**70, None), (-(2**64), None), (300, xp.int8)):
+        with pytest.raises(ValueError, match="does not fit"):
+            xp.full(3, value, dtype=dtype)
+    assert np.asarray(xp.full(1, 2**63 - 1))[0] == 2**63 - 1
 
 
 @pytest.mark.parametrize("args", [(0, 10, 0), (0.0, 1.0, 0.0)])

@@ -761,6 +761,11 @@ def _bad_replay_files(tmp):
         "neither": (tmp / "a100_none.npz", "neither the mma-data layout"),
         "no_underscore": (_rewrite(TC, tmp / "a100.npz"), "GPU_FORMAT.npz"),
         "bad_tc_format": (_rewrite(TC, tmp / "a100_zz9.npz"), "input format 'zz9'"),
+        "cut_a": (_rewrite(MMA, tmp / "cut_a.npz", a=np.zeros((4096, 8), np.uint16)),
+                  "K is '16' but 'a' has 8 columns"),
+        "bad_k": (_rewrite(MMA, tmp / "bad_k.npz", K=np.array("zz")), "K is 'zz'"),
+        "short_d": (_rewrite(MMA, tmp / "short_d.npz", d=np.zeros(10, np.uint16)),
+                    "'d' must have shape (4096,)"),
     }
 
 

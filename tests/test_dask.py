@@ -475,3 +475,15 @@ def test_matmul_c_errors_come_when_the_graph_is_built():
         lpd.matmul(a, a, c=1j, in_fmt="fp16")
     same(get(lpd.matmul(a, a, c=np.ones(2), in_fmt="fp16")),
          lp.matmul(np.ones((2, 2)), np.ones((2, 2)), c=np.ones(2), in_fmt="fp16"))
+
+
+@pytest.mark.parametrize("fa,fb", [("bf16", "bf16"), ("fp16", "bf16")])
+def test_lazy_and_eager_matrix_products_equal_the_eager_one(fa, fb):
+    rng = np.random.default_rng(31)
+    x, y = rng.standard_normal((6, 6)), rng.standard_normal((6, 6))
+    lazy, a, b = lpd.tensor(da.from_array(x, chunks=3), fa), lp.tensor(x, fa), lp.tensor(y, fb)
+    for got, want in ((lazy @ b, a @ b), (b @ lazy, b @ a)):
+        assert isinstance(got, lpd.LazyTensor)
+        out = got.compute(scheduler="sync")
+        assert out.fmt == want.fmt
+        same(out.values, want.values)

@@ -176,6 +176,13 @@ def test_names_must_be_strings():  # O8
         lp.mx.quantize([1.0], "mxfp4", scale_rule=["ceil"])
 
 
+@pytest.mark.parametrize("bad", [np.full(16, 3 + 4j), [None] * 16, ["1.0"] * 16])
+def test_values_must_be_real_numbers(bad):
+    # As lp.round takes them: complex, None and strings are refused, not cast.
+    with pytest.raises(TypeError, match="x: .*(complex|real numbers)"):
+        lp.mx.quantize(bad, "nvfp4")
+
+
 def test_tensor_scale_is_a_positive_fp32_number():  # R3-06
     x = np.arange(16.0)
     for bad in (0.0, -1.0, np.nan, np.inf, -np.inf):

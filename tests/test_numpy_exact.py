@@ -400,3 +400,18 @@ def test_diff_of_a_0d_tensor_raises_as_numpy():
         np.diff(np.float64(1.0))
     with pytest.raises(ValueError, match="diff requires input that is at least one dim"):
         np.diff(lp.tensor(1.0, "fp16"))
+
+
+@pytest.mark.parametrize("kw", [dict(n=-1), dict(n=1.5), dict(axis=3)])
+def test_diff_refuses_what_numpy_refuses(kw):
+    x = np.array([1.0, 2.0, 4.0, 8.0])
+    with pytest.raises(Exception) as theirs:
+        np.diff(x, **kw)
+    with pytest.raises(type(theirs.value)):
+        np.diff(lp.tensor(x, "fp16"), **kw)
+
+
+def test_diff_of_order_zero_is_the_input_as_numpy():
+    x = np.array([1.0, 2.0, 4.0, 8.0])
+    got = np.diff(lp.tensor(x, "fp16"), n=0, prepend=[0.0])
+    assert np.array_equal(np.asarray(got), np.diff(x, n=0, prepend=[0.0]))

@@ -215,6 +215,11 @@ def test_self_referencing_values_are_refused():
             sweep(plain_x, [{"x": value}], records="list")
     with pytest.raises(ValueError, match="refers to itself"):
         sweep(plain_x, {"x": [1, looped]}, records="list")
+    deep = [1.0]
+    for _ in range(5000):    # no loop, but deeper than Python's recursion limit
+        deep = [deep]
+    with pytest.raises(ValueError, match="more than 100 deep"):
+        point_seed({"x": deep})
     shared = [1.5]           # the same list twice is no loop: the text of [[1.5],[1.5]]
     assert point_seed({"x": [shared, shared]}) == point_seed({"x": [[1.5], [1.5]]})
 

@@ -41,7 +41,10 @@ def check_real(name: str, value: object, *, low: float | None = None,
     if (not isinstance(value, (numbers.Real, np.floating, np.integer))
             or isinstance(value, (bool, np.bool_))):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:                # an int past float64's range: +-inf, refused below
+        value = math.inf if value > 0 else -math.inf  # type: ignore[operator]
     below = low is not None and (value <= low if low_open else value < low)
     above = high is not None and (value >= high if high_open else value > high)
     if math.isnan(value) or below or above:

@@ -539,6 +539,11 @@ class Namespace:
         if dtype.kind == "floating":
             v = self._round(np.float64(value), dtype.fmt)
             return self._wrap(np.full(shape, v, dtype=np.float64), dtype)
+        if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+            info = np.iinfo(dtype.storage)
+            if not info.min <= value <= info.max:
+                raise ValueError(f"fill value {value} does not fit {dtype}; ask for a "
+                                 f"wider integer dtype or for float64")
         return self._wrap(np.full(shape, value, dtype=dtype.storage), dtype)
 
     def empty(self, shape: Any, *, dtype: Any = None, device: Any = None) -> Array:

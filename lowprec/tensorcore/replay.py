@@ -206,6 +206,7 @@ def _replay_mma(path, z, model, max_mismatches):
         if not text.isdigit() or int(text) < 1:
             raise ValueError(f"{path}: block_size must be a positive integer, got {text!r}")
         block = int(text)
+    _check_mma_shapes(path, z, block)
     shape = _meta(z, "qualifier").split(".")[0]
     # A shape the unit does not have (another unit's, with model=): any of its shapes.
     known = any(shape in i.shapes for i in unit.instructions)
@@ -229,6 +230,25 @@ def _replay_mma(path, z, model, max_mismatches):
         same = np.where(nan | exp_nan, nan & exp_nan, got == expected)
     return _result(path, unit.name, same, expected, got, d, fd, a, b, c, sa, sb,
                    max_mismatches, note=_meta(z, "qualifier"))
+
+
+def _check_mma_shapes(path, z, block):
+    """`ValueError` naming ``path`` unless a and b are (rows, K) (K as the file's 'K'
+    says, when it says), c and d (rows,), and the scales (rows, K / block)."""
+    a = z["a"]
+    if a.ndim != 2:
+        raise ValueError(f"{path}: 'a' must be (rows, K), got shape {a.shape}")
+    rows, k = a.shape
+    text = _meta(z, "K")
+    if text and (not text.isdigit() or int(text) != k):
+        raise ValueError(f"{path}: K is {text!r} but 'a' has {k} columns")
+    want = {"b": (rows, k), "c": (rows,), "d": (rows,)}
+    if block and "scale_a" in z.files:
+        want |= {"scale_a": (rows, -(-k // block)), "scale_b": (rows, -(-k // block))}
+    for key, shape in want.items():
+        if z[key].shape != shape:
+            raise ValueError(f"{path}: {key!r} must have shape {shape} (rows, K = "
+                             f"{rows}, {k}), got {z[key].shape}")
 
 
 def _replay_tensorcore(path, z, model, max_mismatches):

@@ -544,9 +544,13 @@ class Tensor:
         return cast(Tensor, np.power(self, other))
 
     def __matmul__(self, other: ArrayLike | Tensor) -> Tensor:
+        if getattr(other, "__lowprec_defer__", False):
+            return NotImplemented
         return HANDLED_FUNCTIONS[np.matmul](self, other)
 
     def __rmatmul__(self, other: ArrayLike | Tensor) -> Tensor:
+        if getattr(other, "__lowprec_defer__", False):
+            return NotImplemented
         return HANDLED_FUNCTIONS[np.matmul](other, self)
 
     def __neg__(self) -> Tensor:

@@ -16,10 +16,12 @@ table is `lowprec.tensors.core.HANDLED_FUNCTIONS`, filled here.
 from __future__ import annotations
 
 import inspect
+import operator
 from collections.abc import Callable
 from typing import cast, overload
 
 import numpy as np
+from numpy.lib.array_utils import normalize_axis_index
 from numpy.typing import ArrayLike, NDArray
 
 from .. import arith
@@ -464,6 +466,12 @@ def _diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
     ``prepend``/``append`` enter the format as plain operands do (rounded once)."""
     if np.ndim(values_of(a)) == 0:
         raise ValueError("diff requires input that is at least one dimensional")
+    n = operator.index(n)                # NumPy's rules: an integer order, not below 0
+    if n < 0:
+        raise ValueError(f"order must be non-negative but got {n}")
+    axis = normalize_axis_index(axis, np.ndim(values_of(a)))
+    if n == 0:
+        return a                         # NumPy returns its input, prepend/append unused
     parts = [x for x in (prepend, a, append) if x is not np._NoValue]
     vals, fmt = operands(*parts)
     vals = [np.broadcast_to(np.asarray(x), a.shape[:axis % a.ndim] + (1,) +
