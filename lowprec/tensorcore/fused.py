@@ -9,8 +9,10 @@ int64 terms truncated or floored to a fixed number of fraction bits below a
 reference exponent (`aligned_sum`), exact by the bounds argued at each use; results
 are rounded once by the rounding kernel. The algorithms are the ones the mma-data
 README (`tests/data/mma/README.md`) describes for MMA-Sim, and the ISA documents
-for the units without data. A kernel: ndarrays and `Format`\\ s in, float64 ndarrays
-out; it never imports `Tensor` or reads a context default.
+for the units without data. The kernels are NVIDIA's fused and block-scaled FP4
+dot-adds, CDNA1-3's FMA chains, pairwise trees and round-down fused groups. A kernel:
+ndarrays and `Format`\\ s in, float64 ndarrays out; it never imports `Tensor` or reads a
+context default.
 """
 
 from __future__ import annotations

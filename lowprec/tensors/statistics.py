@@ -7,7 +7,7 @@ and hands it back unrounded. Numbers that only say where to look or how to weigh
 (quantile levels, a quantile's interpolation weight, histogram edges and counts) are
 not rounded into the format: an operation taking one is one correct rounding of its
 exact result; data given as plain arrays enter the format once, as plain operands
-do (`operands`)."""
+do (`operands`). `cov` sums its rounded products pairwise, so its diagonal is `var`'s."""
 
 from __future__ import annotations
 
