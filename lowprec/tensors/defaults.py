@@ -69,8 +69,12 @@ def context(*, mode: str | None = None, rng: np.random.Generator | int | None = 
     subnormals, saturate : bool, optional
         Passed to every rounding (see `lowprec.round`).
 
-    A wrong-typed option raises `TypeError` naming it (``subnormals="no"`` is not
-    False); a value of the right type that is not allowed raises `ValueError`.
+    Raises
+    ------
+    TypeError
+        An option of the wrong type, named (``subnormals="no"`` is not False).
+    ValueError
+        An option of the right type whose value is not allowed.
 
     Examples
     --------
