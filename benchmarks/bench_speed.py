@@ -40,6 +40,9 @@ def reductions(quick):
     rng = np.random.default_rng(0)
     uniform, normal = rng.random(n), rng.standard_normal(n)
     other = rng.standard_normal(n)
+    # One NaN, one inf, halfway: the fast paths keep their speed past them (issue 36).
+    with_nan, with_inf = normal.copy(), normal.copy()
+    with_nan[n // 2], with_inf[n // 2] = np.nan, np.inf
     print(f"  sequential reductions of {n:,} terms; ratio to np.cumsum of the same array")
     cases = [
         ("sum, uniform, BF16, rne", lambda: lp.sum(uniform, "bf16", order="sequential"),
@@ -54,6 +57,10 @@ def reductions(quick):
                                                  rng=0), normal, None),
         ("kahan, uniform, BF16", lambda: lp.sum(uniform, "bf16", order="kahan"), uniform, 1000),
         ("kahan, normal, FP16", lambda: lp.sum(normal, "fp16", order="kahan"), normal, None),
+        ("kahan, FP16 with one NaN", lambda: lp.sum(with_nan, "fp16", order="kahan"),
+         with_nan, 1000),
+        ("sequential, FP16 with one inf",
+         lambda: lp.sum(with_inf, "fp16", order="sequential"), with_inf, 1000),
         ("dot, normal, BF16", lambda: lp.dot(normal, other, "bf16"), normal, 100),
         ("dot, normal, FP16", lambda: lp.dot(normal, other, "fp16"), normal, 100),
         ("dot fused, normal, BF16", lambda: lp.dot(normal, other, "bf16", fused=True),

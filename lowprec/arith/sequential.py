@@ -1,3 +1,5 @@
+# One module (~1,050 lines): the sums, the FMA chains and Kahan share the scalar steps
+# (`_Rounding`, `_add`, `_binade`, `_Steps`), private here; a split would publish them.
 """Sequential sums at vector speed: ``acc = round(acc + x_i)``, left to right.
 
 `sequential` computes the sums (or the prefix sums) of the columns of a 2-D array,
@@ -11,7 +13,10 @@ binade's quantum (a vector window), or a scalar Python step of a few float
 operations; a step that leaves the binade, or meets a tie, a zero or a special, is
 rounded on its own (TwoSum on Python floats, then the grid of the exact sum's
 binade), and anything rarer (overflow, results below 2**emin in "sr" or without
-subnormals, NaN and inf operands, FP64 itself) takes the reference step. While a
+subnormals, a first NaN or inf operand, FP64 itself) takes the reference step. From
+a NaN or inf running value on, the steps are the reference's, a window of them per
+vector call (`_special_tail`, `_kahan_tail`: IEEE fixes such a value until the
+opposite infinity or a NaN arrives, so it rarely changes). While a
 ``lp.flags()`` block listens, everything takes the reference (its counts are the
 contract). This module must never round a sum twice, never modify its inputs, and
 never hold more than a block (`BLOCK` terms per column) of float64 and Python copies.
@@ -63,6 +68,7 @@ NARROW = 64
 _MIN_RUN = 24       # scalar steps in one binade before a vector window is tried
 _MIN_WINDOW, _MAX_WINDOW = 64, 1 << 14
 _TWO52 = 2.0 ** 52
+_TAIL_MIN = 256     # first window of the steps after a NaN or inf
 
 
 def stepwise(plan, x, order="sequential", prefix=False):
@@ -638,6 +644,10 @@ def _column(plan, rd, n, block, words, out, factors=None):
             if res is not None:
                 res[0] = acc
             i = 1
+            if factors is None and not -math.inf < acc < math.inf:
+                if out is not None:
+                    out[0] = acc
+                return _special_tail(plan, n, block, words, out, 1, acc)
         b = _binade(rd, acc) if vector else None
         run = 0
         while i < nb:
@@ -706,6 +716,12 @@ def _column(plan, rd, n, block, words, out, factors=None):
                         _reference_fma(here, float(factors[0][start + i]),
                                        float(factors[1][start + i]), acc)
                 words.consume(1)
+            if factors is None and not -math.inf < r < math.inf:
+                # NaN or inf: every later step is IEEE's rule on it (`_special_tail`).
+                if out is not None:
+                    out[start:start + i] = res[:i]
+                    out[start + i] = r
+                return _special_tail(plan, n, block, words, out, start + i + 1, r)
             if vector:
                 new = _binade(rd, r)
                 # ro and sr take every step here: count those that stay in the binade.
@@ -717,6 +733,84 @@ def _column(plan, rd, n, block, words, out, factors=None):
             i += 1
         if out is not None:
             out[start:start + nb] = res
+    return acc
+
+
+def _changes(values, states):
+    """The index of the first row where ``values`` (arrays) differ in their bits from
+    the scalars ``states``, or the rows' count."""
+    n = values[0].size
+    changed = np.zeros(n, bool)
+    for v, s in zip(values, states):
+        changed |= v.view(np.uint64) != np.float64(s).view(np.uint64)
+    k = int(np.argmax(changed))
+    return k if changed[k] else n
+
+
+class _Steps:
+    """One operation of many steps at once, as `stepwise` computes each (its column
+    ``j`` of ``m``): one `apply` over the steps, except where both operands are NaN.
+    There the NaN that comes out (whose sign and payload IEEE 754 leaves open) is
+    NumPy's, and depends on the element's place in its array (a SIMD lane or the
+    scalar remainder): it is computed as `stepwise` computes it, in an array of
+    ``m`` at place ``j``, once per pair of bit patterns. Every other result is
+    determined by the operands' bits alone."""
+
+    def __init__(self, plan, j, m):
+        self.plan, self.j, self.m = plan, j, m
+        self.known: dict = {}
+
+    def __call__(self, kernel, a, b, here=None):
+        r = apply(self.plan if here is None else here, kernel, [a, b], a.size)
+        both = np.flatnonzero(np.isnan(a) & np.isnan(b))
+        ua, ub = a[both].view(np.uint64), b[both].view(np.uint64)
+        while both.size:
+            # One pair of bit patterns at a time: NaNs come in a few patterns.
+            ab, bb = int(ua[0]), int(ub[0])
+            key = (kernel, ab, bb)
+            if key not in self.known:
+                ops = [np.full(self.m, v, np.uint64).view(np.float64) for v in (ab, bb)]
+                self.known[key] = apply(self.plan, kernel, ops, self.m)[self.j]
+            this = (ua == ua[0]) & (ub == ub[0])
+            r[both[this]] = self.known[key]
+            rest = ~this
+            both, ua, ub = both[rest], ua[rest], ub[rest]
+        return r
+
+
+def _special_tail(plan, n, block, words, out, pos, acc):
+    """The steps ``pos:n`` of a sum whose running value ``acc`` is NaN or inf: the
+    reference step, one vector call per window; returns the sum (writes ``out``).
+
+    Why a window is exact. Step i computes round(acc_{i-1} + x_i) from the bits of
+    its two operands (and, in "sr", the word of position i): one `apply` of
+    `add_kernel` to ``acc`` against every term of the window computes step i's true
+    result wherever every earlier step of the window left ``acc`` unchanged, bit for
+    bit. So the results up to the first that differs from ``acc`` are ``acc``, and
+    that one is the next state, from which the next window starts. IEEE makes the
+    changes rare: NaN + anything is NaN, inf + a finite number or the same infinity
+    is inf, so a sum changes only at the opposite infinity (to NaN) or a NaN term;
+    windows double while nothing changes, up to `BLOCK` terms."""
+    steps = _Steps(plan, words.j, words.m)
+    width = _TAIL_MIN
+    while pos < n:
+        stop = min(n, pos + width)
+        xa = np.ascontiguousarray(block(pos, stop)[0], dtype=np.float64)
+        here = plan if words.stream is None else \
+            plan.with_stream(words.stream.at(pos * words.m + words.j))
+        r = steps(add_kernel, np.full(stop - pos, acc), xa, here)
+        k = _changes([r], [acc])
+        if out is not None:
+            out[pos:pos + k] = acc
+        if k < stop - pos:
+            acc = float(r[k])
+            if out is not None:
+                out[pos + k] = r[k]
+            pos += k + 1
+            width = _TAIL_MIN
+        else:
+            pos = stop
+            width = min(2 * width, BLOCK)
     return acc
 
 
@@ -804,21 +898,60 @@ def kahan_sum(plan, x):
     out = np.empty(m)
     for j in range(m):
         col = x[:, j]
-        acc = comp = 0.0
-        for start in range(0, n, BLOCK):
-            xs = np.asarray(col[start:start + BLOCK], dtype=np.float64).tolist()
-            if start == 0:
-                r = _round1(rd, xs[0])
-                acc = _reference_round(plan, xs[0]) if r is None else r
-                xs = xs[1:]
-            acc, comp = _kahan_block(plan, rd, xs, acc, comp)
+        x0 = float(col[0])
+        r = _round1(rd, x0)
+        acc, comp = (_reference_round(plan, x0) if r is None else r), 0.0
+        pos = 1
+        # Finite terms and a finite state take the scalar steps; from the first NaN
+        # or inf, in a term or in (acc, comp), `_kahan_tail`.
+        while pos < n and -math.inf < acc < math.inf and -math.inf < comp < math.inf:
+            xa = np.asarray(col[pos:pos + BLOCK], dtype=np.float64)
+            finite = np.isfinite(xa)
+            k = xa.size if finite.all() else int(np.argmin(finite))
+            acc, comp, done = _kahan_block(plan, rd, xa[:k].tolist(), acc, comp)
+            pos += done
+            if done < xa.size:
+                break
+        if pos < n:
+            acc = _kahan_tail(plan, col, j, m, pos, acc, comp)
         out[j] = acc
     return out
 
 
+def _kahan_tail(plan, col, j, m, pos, acc, comp):
+    """Kahan's steps ``pos:n`` of the column ``col`` from the state (acc, comp), once
+    a term or the state is NaN or inf: the reference's four operations, each one
+    vector call per window, as `_special_tail` (the same argument, for the pair
+    (acc, comp): the results up to the first step that changes either one's bits
+    are the state itself). NaN and inf reach a fixed point within a few steps:
+    inf - inf in the compensation is NaN, then the next ``x - c`` is NaN, then the
+    sum; NaN + anything is NaN."""
+    n = col.size
+    steps = _Steps(plan, j, m)
+    width = _TAIL_MIN
+    while pos < n:
+        stop = min(n, pos + width)
+        w = stop - pos
+        xa = np.ascontiguousarray(col[pos:stop], dtype=np.float64)
+        a = np.full(w, acc)
+        y = steps(sub_kernel, xa, np.full(w, comp))
+        t = steps(add_kernel, a, y)
+        c = steps(sub_kernel, steps(sub_kernel, t, a), y)
+        k = _changes([t, c], [acc, comp])
+        if k < w:
+            acc, comp = float(t[k]), float(c[k])
+            pos += k + 1
+            width = _TAIL_MIN
+        else:
+            pos = stop
+            width = min(2 * width, BLOCK)
+    return acc
+
+
 def _kahan_block(plan, rd, xs, acc, comp):
-    """Kahan's steps over the Python floats ``xs``: y = x - c, t = acc + y,
-    c = (t - acc) - y, acc = t, each rounded; returns (acc, c)."""
+    """Kahan's steps over the finite Python floats ``xs``: y = x - c, t = acc + y,
+    c = (t - acc) - y, acc = t, each rounded; returns (acc, c, the steps taken),
+    stopping before a step that would leave acc or c NaN or inf (an overflow)."""
     nearest = rd.mode in ("rne", "rna")
     directed = rd.mode in ("rz", "ru", "rd")
     exact_error = nearest and rd.subnormals
@@ -834,7 +967,7 @@ def _kahan_block(plan, rd, xs, acc, comp):
 
     quanta, top, big52 = rd.quanta, rd.max, 1.5 * _TWO52
     b = _binade(rd, acc)
-    for term in xs:
+    for i, term in enumerate(xs):
         # y = round(term - comp). Nearest modes: away from a power of two (where the
         # binade of the exact value could be the lower one) and from a midpoint of
         # the grid (where the TwoSum error decides), fl(term - comp) rounds as the
@@ -895,6 +1028,11 @@ def _kahan_block(plan, rd, xs, acc, comp):
                 continue
         else:
             diff = add(t, -acc)
-        comp = add(diff, -y)
+        c = add(diff, -y)
+        if not (-math.inf < t < math.inf and -math.inf < c < math.inf):
+            # An overflow (y or diff infinite makes t or c so): the step again, by
+            # the reference's own four operations (`_kahan_tail`).
+            return acc, comp, i
+        comp = c
         acc = t
-    return acc, comp
+    return acc, comp, len(xs)
