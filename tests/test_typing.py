@@ -30,7 +30,11 @@ def _public_callables():
                 continue
             if inspect.isclass(obj) and obj.__module__.startswith("lowprec"):
                 seen.add(id(obj))
-                for attr, member in vars(obj).items():
+                # the class's own members and those of its lowprec bases (the chapters of
+                # an array-API Namespace)
+                members = {a: m for k in reversed(obj.__mro__)
+                           if k.__module__.startswith("lowprec") for a, m in vars(k).items()}
+                for attr, member in members.items():
                     if attr.startswith("_") and attr not in ("__init__", "__post_init__"):
                         continue
                     if isinstance(member, property):

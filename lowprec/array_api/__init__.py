@@ -11,6 +11,12 @@ whatever dtype the code asks for, which is how a scikit-learn estimator or a Sci
 function runs emulated. This package only adapts the standard's names to Tensors and
 `lowprec.linalg`; it never rounds on its own.
 
+The functions live in files named for the standard's chapters, as array-api-strict's
+do: `core` (the policy, data types, ``asarray``, ``astype``, ``result_type``),
+`creation`, `elementwise`, `statistical`, `utility`, `searching`, `sorting`, `sets`,
+`manipulation`, `products` and `linalg_extension` (``xp.linalg``); `namespace` joins
+them into `Namespace`. To find ``xp.argsort``, open ``sorting.py``.
+
 Examples
 --------
 >>> import lowprec as lp, lowprec.array_api as xp
@@ -45,8 +51,7 @@ _NS = Namespace(label=__name__)
 def _public_names() -> list[str]:
     return [n for n in dir(_NS) if not n.startswith("_") and n not in (
         "public", "fmt", "mode", "model", "standard_dtypes", "dtype_of_format",
-        "is_operand", "index_key", "storage", "check_version", "check_device")
-        and not n.startswith("linalg_")]
+        "is_operand", "index_key", "storage", "check_version", "check_device")]
 
 
 def array_namespace(fmt: FormatLike, mode: str = "rne",

@@ -17,10 +17,7 @@ import numpy as np
 
 from ..formats import Format
 
-__all__ = ["DType", "INTEGER_NAMES", "promote_names", "FInfo", "IInfo", "KINDS"]
-
-#: NumPy storage dtypes of the boolean and integer dtypes, by the standard's names.
-INTEGER_NAMES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+__all__ = ["DType", "promote_names", "FInfo", "IInfo", "KINDS"]
 
 #: ``isdtype`` kinds, and which dtype kinds each holds.
 KINDS = {"bool": ("bool",), "signed integer": ("signed",), "unsigned integer": ("unsigned",),
