@@ -490,12 +490,9 @@ _NUMPY = (
 
 
 def _register() -> None:
-    from .tensors.core import HANDLED_FUNCTIONS
-    from .tensors.functions import KINDS
+    from .tensors.core import implements
     for name, fn, kind, order in _NUMPY:
-        np_fn = getattr(np.fft, name)
-        HANDLED_FUNCTIONS[np_fn] = fn
-        KINDS[np_fn] = (kind, order)
+        implements(getattr(np.fft, name), kind, order)(fn)
 
 
 _register()

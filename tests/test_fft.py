@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import lowprec as lp
-from lowprec.tensors.functions import KINDS
+from lowprec.tensors.core import KINDS
 from lowprec.testing import reference_round
 
 FORMATS = [lp.FP16, lp.BF16, lp.FP8_E4M3, lp.FP32]

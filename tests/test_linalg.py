@@ -974,7 +974,7 @@ def test_tensorsolve_axes_and_tensorinv_ind_are_checked_by_name():
 
 
 def test_new_numpy_linalg_entries_have_their_classes():
-    from lowprec.tensors.functions import KINDS
+    from lowprec.tensors.core import KINDS
     classes = {"eigh": "rounded once", "eigvalsh": "rounded once", "eig": "rounded once",
                "eigvals": "rounded once", "svd": "rounded once", "pinv": "rounded once",
                "svdvals": "rounded once", "matrix_rank": "plain", "cond": "composed",

@@ -9,9 +9,9 @@ and the `PROMOTION` table, built at import (`promotion`), the `Tensor` class and
 
 # (manipulation, products and statistics fill HANDLED_FUNCTIONS; coverage, REFUSED)
 from . import coverage, manipulation, products, statistics  # noqa: F401
-from .core import Tensor, tensor
+from .core import HANDLED_FUNCTIONS, Tensor, tensor
 from .defaults import context, get_context
-from .functions import HANDLED_FUNCTIONS, matmul
+from .functions import matmul
 from .promotion import PROMOTION, result_format
 from .ufuncs import HANDLED_UFUNCS
 

@@ -26,22 +26,57 @@ from ..formats import format as _format
 from .defaults import copy_rounds, round_ctx
 from .promotion import holds, result_format
 
-__all__ = ["Tensor", "tensor", "HANDLED_UFUNCS", "HANDLED_FUNCTIONS", "REFUSED", "values_of",
+__all__ = ["Tensor", "tensor", "HANDLED_UFUNCS", "HANDLED_FUNCTIONS", "KINDS", "REFUSED",
+           "implements", "values_of",
            "is_real",
            "format_of_dtype", "operands", "exact_operands"]
 
-#: NumPy ufunc name -> handler, filled by `lowprec.tensors.ufuncs` (and ``matmul`` by
-#: `lowprec.tensors.functions`); a ufunc not in it is refused.
+#: NumPy ufunc name -> handler, filled by `implements` (in `lowprec.tensors.ufuncs`, and
+#: ``matmul`` in `lowprec.tensors.functions`); a ufunc not in it is refused.
 HANDLED_UFUNCS: dict[str, Callable[..., Any]] = {}
-#: NumPy function -> handler, filled by `lowprec.tensors.functions`; a function not in
-#: it is refused. `Tensor.sum`, `Tensor.mean` and ``@`` call their handlers here.
+#: NumPy function -> handler, filled by `implements` (in `lowprec.tensors.functions` and
+#: its siblings, `lowprec.linalg`, `lowprec.fft`); a function not in it is refused.
+#: `Tensor.sum`, `Tensor.mean` and ``@`` call their handlers here.
 HANDLED_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {}
+#: NumPy function, or ufunc name (a `HANDLED_UFUNCS` key) -> (class, one line on its
+#: order of operations), filled by `implements`: what docs/numpy-support.md prints.
+KINDS: dict[object, tuple[str, str]] = {}
 #: "numpy.X" -> why a Tensor refuses it, filled by `lowprec.tensors.coverage` (the
 #: refusal message says it; a function in neither table is refused all the same).
 REFUSED: dict[str, str] = {}
 #: Format -> its array-API namespace, the one entry filled by `lowprec.array_api` when it
 #: is imported (``import lowprec`` does): `Tensor.__array_namespace__` calls it.
 NAMESPACE: list[Callable[[Format], Any]] = []
+
+
+
+def implements(np_func: Callable[..., Any] | str, kind: str,
+               order: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register the decorated function as the Tensor's handler of ``np_func``, with its
+    class and order of operations (`KINDS`, docs/numpy-support.md).
+
+    A NumPy function goes into `HANDLED_FUNCTIONS`; a ufunc is named by its name (a
+    str) and goes into `HANDLED_UFUNCS`. Each is registered once: a second handler
+    for the same name is a mistake, and raises. Factory-made handlers register by
+    calling the decorator, ``implements(np.sort, *MOVE)(_same_format(np.sort))``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from lowprec.tensors.core import HANDLED_FUNCTIONS, KINDS
+    >>> HANDLED_FUNCTIONS[np.sort] is not None, KINDS[np.sort][0]
+    (True, 'exact')
+    """
+    table: dict[Any, Callable[..., Any]] = (
+        HANDLED_UFUNCS if isinstance(np_func, str) else HANDLED_FUNCTIONS)
+
+    def register(handler: Callable[..., Any]) -> Callable[..., Any]:
+        if np_func in KINDS:
+            raise ValueError(f"{np_func!r} has a Tensor handler already")
+        table[np_func] = handler
+        KINDS[np_func] = (kind, order)
+        return handler
+    return register
 
 
 #: The standard's versions `Tensor.__array_namespace__` accepts (the namespace is 2024.12).

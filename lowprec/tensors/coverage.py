@@ -17,9 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .core import HANDLED_FUNCTIONS, HANDLED_UFUNCS, REFUSED
-from .functions import KINDS
-from .ufuncs import KINDS as UFUNC_KINDS
+from .core import HANDLED_FUNCTIONS, HANDLED_UFUNCS, KINDS, REFUSED
 
 __all__ = ["REFUSED", "support_table", "public_name", "numpy_callables", "undispatched",
            "unclassified", "CLASSES"]
@@ -169,7 +167,7 @@ def support_table() -> str:
     rows = sorted((public_name(f), *KINDS[f]) for f in HANDLED_FUNCTIONS)
     lines += [f"| `{n}` | {c} | {o} |" for n, c, o in rows]
     lines += ["", "## Ufuncs", "", "| ufunc | class | order |", "| --- | --- | --- |"]
-    rows = sorted((f"numpy.{n}", *UFUNC_KINDS[n]) for n in HANDLED_UFUNCS)
+    rows = sorted((f"numpy.{n}", *KINDS[n]) for n in HANDLED_UFUNCS)
     lines += [f"| `{n}` | {c} | {o} |" for n, c, o in rows]
     lines += ["", "## Refused", "",
               "A Tensor raises `TypeError` with the reason; `np.asarray(t)` computes in "

@@ -7,10 +7,11 @@ prod, cumprod, diff, trace, nansum, nanmean and average are composed of rounded
 operations in a stated order; contractions (dot, inner, tensordot) go through
 `matmul`; selections, medians of odd counts and max/min are exact; functions whose
 results are not values (indices, shapes, bools, histogram counts) answer in plain
-NumPy. `KINDS` gives each handled function its class and order (`coverage.support_table`
-prints them: docs/numpy-support.md). Options that would store values outside the
-format (``out=``, ``dtype=``, ``initial=``, ``where=``) are refused by name. The
-table is `lowprec.tensors.core.HANDLED_FUNCTIONS`, filled here.
+NumPy. Each handler is registered beside its def by `core.implements`, with its class
+and order (`core.KINDS`, printed by `coverage.support_table`: docs/numpy-support.md);
+the factory-made ones through the one loop over `_TABLE` at the end. Options that
+would store values outside the format (``out=``, ``dtype=``, ``initial=``,
+``where=``) are refused by name.
 """
 
 from __future__ import annotations
@@ -34,13 +35,28 @@ from ..rounding import round as _round
 from ..tensorcore import Model, resolve_model
 from ..tensorcore import matmul as _matmul_kernel
 from ..tensorcore.instructions import MatrixUnit
-from .core import HANDLED_FUNCTIONS, HANDLED_UFUNCS, Tensor, format_of_dtype, operands, values_of
+from .core import HANDLED_UFUNCS, Tensor, format_of_dtype, implements, operands, values_of
 from .defaults import get_context, round_ctx
 from .promotion import holds, result_format
 from .ufuncs import select
 
-__all__ = ["matmul", "HANDLED_FUNCTIONS", "KINDS", "REASONS", "refuse", "given", "rounded",
-           "integers"]
+__all__ = ["matmul", "REASONS", "refuse", "given", "rounded", "integers"]
+
+_MOVE = "exact", "values moved, not changed; the format kept"
+_PLAIN = "plain", "the result is not values of the format (indices, shapes, bools, counts)"
+_ACC = ("composed", "pairwise in the Tensor's format, every addition rounded (the method "
+                    "`t.sum` takes `acc=`, an accumulation format, then one rounding into "
+                    "the format, and `order=` sequential or kahan)")
+_MATMUL = ("matmul model", "reshaped to one 2-D product through `lp.matmul` with the "
+                           "context's model (FP32 result by default)")
+_JOIN = "exact", "operands promoted exactly to one format; plain operands rounded in once"
+_SELECTION = ("exact", "a selection; a selected plain operand (or `initial=`) is rounded "
+                       "into the format once")
+_NAN_SELECTION = "exact", "a selection, NaNs skipped"
+_FILL = "rounded once", "the fill value rounded once into the format (`dtype=` names it)"
+_ROUND = ("rounded once", "the correctly rounded decimal rounding (ties to even) nearest in "
+                          "float64, then one rounding into the format; `decimals=0` is "
+                          "`rint`, exact")
 
 
 @overload
@@ -188,6 +204,7 @@ def integers(x: object, func: str, name: str) -> object:
     return v.astype(np.int64)
 
 
+@implements(np.tile, *_MOVE)
 def _tile(A, reps):
     r = np.tile(values_of(A), integers(reps, "tile", "reps"))
     return Tensor(np.asarray(r), A.fmt) if isinstance(A, Tensor) else r
@@ -200,6 +217,7 @@ def _same_format(fn):
     return handler
 
 
+@implements(np.take, *_MOVE)
 def _take(a, indices, axis=None, out=None, mode="raise"):
     refuse("take", out=out)
     return Tensor(np.asarray(np.take(a._v, values_of(indices), axis=axis, mode=mode)), a.fmt)
@@ -231,6 +249,7 @@ def _joined(fn):
     return handler
 
 
+@implements(np.where, *_SELECTION)
 def _where(cond, *xy):
     if not xy:
         return np.where(values_of(cond))      # the indices of nonzero elements
@@ -243,6 +262,7 @@ def _where(cond, *xy):
         np.asarray(values_of(cond)), x, y)
 
 
+@implements(np.clip, *_SELECTION)
 def _clip(a, a_min=np._NoValue, a_max=np._NoValue, out=None, *,
           min=np._NoValue, max=np._NoValue, **kwargs):  # noqa: A002
     refuse("clip", out=out, **kwargs)
@@ -271,6 +291,7 @@ def _acc_sum(a, axis, keepdims, acc, order):
     return s
 
 
+@implements(np.sum, *_ACC)
 def _sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue,
          where=np._NoValue, *, acc=None, order="pairwise"):
     refuse("sum", out=out, dtype=dtype, initial=initial, where=where)
@@ -278,6 +299,8 @@ def _sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue
     return Tensor(np.asarray(round_ctx(s, a.fmt, None)), a.fmt)
 
 
+@implements(np.mean, "composed", "the sum as `numpy.sum`, then one correctly rounded division "
+            "by the count")
 def _mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=np._NoValue,
           acc=None, order="pairwise"):
     refuse("mean", out=out, dtype=dtype, where=where)
@@ -288,6 +311,8 @@ def _mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=np._NoVal
     return Tensor(np.asarray(arith.div(s, float(n), a.fmt, ctx.mode, **ctx.kwargs())), a.fmt)
 
 
+@implements(np.cumsum, "composed", "sequential prefix sums, every addition rounded in the "
+            "format (`lp.cumsum`)")
 def _cumsum(a, axis=None, dtype=None, out=None):
     """Sequential prefix sums in the Tensor's format (context mode and options);
     ``axis=None`` flattens, as NumPy."""
@@ -296,6 +321,7 @@ def _cumsum(a, axis=None, dtype=None, out=None):
     return Tensor(arith.cumsum(a._v, a.fmt, ctx.mode, axis=axis, **ctx.kwargs()), a.fmt)
 
 
+@implements(np.dot, *_MATMUL)
 def _dot(a, b, out=None):
     refuse("dot", out=out)
     if np.ndim(values_of(a)) == 0 or np.ndim(values_of(b)) == 0:
@@ -333,6 +359,7 @@ def _like(value):
     return handler
 
 
+@implements(np.full_like, *_FILL)
 def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None):
     return _filled(a, fill_value, dtype, order, shape, device, "full_like")
 
@@ -374,10 +401,12 @@ def _plain(fn):
     return handler
 
 
+@implements(np.take_along_axis, *_MOVE)
 def _take_along_axis(arr, indices, axis=-1):
     return Tensor(np.take_along_axis(arr._v, values_of(indices), axis), arr.fmt)
 
 
+@implements(np.matmul, *_MATMUL)
 def _matmul_function(a, b, /, out=None, **kwargs):
     refuse("matmul", out=out, **kwargs)
     return matmul(a, b)
@@ -385,6 +414,7 @@ def _matmul_function(a, b, /, out=None, **kwargs):
 
 # -- selection and reordering: exact ---------------------------------------------------
 
+@implements(np.unique, *_MOVE)
 def _unique(ar, *args, **kwargs):
     """The distinct values (a Tensor of the format); indices and counts plain."""
     r = np.unique(ar._v, *args, **kwargs)
@@ -393,6 +423,9 @@ def _unique(ar, *args, **kwargs):
     return Tensor(r, ar.fmt)
 
 
+@implements(np.median, "correctly rounded", "the middle value of an odd count; of an even "
+            "count the two middle values' mean, rounded once (`0.5*a + 0.5*b`, one correctly "
+            "rounded addition)")
 def _median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     """The middle value of an odd count (exact); of an even count, the two middle
     values' mean rounded once: ``0.5*lo + 0.5*hi`` (both halvings exact in float64 for
@@ -436,6 +469,8 @@ def _along(v, axis):
     return np.moveaxis(v, axis, 0)
 
 
+@implements(np.prod, "composed", "sequential, left to right, every multiplication rounded in "
+            "the format; the empty product is 1")
 def _prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue,
           where=np._NoValue):
     """Left to right, each multiplication rounded in the Tensor's format (context
@@ -450,6 +485,7 @@ def _prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValu
     return Tensor(np.asarray(r), a.fmt)
 
 
+@implements(np.cumprod, "composed", "sequential partial products, every multiplication rounded")
 def _cumprod(a, axis=None, dtype=None, out=None):
     """Sequential partial products, each multiplication rounded; ``axis=None``
     flattens, as NumPy."""
@@ -461,6 +497,8 @@ def _cumprod(a, axis=None, dtype=None, out=None):
     return Tensor(r if axis is None else np.moveaxis(r, 0, axis), a.fmt)
 
 
+@implements(np.diff, "composed", "every subtraction rounded, `n` rounds; `prepend=`/`append=` "
+            "rounded into the format once")
 def _diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
     """``n`` rounds of neighbour differences, each subtraction rounded (context mode);
     ``prepend``/``append`` enter the format as plain operands do (rounded once)."""
@@ -499,6 +537,9 @@ def _var_parts(a, axis, ddof, acc, order, keepdims):
                                            **ctx.kwargs())), a.fmt)
 
 
+@implements(np.var, "composed", "mean as `numpy.mean` (keepdims); deviations `a - mean`, each "
+            "rounded; squares, each rounded; their sum as `numpy.sum` (`t.var` takes `acc=`, "
+            "`order=`); one correctly rounded division by `n - ddof`")
 def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=np._NoValue,
          mean=np._NoValue, correction=np._NoValue, acc=None, order="pairwise"):
     refuse("var", out=out, dtype=dtype, where=where, mean=mean)
@@ -506,6 +547,7 @@ def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=np
     return _var_parts(a, axis, ddof, acc, order, given(keepdims) and bool(keepdims))
 
 
+@implements(np.std, "composed", "`numpy.var`, then a correctly rounded square root")
 def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=np._NoValue,
          mean=np._NoValue, correction=np._NoValue, acc=None, order="pairwise"):
     refuse("std", out=out, dtype=dtype, where=where, mean=mean)
@@ -514,6 +556,7 @@ def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=np
     return HANDLED_UFUNCS["sqrt"](var)
 
 
+@implements(np.trace, "composed", "the diagonal summed as `numpy.sum` (pairwise in the format)")
 def _trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     """The diagonal summed as `Tensor.sum` (pairwise in the Tensor's format)."""
     refuse("trace", out=out, dtype=dtype)
@@ -524,6 +567,7 @@ def _nan_to_zero(a):
     return Tensor(np.where(np.isnan(a._v), 0.0, a._v), a.fmt)
 
 
+@implements(np.nansum, "composed", "NaNs as zeros, then as `numpy.sum`")
 def _nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue,
             where=np._NoValue, *, acc=None, order="pairwise"):
     """`_sum` with NaNs as zeros."""
@@ -531,6 +575,8 @@ def _nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoVa
     return _sum(_nan_to_zero(a), axis=axis, keepdims=keepdims, acc=acc, order=order)
 
 
+@implements(np.nanmean, "composed", "NaNs as zeros, summed as `numpy.sum`, then one correctly "
+            "rounded division by the count of the others")
 def _nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=np._NoValue,
              acc=None, order="pairwise"):
     """The sum with NaNs as zeros (`_acc_sum`) divided by the count of the others,
@@ -544,6 +590,9 @@ def _nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=np._No
         return Tensor(np.asarray(arith.div(s, count, a.fmt, ctx.mode, **ctx.kwargs())), a.fmt)
 
 
+@implements(np.average, "composed", "unweighted: as `numpy.mean`; weighted: weights rounded "
+            "into the format, each product `a*w` rounded, products and weights each summed as "
+            "`numpy.sum`, one correctly rounded division")
 def _average(a, axis=None, weights=None, returned=False, *, keepdims=np._NoValue):
     """Unweighted: `_mean`. Weighted: the weights enter the format as operands do
     (plain ones rounded in once, Tensors promote), each product ``a * w`` rounded, the
@@ -569,6 +618,7 @@ def _average(a, axis=None, weights=None, returned=False, *, keepdims=np._NoValue
     return (r, den) if returned else r
 
 
+@implements(np.outer, "correctly rounded", "each product rounded once (promoted format)")
 def _outer(a, b, out=None):
     """Each product ``a[i] * b[j]`` rounded once (correctly, `arith.mul`)."""
     refuse("outer", out=out)
@@ -577,6 +627,7 @@ def _outer(a, b, out=None):
                   fmt)
 
 
+@implements(np.tensordot, *_MATMUL)
 def _tensordot(a, b, axes=2):
     """The contraction as one 2-D product through `matmul` (the context's model):
     ``a``'s free axes by the contracted ones, times the contracted by ``b``'s free
@@ -601,6 +652,8 @@ def _tensordot(a, b, axes=2):
     return r.reshape([sa[i] for i in free_a] + [sb[i] for i in free_b])
 
 
+@implements(np.inner, "matmul model", "contraction of the last axes as `numpy.tensordot`; with "
+            "a 0-d operand, correctly rounded products")
 def _inner(a, b):
     """Contraction over the last axes, as `_tensordot` (`matmul`); 0-d: a product."""
     if np.ndim(values_of(a)) == 0 or np.ndim(values_of(b)) == 0:
@@ -608,6 +661,8 @@ def _inner(a, b):
     return _tensordot(a, b, axes=([-1], [-1]))
 
 
+@implements(np.round, *_ROUND)
+@implements(np.around, *_ROUND)
 def _round_decimals(a, decimals=0, out=None):
     """The exact decimal rounding (ties to even, as NumPy), nearest in float64
     (Python's `round` on a float is correctly rounded), rounded once into the format.
@@ -621,102 +676,65 @@ def _round_decimals(a, decimals=0, out=None):
     return Tensor(np.asarray(round_ctx(r, a.fmt, None)), a.fmt)
 
 
-HANDLED_FUNCTIONS.update({
-    np.reshape: _same_format(np.reshape), np.transpose: _same_format(np.transpose),
-    np.ravel: _same_format(np.ravel), np.squeeze: _same_format(np.squeeze),
-    np.expand_dims: _same_format(np.expand_dims), np.swapaxes: _same_format(np.swapaxes),
-    np.moveaxis: _same_format(np.moveaxis), np.broadcast_to: _same_format(np.broadcast_to),
-    np.take: _take, np.take_along_axis: _take_along_axis,
-    np.copy: _same_format(np.copy), np.flip: _same_format(np.flip),
-    np.tile: _tile, np.repeat: _same_format(np.repeat),
-    np.atleast_1d: _each(np.atleast_1d), np.atleast_2d: _each(np.atleast_2d),
-    np.concatenate: _joined(np.concatenate), np.stack: _joined(np.stack),
-    np.vstack: _joined(np.vstack), np.hstack: _joined(np.hstack),
-    np.where: _where, np.clip: _clip,
-    np.sum: _sum, np.mean: _mean, np.cumsum: _cumsum, np.dot: _dot, np.matmul: _matmul_function,
-    np.max: _reduce_exact(np.max), np.amax: _reduce_exact(np.max),
-    np.min: _reduce_exact(np.min), np.amin: _reduce_exact(np.min),
-    np.zeros_like: _like(0.0), np.ones_like: _like(1.0), np.full_like: _full_like,
-    np.argmax: _plain(np.argmax), np.argmin: _plain(np.argmin),
-    np.argsort: _plain(np.argsort), np.shape: _plain(np.shape), np.ndim: _plain(np.ndim),
-    np.size: _plain(np.size), np.array_equal: _plain(np.array_equal),
-    np.allclose: _plain(np.allclose), np.isclose: _plain(np.isclose),
-    np.count_nonzero: _plain(np.count_nonzero), np.nonzero: _plain(np.nonzero),
-    np.all: _plain(np.all), np.any: _plain(np.any),
-    np.sort: _same_format(np.sort), np.diag: _same_format(np.diag),
-    np.diagonal: _same_format(np.diagonal), np.triu: _same_format(np.triu),
-    np.tril: _same_format(np.tril), np.fliplr: _same_format(np.fliplr),
-    np.flipud: _same_format(np.flipud), np.roll: _same_format(np.roll),
-    np.rot90: _same_format(np.rot90), np.unique: _unique,
-    np.searchsorted: _plain(np.searchsorted), np.argwhere: _plain(np.argwhere),
-    np.flatnonzero: _plain(np.flatnonzero), np.median: _median,
-    np.nanmax: _nan_reduce_exact(np.nanmax), np.nanmin: _nan_reduce_exact(np.nanmin),
-    np.prod: _prod, np.cumprod: _cumprod, np.diff: _diff, np.var: _var, np.std: _std,
-    np.trace: _trace, np.nansum: _nansum, np.nanmean: _nanmean, np.average: _average,
-    np.outer: _outer, np.inner: _inner, np.tensordot: _tensordot,
-    np.round: _round_decimals, np.around: _round_decimals,
-})
-# np.matmul is a ufunc too (``np.matmul(t, x)``); registered here, with the Tensor matmul.
-HANDLED_UFUNCS["matmul"] = lambda a, b: matmul(a, b)
+@implements("matmul", "matmul model", "`lp.matmul` with the context's model (FP32 result by "
+            "default)")
+def _matmul_ufunc(a, b):
+    """np.matmul is a ufunc too (``np.matmul(t, x)``): the Tensor matmul."""
+    return matmul(a, b)
 
-_MOVE = "exact", "values moved, not changed; the format kept"
-_PLAIN = "plain", "the result is not values of the format (indices, shapes, bools, counts)"
-_ACC = ("composed", "pairwise in the Tensor's format, every addition rounded (the method "
-                    "`t.sum` takes `acc=`, an accumulation format, then one rounding into "
-                    "the format, and `order=` sequential or kahan)")
-_MATMUL = ("matmul model", "reshaped to one 2-D product through `lp.matmul` with the "
-                           "context's model (FP32 result by default)")
-#: function -> (class, one line on its order of operations): docs/numpy-support.md.
-KINDS: dict[object, tuple[str, str]] = {
-    **dict.fromkeys((np.reshape, np.transpose, np.ravel, np.squeeze, np.expand_dims,
-                     np.swapaxes, np.moveaxis, np.broadcast_to, np.take, np.take_along_axis,
-                     np.copy, np.flip, np.tile, np.repeat, np.atleast_1d, np.atleast_2d,
-                     np.sort, np.diag, np.diagonal, np.triu, np.tril, np.fliplr, np.flipud,
-                     np.roll, np.rot90, np.unique), _MOVE),
-    **dict.fromkeys((np.concatenate, np.stack, np.vstack, np.hstack),
-                    ("exact", "operands promoted exactly to one format; plain operands "
-                              "rounded in once")),
-    **dict.fromkeys((np.where, np.clip, np.max, np.amax, np.min, np.amin),
-                    ("exact", "a selection; a selected plain operand (or `initial=`) is "
-                              "rounded into the format once")),
-    **dict.fromkeys((np.nanmax, np.nanmin), ("exact", "a selection, NaNs skipped")),
-    np.median: ("correctly rounded", "the middle value of an odd count; of an even count the two "
-                         "middle values' mean, rounded once (`0.5*a + 0.5*b`, one "
-                         "correctly rounded addition)"),
-    **dict.fromkeys((np.argmax, np.argmin, np.argsort, np.shape, np.ndim, np.size,
-                     np.array_equal, np.allclose, np.isclose, np.count_nonzero, np.nonzero,
-                     np.all, np.any, np.searchsorted, np.argwhere, np.flatnonzero), _PLAIN),
-    **dict.fromkeys((np.zeros_like, np.ones_like, np.full_like),
-                    ("rounded once", "the fill value rounded once into the format "
-                                     "(`dtype=` names it)")),
-    np.sum: _ACC,
-    np.mean: ("composed", "the sum as `numpy.sum`, then one correctly rounded division "
-                          "by the count"),
-    np.nansum: ("composed", "NaNs as zeros, then as `numpy.sum`"),
-    np.nanmean: ("composed", "NaNs as zeros, summed as `numpy.sum`, then one correctly "
-                             "rounded division by the count of the others"),
-    np.average: ("composed", "unweighted: as `numpy.mean`; weighted: weights rounded into "
-                             "the format, each product `a*w` rounded, products and weights "
-                             "each summed as `numpy.sum`, one correctly rounded division"),
-    np.trace: ("composed", "the diagonal summed as `numpy.sum` (pairwise in the format)"),
-    np.var: ("composed", "mean as `numpy.mean` (keepdims); deviations `a - mean`, each "
-                         "rounded; squares, each rounded; their sum as `numpy.sum` "
-                         "(`t.var` takes `acc=`, `order=`); one correctly rounded "
-                         "division by `n - ddof`"),
-    np.std: ("composed", "`numpy.var`, then a correctly rounded square root"),
-    np.cumsum: ("composed", "sequential prefix sums, every addition rounded in the format "
-                            "(`lp.cumsum`)"),
-    np.prod: ("composed", "sequential, left to right, every multiplication rounded in "
-                          "the format; the empty product is 1"),
-    np.cumprod: ("composed", "sequential partial products, every multiplication rounded"),
-    np.diff: ("composed", "every subtraction rounded, `n` rounds; `prepend=`/`append=` "
-                          "rounded into the format once"),
-    np.outer: ("correctly rounded", "each product rounded once (promoted format)"),
-    np.dot: _MATMUL, np.matmul: _MATMUL, np.tensordot: _MATMUL,
-    np.inner: ("matmul model", "contraction of the last axes as `numpy.tensordot`; "
-                               "with a 0-d operand, correctly rounded products"),
-    **dict.fromkeys((np.round, np.around),
-                    ("rounded once", "the correctly rounded decimal rounding (ties to "
-                                     "even) nearest in float64, then one rounding into the "
-                                     "format; `decimals=0` is `rint`, exact")),
-}
+
+# The factory-made handlers: (NumPy function, handler, (class, order)).
+_TABLE: list[tuple[Callable[..., object], Callable[..., object], tuple[str, str]]] = [
+    (np.reshape, _same_format(np.reshape), _MOVE),
+    (np.transpose, _same_format(np.transpose), _MOVE),
+    (np.ravel, _same_format(np.ravel), _MOVE),
+    (np.squeeze, _same_format(np.squeeze), _MOVE),
+    (np.expand_dims, _same_format(np.expand_dims), _MOVE),
+    (np.swapaxes, _same_format(np.swapaxes), _MOVE),
+    (np.moveaxis, _same_format(np.moveaxis), _MOVE),
+    (np.broadcast_to, _same_format(np.broadcast_to), _MOVE),
+    (np.copy, _same_format(np.copy), _MOVE),
+    (np.flip, _same_format(np.flip), _MOVE),
+    (np.repeat, _same_format(np.repeat), _MOVE),
+    (np.atleast_1d, _each(np.atleast_1d), _MOVE),
+    (np.atleast_2d, _each(np.atleast_2d), _MOVE),
+    (np.concatenate, _joined(np.concatenate), _JOIN),
+    (np.stack, _joined(np.stack), _JOIN),
+    (np.vstack, _joined(np.vstack), _JOIN),
+    (np.hstack, _joined(np.hstack), _JOIN),
+    (np.max, _reduce_exact(np.max), _SELECTION),
+    (np.amax, _reduce_exact(np.max), _SELECTION),
+    (np.min, _reduce_exact(np.min), _SELECTION),
+    (np.amin, _reduce_exact(np.min), _SELECTION),
+    (np.zeros_like, _like(0.0), _FILL),
+    (np.ones_like, _like(1.0), _FILL),
+    (np.argmax, _plain(np.argmax), _PLAIN),
+    (np.argmin, _plain(np.argmin), _PLAIN),
+    (np.argsort, _plain(np.argsort), _PLAIN),
+    (np.shape, _plain(np.shape), _PLAIN),
+    (np.ndim, _plain(np.ndim), _PLAIN),
+    (np.size, _plain(np.size), _PLAIN),
+    (np.array_equal, _plain(np.array_equal), _PLAIN),
+    (np.allclose, _plain(np.allclose), _PLAIN),
+    (np.isclose, _plain(np.isclose), _PLAIN),
+    (np.count_nonzero, _plain(np.count_nonzero), _PLAIN),
+    (np.nonzero, _plain(np.nonzero), _PLAIN),
+    (np.all, _plain(np.all), _PLAIN),
+    (np.any, _plain(np.any), _PLAIN),
+    (np.sort, _same_format(np.sort), _MOVE),
+    (np.diag, _same_format(np.diag), _MOVE),
+    (np.diagonal, _same_format(np.diagonal), _MOVE),
+    (np.triu, _same_format(np.triu), _MOVE),
+    (np.tril, _same_format(np.tril), _MOVE),
+    (np.fliplr, _same_format(np.fliplr), _MOVE),
+    (np.flipud, _same_format(np.flipud), _MOVE),
+    (np.roll, _same_format(np.roll), _MOVE),
+    (np.rot90, _same_format(np.rot90), _MOVE),
+    (np.searchsorted, _plain(np.searchsorted), _PLAIN),
+    (np.argwhere, _plain(np.argwhere), _PLAIN),
+    (np.flatnonzero, _plain(np.flatnonzero), _PLAIN),
+    (np.nanmax, _nan_reduce_exact(np.nanmax), _NAN_SELECTION),
+    (np.nanmin, _nan_reduce_exact(np.nanmin), _NAN_SELECTION),
+]
+for _fn, _handler, _kind in _TABLE:
+    implements(_fn, *_kind)(_handler)

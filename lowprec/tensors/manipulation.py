@@ -1,12 +1,12 @@
 """NumPy's exact functions on Tensors beyond those of `functions`: splits, joins,
 insertions and deletions, padding, set operations, the in-place writes, and the
-functions whose answers are not values (predicates, indices, text), each filling its
-entry of `HANDLED_FUNCTIONS` and `KINDS` at import.
+functions whose answers are not values (predicates, indices, text), each registered
+by `core.implements`: beside its def, or through the one loop over `_TABLE`.
 
 Nothing here rounds a value of a Tensor: values are moved, selected or compared, and a
 plain value that enters a Tensor (a pad constant, an inserted value, a write) is
 rounded into the format once (the context's mode), as ``t[i] = v`` does. The few
-functions evaluated in float64 say so in their `KINDS` entry ("rounded once").
+functions evaluated in float64 say so in their registration ("rounded once").
 """
 
 from __future__ import annotations
@@ -15,11 +15,20 @@ from typing import Any
 
 import numpy as np
 
-from .core import HANDLED_FUNCTIONS, Tensor, exact_operands, operands, values_of
+from .core import HANDLED_FUNCTIONS, Tensor, exact_operands, implements, operands, values_of
 from .defaults import round_ctx
-from .functions import KINDS, integers
+from .functions import integers
 
 __all__: list[str] = []
+
+_MOVE = "exact", "values moved, not changed; the format kept"
+_JOIN = ("exact", "operands promoted exactly to one format; plain operands rounded in "
+                  "once")
+_PLAIN = ("plain", "the result is not values of the format: NumPy's answer for the "
+                   "float64 values (which hold the Tensor's exactly)")
+_WRITE = ("exact", "in place: values written into a Tensor are rounded into its format "
+                   "once (as `t[i] = v`); into a plain array, the Tensor's float64 values")
+_ONCE = "rounded once", "evaluated in float64 from the values, then one rounding"
 
 
 def _bad(func: str, name: str, why: str) -> TypeError:
@@ -82,6 +91,7 @@ def _joined(fn):
     return handler
 
 
+@implements(np.block, *_JOIN)
 def _block(arrays):
     """`numpy.block`: the leaves promoted to one format (plain ones rounded in), then
     NumPy's assembly of the values."""
@@ -104,29 +114,36 @@ def _block(arrays):
     return Tensor(np.block(rebuild(arrays)), fmt)
 
 
+@implements(np.append, *_JOIN)
 def _append(arr, values, axis=None):
     (va, vv), fmt = operands(arr, values)
     return Tensor(np.append(va, vv, axis=axis), fmt)
 
 
+@implements(np.insert, *_JOIN)
 def _insert(arr, obj, values, axis=None):
     """The Tensor's values with ``values`` (promoted, or rounded in once) inserted."""
     (va, vv), fmt = operands(arr, values)
     return Tensor(np.insert(va, values_of(obj), vv, axis=axis), fmt)
 
 
+@implements(np.delete, *_MOVE)
 def _delete(arr, obj, axis=None):
     if not isinstance(arr, Tensor):   # a Tensor only as ``obj``: NumPy's plain answer
         return np.delete(arr, values_of(obj), axis=axis)
     return Tensor(np.delete(arr._v, values_of(obj), axis=axis), arr.fmt)
 
 
+@implements(np.choose, "exact", "a selection among choices promoted exactly to one format; "
+            "plain choices rounded in once")
 def _choose(a, choices, out=None, mode="raise"):
     _no_out("choose", out)
     vals, fmt = operands(*list(choices))
     return Tensor(np.choose(values_of(a), vals, mode=mode), fmt)
 
 
+@implements(np.select, "exact", "a selection; choices promoted exactly, plain ones and "
+            "`default` rounded in once")
 def _select(condlist, choicelist, default=0):
     """The first true condition's choice (choices promoted, plain ones and
     ``default`` rounded in once)."""
@@ -135,6 +152,7 @@ def _select(condlist, choicelist, default=0):
                                        vals[-1]), dtype=np.float64), fmt)
 
 
+@implements(np.compress, *_MOVE)
 def _compress(condition, a, axis=None, out=None):
     _no_out("compress", out)
     if not isinstance(a, Tensor):     # a Tensor only as the condition: NumPy's plain answer
@@ -142,12 +160,14 @@ def _compress(condition, a, axis=None, out=None):
     return Tensor(np.compress(values_of(condition), a._v, axis=axis), a.fmt)
 
 
+@implements(np.extract, *_MOVE)
 def _extract(condition, arr):
     if not isinstance(arr, Tensor):   # a Tensor only as the condition: NumPy's plain answer
         return np.extract(values_of(condition), arr)
     return Tensor(np.extract(values_of(condition), arr._v), arr.fmt)
 
 
+@implements(np.partition, *_MOVE)
 def _partition(a, kth, axis=-1, kind="introselect", order=None):
     return Tensor(np.partition(a._v, values_of(kth), axis=axis, kind=kind), a.fmt)
 
@@ -180,6 +200,9 @@ _PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap", "maximum", "mi
               "empty")
 
 
+@implements(np.pad, "exact", "edge, reflect, symmetric, wrap, maximum, minimum move or select "
+            "values; `constant_values` rounded in once; `empty` pads zeros; mean, median, "
+            "linear_ramp and functions refused")
 def _pad(array, pad_width, mode="constant", **kwargs):
     """Padding that moves or selects values: ``constant`` (``constant_values`` rounded
     in once), ``edge``, ``reflect``, ``symmetric``, ``wrap``, ``maximum``, ``minimum``;
@@ -201,6 +224,8 @@ def _pad(array, pad_width, mode="constant", **kwargs):
     return Tensor(np.pad(array._v, values_of(pad_width), mode=mode, **kwargs), array.fmt)
 
 
+@implements(np.empty_like, "exact", "zeros of the format (uninitialised memory is no value of "
+            "a format)")
 def _empty_like(prototype, dtype=None, order="K", subok=True, shape=None, *, device=None):
     """Zeros of the format (``dtype=`` names another): uninitialised memory is no
     value of a format."""
@@ -213,6 +238,8 @@ def _astype(x, dtype, /, *, copy=True, device=None):
     return x.astype(dtype)
 
 
+@implements(np.nan_to_num, "exact", "NaN to `nan` (0), +-inf to `posinf`/`neginf` (default: "
+            "+-the format's max); given values rounded in once; `copy=False` in place")
 def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     """NaN to ``nan``, +inf to ``posinf`` (default: the format's largest finite value,
     as NumPy uses its dtype's), -inf to ``neginf`` (default: minus that); given
@@ -231,6 +258,8 @@ def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     return Tensor(np.asarray(r, dtype=np.float64), fmt)
 
 
+@implements(np.fix, "exact", "an integer of the format (values of a format are closed under "
+            "truncation)")
 def _fix(x, out=None):
     """Truncation toward zero: exact (values of a format are closed under it); -0
     made +0 where the format has none (the fnuz formats), as every exact unary does."""
@@ -239,15 +268,18 @@ def _fix(x, out=None):
     return Tensor(r if x.fmt.has_negative_zero else r + 0.0, x.fmt)
 
 
+@implements(np.real_if_close, "exact", "the values (a Tensor holds real numbers)")
 def _real_if_close(a, tol=100):
     return Tensor(a._v.copy(), a.fmt)
 
 
+@implements(np.imag, "exact", "zeros of the format (a Tensor holds real numbers)")
 def _imag(val):
     """Zeros of the format: a Tensor holds real numbers."""
     return Tensor(np.zeros(val.shape), val.fmt)
 
 
+@implements(np.angle, *_ONCE)
 def _angle(z, deg=False):
     """0 or pi (180 with ``deg``), rounded once: NumPy's ``arctan2(0, x)``."""
     return Tensor(np.asarray(round_ctx(np.angle(z._v, deg=deg), z.fmt, None)), z.fmt)
@@ -331,6 +363,7 @@ def _into(value, target):
     return np.asarray(round_ctx(v.astype(np.float64), target.fmt, None))
 
 
+@implements(np.copyto, *_WRITE)
 def _copyto(dst, src, casting="same_kind", where=True):
     if isinstance(dst, Tensor):
         dst._v[...] = np.where(values_of(where), _into(src, dst), dst._v)
@@ -338,24 +371,29 @@ def _copyto(dst, src, casting="same_kind", where=True):
     return np.copyto(dst, values_of(src), casting=casting, where=values_of(where))
 
 
+@implements(np.put, *_WRITE)
 def _put(a, ind, v, mode="raise"):
     if isinstance(a, Tensor):
         return np.put(a._v, values_of(ind), _into(v, a), mode=mode)
     return np.put(a, values_of(ind), values_of(v), mode=mode)
 
 
+@implements(np.putmask, *_WRITE)
 def _putmask(a, mask, values):
     if isinstance(a, Tensor):
         return np.putmask(a._v, values_of(mask), _into(values, a))
     return np.putmask(a, values_of(mask), values_of(values))
 
 
+@implements(np.place, *_WRITE)
 def _place(arr, mask, vals):
     if isinstance(arr, Tensor):
         return np.place(arr._v, values_of(mask), _into(vals, arr))
     return np.place(arr, values_of(mask), values_of(vals))
 
 
+@implements(np.apply_along_axis, "composed", "the function on each 1-D slice as a Tensor (its "
+            "own operations rounded as documented), the results joined exactly")
 def _apply_along_axis(func1d, axis, arr, *args, **kwargs):
     """``func1d`` called on each 1-D slice as a Tensor (its operations are Tensor
     operations, rounded as they document); the results stacked (joined exactly)."""
@@ -384,6 +422,8 @@ def _apply_along_axis(func1d, axis, arr, *args, **kwargs):
     return Tensor(r, fmt)
 
 
+@implements(np.apply_over_axes, "composed", "the function on the Tensor for each axis in turn, "
+            "dimensions kept")
 def _apply_over_axes(func, a, axes):
     """``func(a, axis)`` for each axis in turn, keeping dimensions, as NumPy."""
     r = a
@@ -395,63 +435,34 @@ def _apply_over_axes(func, a, axes):
     return r
 
 
-_MOVE = "exact", "values moved, not changed; the format kept"
-_JOIN = ("exact", "operands promoted exactly to one format; plain operands rounded in "
-                  "once")
-_PLAIN = ("plain", "the result is not values of the format: NumPy's answer for the "
-                   "float64 values (which hold the Tensor's exactly)")
-_WRITE = ("exact", "in place: values written into a Tensor are rounded into its format "
-                   "once (as `t[i] = v`); into a plain array, the Tensor's float64 values")
-_ONCE = "rounded once", "evaluated in float64 from the values, then one rounding"
-
+# The factory-made handlers: (NumPy function, handler, (class, order)).
 _TABLE: list[tuple[Any, Any, tuple[str, str]]] = [
     (np.atleast_3d, _each(np.atleast_3d), _MOVE),
     (np.broadcast_arrays, _each(np.broadcast_arrays), _MOVE),
     (np.meshgrid, _each(np.meshgrid), _MOVE),
-    (np.rollaxis, _moved(np.rollaxis), _MOVE), (np.resize, _moved(np.resize), _MOVE),
+    (np.rollaxis, _moved(np.rollaxis), _MOVE),
+    (np.resize, _moved(np.resize), _MOVE),
     (np.trim_zeros, _moved(np.trim_zeros), _MOVE),
     (np.diagflat, _moved(np.diagflat), _MOVE),
-    (np.fix, _fix, ("exact", "an integer of the format (values of a format "
-                                       "are closed under truncation)")),
     (np.real, _moved(np.real), ("exact", "the values (a Tensor holds real numbers)")),
-    (np.real_if_close, _real_if_close, ("exact", "the values (a Tensor holds real "
-                                                 "numbers)")),
-    (np.imag, _imag, ("exact", "zeros of the format (a Tensor holds real numbers)")),
-    (np.partition, _partition, _MOVE), (np.argpartition, _plain(np.argpartition), _PLAIN),
-    (np.delete, _delete, _MOVE), (np.compress, _compress, _MOVE),
-    (np.extract, _extract, _MOVE),
-    (np.choose, _choose, ("exact", "a selection among choices promoted exactly to one "
-                                   "format; plain choices rounded in once")),
-    (np.select, _select, ("exact", "a selection; choices promoted exactly, plain ones and "
-                                   "`default` rounded in once")),
-    (np.append, _append, _JOIN), (np.insert, _insert, _JOIN),
+    (np.argpartition, _plain(np.argpartition), _PLAIN),
     (np.column_stack, _joined(np.column_stack), _JOIN),
-    (np.dstack, _joined(np.dstack), _JOIN), (np.block, _block, _JOIN),
-    (np.split, _pieces(np.split), _MOVE), (np.array_split, _pieces(np.array_split), _MOVE),
-    (np.hsplit, _pieces(np.hsplit), _MOVE), (np.vsplit, _pieces(np.vsplit), _MOVE),
+    (np.dstack, _joined(np.dstack), _JOIN),
+    (np.split, _pieces(np.split), _MOVE),
+    (np.array_split, _pieces(np.array_split), _MOVE),
+    (np.hsplit, _pieces(np.hsplit), _MOVE),
+    (np.vsplit, _pieces(np.vsplit), _MOVE),
     (np.dsplit, _pieces(np.dsplit), _MOVE),
     (np.intersect1d, _set_op(np.intersect1d), _JOIN),
     (np.union1d, _set_op(np.union1d), _JOIN),
     (np.setdiff1d, _set_op(np.setdiff1d), _JOIN),
     (np.setxor1d, _set_op(np.setxor1d), _JOIN),
-    (np.pad, _pad, ("exact", "edge, reflect, symmetric, wrap, maximum, minimum move or "
-                             "select values; `constant_values` rounded in once; `empty` "
-                             "pads zeros; mean, median, linear_ramp and functions refused")),
-    (np.empty_like, _empty_like, ("exact", "zeros of the format (uninitialised memory is "
-                                           "no value of a format)")),
-    (np.nan_to_num, _nan_to_num, ("exact", "NaN to `nan` (0), +-inf to `posinf`/`neginf` "
-                                           "(default: +-the format's max); given values "
-                                           "rounded in once; `copy=False` in place")),
-    (np.angle, _angle, _ONCE), (np.sinc, _once(np.sinc), _ONCE), (np.i0, _once(np.i0), _ONCE),
-    (np.linspace, _once(np.linspace), _ONCE), (np.logspace, _once(np.logspace), _ONCE),
+    (np.sinc, _once(np.sinc), _ONCE),
+    (np.i0, _once(np.i0), _ONCE),
+    (np.linspace, _once(np.linspace), _ONCE),
+    (np.logspace, _once(np.logspace), _ONCE),
     (np.geomspace, _once(np.geomspace), _ONCE),
-    (np.apply_along_axis, _apply_along_axis,
-     ("composed", "the function on each 1-D slice as a Tensor (its own operations "
-                  "rounded as documented), the results joined exactly")),
-    (np.apply_over_axes, _apply_over_axes,
-     ("composed", "the function on the Tensor for each axis in turn, dimensions kept")),
-    (np.place, _place, _WRITE), (np.put, _put, _WRITE), (np.putmask, _putmask, _WRITE),
-    (np.copyto, _copyto, _WRITE), (np.fill_diagonal, _write(np.fill_diagonal), _WRITE),
+    (np.fill_diagonal, _write(np.fill_diagonal), _WRITE),
     (np.put_along_axis, _write(np.put_along_axis), _WRITE),
     (np.isposinf, _inf_sign(np.isposinf), _PLAIN),
     (np.isneginf, _inf_sign(np.isneginf), _PLAIN),
@@ -478,5 +489,4 @@ if hasattr(np, "matrix_transpose"):             # NumPy 2.2
     _TABLE.append((np.matrix_transpose, _moved(np.matrix_transpose), _MOVE))
 
 for _fn, _handler, _kind in _TABLE:
-    HANDLED_FUNCTIONS[_fn] = _handler
-    KINDS[_fn] = _kind
+    implements(_fn, *_kind)(_handler)

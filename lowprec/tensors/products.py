@@ -1,10 +1,9 @@
 """NumPy's products and polynomials on Tensors: ``convolve``, ``correlate``, ``kron``,
 ``vdot``, ``cross``, ``vecdot``/``matvec``/``vecmat``, the ``poly*`` functions,
 ``vander`` and ``einsum`` in general, each composed of rounded Tensor operations in a
-documented order or run through the context's matmul model. Fills its entries of
-`HANDLED_FUNCTIONS` and `KINDS` (and, for the ufuncs among them, `HANDLED_UFUNCS` and
-the ufuncs' `KINDS`) at import; it never computes a result in float64 and hands it
-back unrounded.
+documented order or run through the context's matmul model. Each handler is
+registered beside its def by `core.implements` (a ufunc among them by its name); it
+never computes a result in float64 and hands it back unrounded.
 
 Examples
 --------
@@ -26,12 +25,17 @@ from typing import Any
 import numpy as np
 
 from .. import arith, rounding
-from .core import HANDLED_FUNCTIONS, HANDLED_UFUNCS, Tensor, operands, values_of
+from .core import Tensor, implements, operands, values_of
 from .defaults import round_ctx
-from .functions import KINDS, matmul, refuse, rounded
-from .ufuncs import KINDS as UFUNC_KINDS
+from .functions import matmul, refuse, rounded
 
 __all__: list[str] = []
+
+_CONV = ("matmul model", "each output the dot product of the overlapping terms, products "
+                         "in increasing index of `a`, through `lp.matmul` (context's "
+                         "model): full-overlap outputs one window matrix times a vector, "
+                         "each shorter end output its own; no zero padding; result in "
+                         "`matmul`'s format (FP32 by default)")
 
 
 def _refuse(func, **kwargs):
@@ -108,6 +112,7 @@ def _sliding(ta, tv, mode):
     return Tensor(r, fmt)
 
 
+@implements(np.convolve, *_CONV)
 def _convolve(a, v, mode="full"):
     """Each output a dot product through `matmul` (the context's model); its products
     in increasing index of ``a``; the result in `matmul`'s format (FP32 by default).
@@ -123,6 +128,7 @@ def _convolve(a, v, mode="full"):
     return _sliding(ta, tv, _mode(mode, "convolve"))
 
 
+@implements(np.correlate, "matmul model", "`numpy.convolve(a, v[::-1], mode)`: " + _CONV[1])
 def _correlate(a, v, mode="valid"):
     """``convolve(a, v[::-1], mode)``: NumPy's correlation of real sequences, in every
     mode and for either length order."""
@@ -130,6 +136,7 @@ def _correlate(a, v, mode="valid"):
     return _sliding(ta, tv[::-1], _mode(mode, "correlate"))
 
 
+@implements(np.polymul, "matmul model", "`numpy.convolve(a1, a2)` (full): " + _CONV[1])
 def _polymul(a1, a2):
     """`numpy.polymul`: ``convolve(a1, a2)`` of the coefficients (0-d as length 1)."""
     return _convolve(a1, a2, "full")
@@ -137,6 +144,8 @@ def _polymul(a1, a2):
 
 # -- kron, vdot, cross, vecdot, matvec, vecmat ------------------------------------------
 
+@implements(np.kron, "correctly rounded", "each product rounded once (promoted format), in "
+            "NumPy's layout")
 def _kron(a, b):
     """Each product ``a[i] * b[j]`` rounded once (correctly), in NumPy's layout.
 
@@ -158,6 +167,8 @@ def _kron(a, b):
     return Tensor(np.asarray(r).reshape([p * q for p, q in zip(sa, sb)]), fmt)
 
 
+@implements(np.vdot, "matmul model", "the flattened dot product through `lp.matmul` (context's "
+            "model, FP32 result by default)")
 def _vdot(a, b, /):
     """The flattened dot product through `matmul` (a 0-d Tensor of its format)."""
     ta, tb = _matmul_operands(a, b)
@@ -167,6 +178,9 @@ def _vdot(a, b, /):
     return matmul(ta.reshape(-1), tb.reshape(-1))
 
 
+@implements(np.cross, "composed", "per component two rounded products, then a rounded "
+            "difference (not fused); with a 2-vector (z = 0) NumPy's single product or its "
+            "negation; two 2-vectors: the scalar z")
 def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     """NumPy's components: two rounded products, then a rounded difference (not
     fused); where one operand is a 2-vector (its z zero) NumPy's single product, or its
@@ -246,6 +260,8 @@ def _vecmat(x1, x2, /):
 
 # -- polynomials --------------------------------------------------------------------
 
+@implements(np.polyval, "composed", "Horner from y = 0: y = y * x + p[i], the product and the "
+            "sum each rounded (not fused)")
 def _polyval(p, x):
     """NumPy's Horner loop ``y = y * x + p[i]`` from ``y = 0``, the product and the sum
     each rounded (not fused); ``p`` and ``x`` in their common format.
@@ -276,14 +292,20 @@ def _padded(a1, a2, fn):
     return Tensor(rounded(fn, v1, v2, fmt=t1.fmt), t1.fmt)
 
 
+@implements(np.polyadd, "correctly rounded", "the shorter zero-padded at the high powers, each "
+            "sum rounded once")
 def _polyadd(a1, a2):
     return _padded(a1, a2, arith.add)
 
 
+@implements(np.polysub, "correctly rounded", "the shorter zero-padded at the high powers, each "
+            "difference rounded once")
 def _polysub(a1, a2):
     return _padded(a1, a2, arith.sub)
 
 
+@implements(np.polyder, "composed", "m rounds of coefficients times exact integers, each "
+            "product rounded once")
 def _polyder(p, m=1):
     """``m`` rounds of ``p[:-1] * [n, ..., 1]``: each coefficient times an exact
     integer, one correct rounding each round.
@@ -307,6 +329,8 @@ def _polyder(p, m=1):
     return Tensor(np.array(v, dtype=np.float64), t.fmt)
 
 
+@implements(np.polyint, "composed", "m rounds of coefficients divided by exact integers, each "
+            "quotient rounded once; k rounded into the format once")
 def _polyint(p, m=1, k=None):
     """``m`` rounds of ``p / [len(p), ..., 1]`` (each quotient by an exact integer
     correctly rounded) with the next constant of ``k`` appended; ``k`` (default zeros)
@@ -336,6 +360,8 @@ def _polyint(p, m=1, k=None):
     return Tensor(np.array(v, dtype=np.float64), tp.fmt)
 
 
+@implements(np.vander, "composed", "x**k = x**(k-1) * x left to right (a cumulative product), "
+            "each multiplication rounded; x**0 = 1, x**1 = x exact")
 def _vander(x, N=None, increasing=False):
     """NumPy's columns: ``x**0 = 1``, ``x**1 = x``, then ``x**k = x**(k-1) * x``, each
     multiplication rounded (a cumulative product, left to right); ``increasing=False``
@@ -477,6 +503,11 @@ def _contract(x, tx, y, ty, keep, size):
     return matmul(xa, xb).reshape([size[c] for c in order]), "".join(order)
 
 
+@implements(np.einsum, "matmul model", "repeated letters: the diagonal (exact); letters of one "
+            "operand only summed as `numpy.sum` (pairwise, its format); one operand: a "
+            "transpose; several: left to right, each pair one batched 2-D `lp.matmul` "
+            "(context's model), intermediates and result in its format (FP32 by default); "
+            "`optimize=` ignored")
 def _einsum(*args, out=None, optimize=False, dtype=None, order="K", casting="safe"):
     """Each operand's diagonals (repeated letters) taken exactly; letters of one
     operand that no other operand and not the output has summed as `numpy.sum`
@@ -520,57 +551,14 @@ def _einsum(*args, out=None, optimize=False, dtype=None, order="K", casting="saf
     return np.transpose(x, [t.index(c) for c in res])
 
 
+@implements(np.einsum_path, "plain", "NumPy's contraction path for the values (no values "
+            "computed)")
 def _einsum_path(*operands_, **kwargs):
     """NumPy's contraction path for the operands' values (it computes no values)."""
     return np.einsum_path(*(values_of(x) for x in operands_), **kwargs)
 
 
-# -- registration -------------------------------------------------------------------
-
-_CONV = ("matmul model", "each output the dot product of the overlapping terms, products "
-                         "in increasing index of `a`, through `lp.matmul` (context's "
-                         "model): full-overlap outputs one window matrix times a vector, "
-                         "each shorter end output its own; no zero padding; result in "
-                         "`matmul`'s format (FP32 by default)")
-HANDLED_FUNCTIONS.update({
-    np.convolve: _convolve, np.correlate: _correlate, np.polymul: _polymul,
-    np.kron: _kron, np.vdot: _vdot, np.cross: _cross,
-    np.polyval: _polyval, np.polyadd: _polyadd, np.polysub: _polysub,
-    np.polyder: _polyder, np.polyint: _polyint, np.vander: _vander,
-    np.einsum: _einsum, np.einsum_path: _einsum_path,
-})
-KINDS.update({
-    np.convolve: _CONV,
-    np.correlate: ("matmul model", "`numpy.convolve(a, v[::-1], mode)`: " + _CONV[1]),
-    np.polymul: ("matmul model", "`numpy.convolve(a1, a2)` (full): " + _CONV[1]),
-    np.kron: ("correctly rounded", "each product rounded once (promoted format), in "
-                                   "NumPy's layout"),
-    np.vdot: ("matmul model", "the flattened dot product through `lp.matmul` (context's "
-                              "model, FP32 result by default)"),
-    np.cross: ("composed", "per component two rounded products, then a rounded difference "
-                           "(not fused); with a 2-vector (z = 0) NumPy's single product or "
-                           "its negation; two 2-vectors: the scalar z"),
-    np.polyval: ("composed", "Horner from y = 0: y = y * x + p[i], the product and the sum "
-                             "each rounded (not fused)"),
-    np.polyadd: ("correctly rounded", "the shorter zero-padded at the high powers, each "
-                                      "sum rounded once"),
-    np.polysub: ("correctly rounded", "the shorter zero-padded at the high powers, each "
-                                      "difference rounded once"),
-    np.polyder: ("composed", "m rounds of coefficients times exact integers, each product "
-                             "rounded once"),
-    np.polyint: ("composed", "m rounds of coefficients divided by exact integers, each "
-                             "quotient rounded once; k rounded into the format once"),
-    np.vander: ("composed", "x**k = x**(k-1) * x left to right (a cumulative product), "
-                            "each multiplication rounded; x**0 = 1, x**1 = x exact"),
-    np.einsum: ("matmul model", "repeated letters: the diagonal (exact); letters of one "
-                                "operand only summed as `numpy.sum` (pairwise, its format); "
-                                "one operand: a transpose; several: left to right, each "
-                                "pair one batched 2-D `lp.matmul` (context's model), "
-                                "intermediates and result in its format (FP32 by default); "
-                                "`optimize=` ignored"),
-    np.einsum_path: ("plain", "NumPy's contraction path for the values (no values "
-                              "computed)"),
-})
+# -- the vector products, ufuncs or functions by NumPy version ------------------------
 
 _VECTOR = {
     "vecdot": (_vecdot, "each dot product of the last axes a 1 x k by k x 1 `lp.matmul` "
@@ -587,12 +575,9 @@ def _register_vector_products() -> None:
     looked up by name) or functions."""
     for name, (fn, order) in _VECTOR.items():
         np_fn: Any = getattr(np, name, None)
-        if isinstance(np_fn, np.ufunc):
-            HANDLED_UFUNCS[name] = fn
-            UFUNC_KINDS[name] = ("matmul model", order)
-        elif np_fn is not None:
-            HANDLED_FUNCTIONS[np_fn] = fn
-            KINDS[np_fn] = ("matmul model", order)
+        if np_fn is not None:
+            implements(name if isinstance(np_fn, np.ufunc) else np_fn, "matmul model",
+                       order)(fn)
 
 
 _register_vector_products()

@@ -1,8 +1,8 @@
 """NumPy's statistics on Tensors: quantiles, the NaN-skipping reductions, ``ptp``,
 ``cov``, ``corrcoef``, ``interp``, ``gradient``, ``trapezoid``, ``histogram`` with
 weights and their kin, each composed of rounded Tensor operations in NumPy's order
-(or exact, for selections; plain, for indices, counts and edges). Fills its entries
-of `HANDLED_FUNCTIONS` and `KINDS` at import; it never computes a result in float64
+(or exact, for selections; plain, for indices, counts and edges). Each handler is
+registered beside its def by `core.implements`; it never computes a result in float64
 and hands it back unrounded. Numbers that only say where to look or how to weigh
 (quantile levels, a quantile's interpolation weight, histogram edges and counts) are
 not rounded into the format: an operation taking one is one correct rounding of its
@@ -12,16 +12,31 @@ do (`operands`). `cov` sums its rounded products pairwise, so its diagonal is `v
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from .. import arith
-from .core import HANDLED_FUNCTIONS, Tensor, exact_operands, operands, values_of
+from .core import Tensor, exact_operands, implements, operands, values_of
 from .defaults import round_ctx
-from .functions import KINDS, given, refuse, rounded
+from .functions import given, refuse, rounded
 
 __all__: list[str] = []
+
+_QUANTILE = ("composed", "sorted; position `(n-1)*q` in float64 (q never rounded; "
+             "percentile q/100 in float64); linear: `lo` where the weight g is 0, else "
+             "`d = hi - lo`, then `lo + d*g` (g < 0.5) or `hi - d*(1-g)`, each rounded "
+             "(NumPy's lerp); lower/higher/nearest exact; midpoint `0.5*lo + 0.5*hi` one "
+             "rounding; other methods refused")
+_NAN_QUANTILE = (_QUANTILE[0], "NaNs skipped (n the non-NaN count; all-NaN gives NaN), "
+                               "then as `numpy.quantile`: " + _QUANTILE[1].split("; ", 1)[1])
+_PLAIN_EDGES = ("plain", "counts and edges as NumPy's plain arrays; `weights=`/`density=` "
+                         "refused")
+_TRAPEZOID = ("NumPy's `(d * (y[1:] + y[:-1]) / 2.0).sum()`: each addition, product and "
+              "halving rounded, the sum as `numpy.sum`; `dx` rounded into the format once, "
+              "`x` differenced as `numpy.diff`")
+_NAN_ARG = ("plain", "indices of the values, NaNs skipped (NumPy's on the values)")
 
 _WHY = {
     "out": "results are new Tensors",
@@ -66,6 +81,7 @@ def _kept_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> list[int]:
 
 # -- ptp and the NaN-skipping reductions -----------------------------------------------
 
+@implements(np.ptp, "composed", "max and min selected (exact), one rounded subtraction")
 def _ptp(a, axis=None, out=None, keepdims=np._NoValue):
     """The largest value minus the smallest (both exact selections): one rounded
     subtraction. A NaN gives NaN, as in NumPy.
@@ -88,6 +104,7 @@ def _nan_as(a: Tensor, value: float) -> Tensor:
     return Tensor(np.where(np.isnan(a._v), value, a._v), a.fmt)
 
 
+@implements(np.nanprod, "composed", "NaNs as ones, then as `numpy.prod`")
 def _nanprod(a, axis=None, dtype=None, out=None, keepdims=np._NoValue,
              initial=np._NoValue, where=np._NoValue):
     """NaNs as ones, then `numpy.prod` (left to right, each product rounded)."""
@@ -95,12 +112,14 @@ def _nanprod(a, axis=None, dtype=None, out=None, keepdims=np._NoValue,
     return np.prod(_nan_as(a, 1.0), axis=axis, keepdims=_flag(keepdims))
 
 
+@implements(np.nancumsum, "composed", "NaNs as zeros, then as `numpy.cumsum`")
 def _nancumsum(a, axis=None, dtype=None, out=None):
     """NaNs as zeros, then `numpy.cumsum` (sequential, each addition rounded)."""
     _refuse("nancumsum", out=out, dtype=dtype)
     return np.cumsum(_nan_as(a, 0.0), axis=axis)
 
 
+@implements(np.nancumprod, "composed", "NaNs as ones, then as `numpy.cumprod`")
 def _nancumprod(a, axis=None, dtype=None, out=None):
     """NaNs as ones, then `numpy.cumprod` (sequential, each product rounded)."""
     _refuse("nancumprod", out=out, dtype=dtype)
@@ -131,6 +150,9 @@ def _nanvar_values(a, axis, ddof, keep):
     return Tensor(np.asarray(r), fmt)
 
 
+@implements(np.nanvar, "composed", "NaNs as zeros (none: `numpy.var`); mean as "
+            "`numpy.nanmean`; deviations rounded (zeros at the NaNs); squares rounded; sum as "
+            "`numpy.sum`; one rounded division by `count - ddof` (NaN where <= 0)")
 def _nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=np._NoValue, *,
             where=np._NoValue, mean=np._NoValue, correction=np._NoValue):
     """The variance with NaNs skipped (`_nanvar_values`).
@@ -146,6 +168,7 @@ def _nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=np._NoValue, *,
     return _nanvar_values(a, axis, ddof, _flag(keepdims))
 
 
+@implements(np.nanstd, "composed", "`numpy.nanvar`, then a correctly rounded square root")
 def _nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=np._NoValue, *,
             where=np._NoValue, mean=np._NoValue, correction=np._NoValue):
     """`_nanvar`, then a correctly rounded square root."""
@@ -276,6 +299,9 @@ def _quantile_handler(func, scale, skip_nan):
     return handler
 
 
+@implements(np.nanmedian, "correctly rounded", "NaNs skipped; the middle value of an odd "
+            "count; of an even count `0.5*a + 0.5*b`, one correctly rounded addition; all-NaN "
+            "gives NaN")
 def _nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=np._NoValue):
     """`numpy.median` with NaNs skipped: the middle value of an odd count (exact), of
     an even count ``0.5*lo + 0.5*hi`` with one rounding (`_quantiles`, "midpoint" at
@@ -328,6 +354,9 @@ def _cov_tensor(m, y, rowvar, bias, ddof):
     return Tensor(rounded(arith.div, c, float(fact), fmt=fmt).squeeze(), fmt)
 
 
+@implements(np.cov, "composed", "means as `numpy.mean`; deviations rounded; each product "
+            "`d_i*d_j` rounded, summed as `numpy.sum` (pairwise); one rounded division by `n - "
+            "ddof`; fweights/aweights/dtype refused")
 def _cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *,
          dtype=None):
     """Rows are variables (``rowvar=False``: columns), as NumPy; ``y`` joins ``m``
@@ -349,6 +378,8 @@ def _cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=
     return _cov_tensor(m, y, rowvar, bias, ddof)
 
 
+@implements(np.corrcoef, "composed", "`numpy.cov`; `s = sqrt(diag)` rounded; `c / s_i` "
+            "rounded, then `/ s_j` rounded; clipped to [-1, 1] (exact)")
 def _corrcoef(x, y=None, rowvar=True, bias=np._NoValue, ddof=np._NoValue, *, dtype=None):
     """`numpy.cov` (``ddof=1``), then as NumPy: the square roots of the diagonal
     rounded, ``c / s_i`` rounded, then ``/ s_j`` rounded, clipped to [-1, 1] (exact);
@@ -378,6 +409,10 @@ def _corrcoef(x, y=None, rowvar=True, bias=np._NoValue, ddof=np._NoValue, *, dty
 
 # -- interp, gradient, trapezoid, ediff1d, cumulative sums --------------------------------
 
+@implements(np.interp, "composed", "interval by binary search (exact); `slope = (fp[j+1] - "
+            "fp[j]) / (xp[j+1] - xp[j])`, then `slope*(x - xp[j]) + fp[j]`, each rounded "
+            "(NumPy's C order and NaN fallback); at sample points and outside, selections; "
+            "plain operands rounded in once; `period=` refused")
 def _interp(x, xp, fp, left=None, right=None, period=None):
     """NumPy's C loop, each operation rounded in the promoted format of the Tensor
     operands (plain ``x``, ``xp``, ``fp``, ``left``, ``right`` rounded in once):
@@ -444,6 +479,9 @@ def _interp(x, xp, fp, left=None, right=None, period=None):
     return Tensor(res.reshape(vx.shape), fmt)
 
 
+@implements(np.gradient, "composed", "`(f[i+1] - f[i-1]) / 2h` inside, `(f[1] - f[0]) / h` at "
+            "the edges (edge_order=2: NumPy's three-term formula), each rounded; `2h`, `h` "
+            "rounded into the format once; scalar spacings only")
 def _gradient(f, *varargs, axis=None, edge_order=1):
     """NumPy's uniform-spacing gradient, each operation rounded in the promoted format
     of the Tensors among ``f`` and the spacings: interior ``(f[i+1] - f[i-1]) / (2h)``,
@@ -541,6 +579,8 @@ def _trapezoid(y, x=None, dx=1.0, axis=-1):
     return np.sum(Tensor(half, fmt), axis=axis)
 
 
+@implements(np.ediff1d, "composed", "as `numpy.diff` of the flattened Tensor; "
+            "`to_begin`/`to_end` rounded into its format once")
 def _ediff1d(ary, to_end=None, to_begin=None):
     """`numpy.diff` of the flattened Tensor (each subtraction rounded), ``to_begin`` and
     ``to_end`` rounded into its format once (a Tensor of another format too: NumPy
@@ -586,6 +626,9 @@ def _cumulative(func, base, start):
 
 # -- histograms ------------------------------------------------------------------------
 
+@implements(np.histogram, "composed", "edges float64 and counts int64 plain (NumPy's); "
+            "`weights=`: each bin's weights summed as `numpy.sum`; `density=`: `n / width / "
+            "total`, each division rounded (widths and counts exact)")
 def _histogram(a, bins=10, range=None, density=None, weights=None):  # noqa: A002
     """Plain counts (int64) and edges (float64) as NumPy, without weights or density.
     The edges are always NumPy's (`numpy.histogram_bin_edges` on the values), a value
@@ -653,12 +696,14 @@ def _bins(bins):
     return [values_of(b) for b in bins] if isinstance(bins, (list, tuple)) else values_of(bins)
 
 
+@implements(np.histogram2d, *_PLAIN_EDGES)
 def _histogram2d(x, y, bins=10, range=None, density=None, weights=None):  # noqa: A002
     """Plain counts (float64, as NumPy) and edges; ``density=``/``weights=`` refused."""
     _refuse("histogram2d", _COUNTS_ONLY, density=density or None, weights=weights)
     return np.histogram2d(values_of(x), values_of(y), bins=_bins(bins), range=range)
 
 
+@implements(np.histogramdd, *_PLAIN_EDGES)
 def _histogramdd(sample, bins=10, range=None, density=None, weights=None):  # noqa: A002
     """Plain counts (float64, as NumPy) and edges; ``density=``/``weights=`` refused."""
     _refuse("histogramdd", _COUNTS_ONLY, density=density or None, weights=weights)
@@ -667,86 +712,28 @@ def _histogramdd(sample, bins=10, range=None, density=None, weights=None):  # no
     return np.histogramdd(values_of(sample), bins=_bins(bins), range=range)
 
 
-# -- the tables -------------------------------------------------------------------------
+# -- the factory-made handlers -------------------------------------------------------
 
-_QUANTILE = ("composed", "sorted; position `(n-1)*q` in float64 (q never rounded; "
-             "percentile q/100 in float64); linear: `lo` where the weight g is 0, else "
-             "`d = hi - lo`, then `lo + d*g` (g < 0.5) or `hi - d*(1-g)`, each rounded "
-             "(NumPy's lerp); lower/higher/nearest exact; midpoint `0.5*lo + 0.5*hi` one "
-             "rounding; other methods refused")
-_NAN_QUANTILE = (_QUANTILE[0], "NaNs skipped (n the non-NaN count; all-NaN gives NaN), "
-                               "then as `numpy.quantile`: " + _QUANTILE[1].split("; ", 1)[1])
-_PLAIN_EDGES = ("plain", "counts and edges as NumPy's plain arrays; `weights=`/`density=` "
-                         "refused")
-
-HANDLED_FUNCTIONS.update({
-    np.ptp: _ptp, np.nanmedian: _nanmedian,
-    np.nanargmax: _nan_arg(np.nanargmax), np.nanargmin: _nan_arg(np.nanargmin),
-    np.nanprod: _nanprod, np.nancumsum: _nancumsum, np.nancumprod: _nancumprod,
-    np.nanvar: _nanvar, np.nanstd: _nanstd,
-    np.quantile: _quantile_handler("quantile", 1, False),
-    np.percentile: _quantile_handler("percentile", 100, False),
-    np.nanquantile: _quantile_handler("nanquantile", 1, True),
-    np.nanpercentile: _quantile_handler("nanpercentile", 100, True),
-    np.cov: _cov, np.corrcoef: _corrcoef, np.interp: _interp, np.gradient: _gradient,
-    np.ediff1d: _ediff1d, np.histogram: _histogram,
-    np.histogram_bin_edges: _plain(np.histogram_bin_edges),
-    np.histogram2d: _histogram2d, np.histogramdd: _histogramdd,
-})
-_KINDS: dict[object, tuple[str, str]] = {
-    np.ptp: ("composed", "max and min selected (exact), one rounded subtraction"),
-    np.nanmedian: ("correctly rounded",
-                   "NaNs skipped; the middle value of an odd count; of an even count "
-                   "`0.5*a + 0.5*b`, one correctly rounded addition; all-NaN gives NaN"),
-    **dict.fromkeys((np.nanargmax, np.nanargmin),
-                    ("plain", "indices of the values, NaNs skipped (NumPy's on the values)")),
-    np.nanprod: ("composed", "NaNs as ones, then as `numpy.prod`"),
-    np.nancumsum: ("composed", "NaNs as zeros, then as `numpy.cumsum`"),
-    np.nancumprod: ("composed", "NaNs as ones, then as `numpy.cumprod`"),
-    np.nanvar: ("composed", "NaNs as zeros (none: `numpy.var`); mean as `numpy.nanmean`; "
-                            "deviations rounded (zeros at the NaNs); squares rounded; sum "
-                            "as `numpy.sum`; one rounded division by `count - ddof` (NaN "
-                            "where <= 0)"),
-    np.nanstd: ("composed", "`numpy.nanvar`, then a correctly rounded square root"),
-    np.quantile: _QUANTILE, np.percentile: _QUANTILE,
-    np.nanquantile: _NAN_QUANTILE, np.nanpercentile: _NAN_QUANTILE,
-    np.cov: ("composed", "means as `numpy.mean`; deviations rounded; each product "
-                         "`d_i*d_j` rounded, summed as `numpy.sum` (pairwise); one "
-                         "rounded division by `n - ddof`; fweights/aweights/dtype "
-                         "refused"),
-    np.corrcoef: ("composed", "`numpy.cov`; `s = sqrt(diag)` rounded; `c / s_i` rounded, "
-                              "then `/ s_j` rounded; clipped to [-1, 1] (exact)"),
-    np.interp: ("composed", "interval by binary search (exact); `slope = (fp[j+1] - fp[j]) "
-                            "/ (xp[j+1] - xp[j])`, then `slope*(x - xp[j]) + fp[j]`, each "
-                            "rounded (NumPy's C order and NaN fallback); at sample points "
-                            "and outside, selections; plain operands rounded in once; "
-                            "`period=` refused"),
-    np.gradient: ("composed", "`(f[i+1] - f[i-1]) / 2h` inside, `(f[1] - f[0]) / h` at "
-                              "the edges (edge_order=2: NumPy's three-term formula), each "
-                              "rounded; `2h`, `h` rounded into the format once; scalar "
-                              "spacings only"),
-    np.ediff1d: ("composed", "as `numpy.diff` of the flattened Tensor; `to_begin`/`to_end` "
-                             "rounded into its format once"),
-    np.histogram: ("composed", "edges float64 and counts int64 plain (NumPy's); "
-                               "`weights=`: each bin's weights summed as `numpy.sum`; "
-                               "`density=`: `n / width / total`, each division rounded "
-                               "(widths and counts exact)"),
-    np.histogram_bin_edges: ("plain", "float64 edges, NumPy's on the values"),
-    np.histogram2d: _PLAIN_EDGES, np.histogramdd: _PLAIN_EDGES,
-}
-KINDS.update(_KINDS)
+_TABLE: list[tuple[Callable[..., object], Callable[..., object], tuple[str, str]]] = [
+    (np.nanargmax, _nan_arg(np.nanargmax), _NAN_ARG),
+    (np.nanargmin, _nan_arg(np.nanargmin), _NAN_ARG),
+    (np.quantile, _quantile_handler("quantile", 1, False), _QUANTILE),
+    (np.percentile, _quantile_handler("percentile", 100, False), _QUANTILE),
+    (np.nanquantile, _quantile_handler("nanquantile", 1, True), _NAN_QUANTILE),
+    (np.nanpercentile, _quantile_handler("nanpercentile", 100, True), _NAN_QUANTILE),
+    (np.histogram_bin_edges, _plain(np.histogram_bin_edges),
+     ("plain", "float64 edges, NumPy's on the values")),
+]
+for _fn, _handler, _kind in _TABLE:
+    implements(_fn, *_kind)(_handler)
 
 # NumPy 2 names trapz trapezoid (and NumPy 2.4 removed trapz); 2.1 added cumulative_*.
-for _name, _handler, _kind in (
+for _name, _new, _order in (
         ("trapezoid", _trapezoid, None), ("trapz", _trapezoid, None),
         ("cumulative_sum", _cumulative("cumulative_sum", np.cumsum, 0.0),
          "as `numpy.cumsum` along `axis`; `include_initial` prepends an exact 0"),
         ("cumulative_prod", _cumulative("cumulative_prod", np.cumprod, 1.0),
          "as `numpy.cumprod` along `axis`; `include_initial` prepends an exact 1")):
-    _fn = getattr(np, _name, None)
-    if _fn is not None:
-        HANDLED_FUNCTIONS[_fn] = _handler
-        KINDS[_fn] = ("composed", _kind or "NumPy's `(d * (y[1:] + y[:-1]) / 2.0).sum()`: "
-                                            "each addition, product and halving rounded, "
-                                            "the sum as `numpy.sum`; `dx` rounded into the "
-                                            "format once, `x` differenced as `numpy.diff`")
+    _np_fn = getattr(np, _name, None)
+    if _np_fn is not None:
+        implements(_np_fn, "composed", _order or _TRAPEZOID)(_new)

@@ -18,10 +18,16 @@ import numpy as np
 from .. import arith
 from ..arith.elementwise import on_values
 from ..rounding import round as _round
-from .core import HANDLED_UFUNCS, Tensor, exact_operands, is_real, operands, values_of
+from .core import HANDLED_UFUNCS, Tensor, exact_operands, implements, is_real, operands, values_of
 from .defaults import get_context, round_ctx
 
-__all__ = ["HANDLED_UFUNCS", "KINDS", "select"]
+__all__ = ["HANDLED_UFUNCS", "select"]
+
+_ROUNDED = "correctly rounded", "one rounding of the exact result (`lowprec.arith`, context mode)"
+_EXACT = "exact", "values unchanged or exactly representable; the format kept"
+_SELECT = "exact", "a selection; a selected plain operand is rounded into the format once"
+_BOOL = "plain", "a bool array (comparisons are exact)"
+_ONCE = "rounded once", "evaluated in float64, then one rounding into the format"
 
 
 def _kernel(fn):
@@ -82,6 +88,8 @@ def _predicate(fn):
     return handler
 
 
+@implements("power", "rounded once", "x**2, x**0.5, x**-1 and x**1 correctly rounded; other "
+            "powers evaluated in float64, then one rounding")
 def _power(a, b):
     if isinstance(b, Tensor) or not np.isscalar(b):
         return _rounded_once(np.power)(a, b)
@@ -96,6 +104,7 @@ def _power(a, b):
     return _rounded_once(np.power)(a, b)
 
 
+@implements("square", *_ROUNDED)
 def _square(x):
     return _kernel(arith.mul)(x, x)
 
@@ -105,6 +114,7 @@ def _no_negative_zero(r, fmt):
     return r if fmt.has_negative_zero else r + 0.0
 
 
+@implements("copysign", "exact", "|a| with b's sign (a plain a rounded in once)")
 def _copysign(a, b):
     """``|a|`` with ``b``'s sign: exact (a plain ``a`` is rounded in once; ``b`` only
     gives its sign bit, read as given)."""
@@ -124,6 +134,8 @@ def _neighbour(v, toward, fmt):
     return np.where(np.isnan(v) | np.isnan(toward), np.nan, r)
 
 
+@implements("nextafter", "exact", "the next value of the format toward b (the format's "
+            "neighbours, not float64's); b where a == b")
 def _nextafter(a, b):
     """The next value of the format after ``a`` toward ``b`` (the format's neighbours,
     not float64's); ``b`` is compared as given, and returned where it equals ``a``."""
@@ -133,6 +145,8 @@ def _nextafter(a, b):
     return Tensor(_no_negative_zero(np.asarray(r, dtype=np.float64), fmt), fmt)
 
 
+@implements("spacing", "correctly rounded", "the next value of the format away from zero "
+            "minus x (a power of two; inf past the max), one rounding")
 def _spacing(x):
     """The distance from ``x`` to the next value of the format away from zero, one
     rounding. Past the largest finite value the distance is infinite: inf, or what
@@ -148,6 +162,7 @@ def _spacing(x):
     return Tensor(np.asarray(round_ctx(d, fmt, None)), fmt)
 
 
+@implements("fmod", "correctly rounded", "float64's fmod (exact), one rounding")
 def _fmod(a, b):
     (va, vb), fmt = operands(a, b)
     with np.errstate(all="ignore"):
@@ -155,6 +170,8 @@ def _fmod(a, b):
     return Tensor(np.asarray(round_ctx(r, fmt, None)), fmt)
 
 
+@implements("remainder", "correctly rounded", "the exact fmod, plus b where the signs "
+            "differ, one rounding")
 def _remainder(a, b):
     """NumPy's ``a - floor(a/b)*b``: the exact ``fmod``, plus ``b`` where the signs
     differ (one correctly rounded addition), signed zeros as NumPy's."""
@@ -169,10 +186,12 @@ def _remainder(a, b):
     return Tensor(_no_negative_zero(np.asarray(r, dtype=np.float64), fmt), fmt)
 
 
+@implements("divmod", "rounded once", "(floor_divide, remainder), each as its own entry")
 def _divmod(a, b):
     return HANDLED_UFUNCS["floor_divide"](a, b), _remainder(a, b)
 
 
+@implements("frexp", "exact", "the significand (a Tensor) and the exponent (plain ints)")
 def _frexp(x):
     """Exact: the significand in [0.5, 1) (a value of every format) and the exponent
     (plain int32, NumPy's)."""
@@ -181,6 +200,7 @@ def _frexp(x):
     return Tensor(_no_negative_zero(m, fmt), fmt), e
 
 
+@implements("modf", "exact", "the fractional and integral parts, Tensors of the format")
 def _modf(x):
     """Exact: the fractional and integral parts are values of the format."""
     (v,), fmt = operands(x)
@@ -189,6 +209,8 @@ def _modf(x):
     return Tensor(_no_negative_zero(f, fmt), fmt), Tensor(_no_negative_zero(i, fmt), fmt)
 
 
+@implements("ldexp", "rounded once", "float64's ldexp (exact inside float64's range), one "
+            "rounding")
 def _ldexp(x, n):
     (v,), fmt = operands(x)
     with np.errstate(all="ignore"):
@@ -196,6 +218,7 @@ def _ldexp(x, n):
     return Tensor(np.asarray(round_ctx(r, fmt, None)), fmt)
 
 
+@implements("heaviside", *_SELECT)
 def _heaviside(x, h0):
     """Exact selection: 0 below zero, 1 above, ``h0`` (rounded in once) at zero."""
     return select(lambda v, h: np.heaviside(v, h))(x, h0)
@@ -207,72 +230,39 @@ def _logical(fn):
     return handler
 
 
-HANDLED_UFUNCS.update({
-    "add": _kernel(arith.add), "subtract": _kernel(arith.sub),
-    "multiply": _kernel(arith.mul), "divide": _kernel(arith.div),
-    "sqrt": _kernel(arith.sqrt), "square": _square, "power": _power,
-    "negative": _exact_unary(np.negative), "positive": _exact_unary(np.positive),
-    "absolute": _exact_unary(np.absolute), "fabs": _exact_unary(np.absolute),
-    "sign": _exact_unary(np.sign), "floor": _exact_unary(np.floor),
-    "ceil": _exact_unary(np.ceil), "trunc": _exact_unary(np.trunc),
-    "rint": _exact_unary(np.rint),
-    "maximum": select(np.maximum), "minimum": select(np.minimum),
-    "fmax": select(np.fmax), "fmin": select(np.fmin),
-    "equal": _compare(np.equal), "not_equal": _compare(np.not_equal),
-    "less": _compare(np.less), "less_equal": _compare(np.less_equal),
-    "greater": _compare(np.greater), "greater_equal": _compare(np.greater_equal),
-    "isnan": _predicate(np.isnan), "isinf": _predicate(np.isinf),
-    "isfinite": _predicate(np.isfinite), "signbit": _predicate(np.signbit),
-    "copysign": _copysign, "nextafter": _nextafter, "spacing": _spacing,
-    "fmod": _fmod, "remainder": _remainder, "divmod": _divmod, "frexp": _frexp,
-    "modf": _modf, "ldexp": _ldexp, "heaviside": _heaviside,
-    "conjugate": _exact_unary(np.positive),
-    "logical_and": _logical(np.logical_and), "logical_or": _logical(np.logical_or),
-    "logical_xor": _logical(np.logical_xor), "logical_not": _logical(np.logical_not),
-})
-for _name in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos",
-              "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh",
-              "arccosh", "arctanh", "cbrt", "arctan2", "hypot",
-              "logaddexp", "logaddexp2"):
-    HANDLED_UFUNCS[_name] = _rounded_once(getattr(np, _name))
-for _name in ("deg2rad", "rad2deg", "radians", "degrees", "float_power", "floor_divide"):
-    HANDLED_UFUNCS[_name] = _rounded_once(getattr(np, _name))
-HANDLED_UFUNCS["true_divide"] = HANDLED_UFUNCS["divide"]
-HANDLED_UFUNCS["reciprocal"] = lambda x: _kernel(arith.div)(1.0, x)  # one correct rounding
+@implements("reciprocal", *_ROUNDED)
+def _reciprocal(x):
+    return _kernel(arith.div)(1.0, x)   # one correct rounding
 
-_ROUNDED = "correctly rounded", "one rounding of the exact result (`lowprec.arith`, context mode)"
-_EXACT = "exact", "values unchanged or exactly representable; the format kept"
-_SELECT = "exact", "a selection; a selected plain operand is rounded into the format once"
-_BOOL = "plain", "a bool array (comparisons are exact)"
-_ONCE = "rounded once", "evaluated in float64, then one rounding into the format"
-#: ufunc name -> (class, one line on how it rounds): what docs/numpy-support.md prints.
-KINDS: dict[str, tuple[str, str]] = {
-    **dict.fromkeys(("add", "subtract", "multiply", "divide", "true_divide", "sqrt",
-                     "square", "reciprocal"), _ROUNDED),
-    "power": ("rounded once", "x**2, x**0.5, x**-1 and x**1 correctly rounded; other "
-                              "powers evaluated in float64, then one rounding"),
-    **dict.fromkeys(("negative", "positive", "absolute", "fabs", "sign", "floor", "ceil",
-                     "trunc", "rint"), _EXACT),
-    **dict.fromkeys(("maximum", "minimum", "fmax", "fmin"), _SELECT),
-    **dict.fromkeys(("equal", "not_equal", "less", "less_equal", "greater",
-                     "greater_equal", "isnan", "isinf", "isfinite", "signbit"), _BOOL),
-    "matmul": ("matmul model", "`lp.matmul` with the context's model (FP32 result by "
-                               "default)"),
-    "copysign": ("exact", "|a| with b's sign (a plain a rounded in once)"),
-    "nextafter": ("exact", "the next value of the format toward b (the format's "
-                           "neighbours, not float64's); b where a == b"),
-    "spacing": ("correctly rounded", "the next value of the format away from zero minus "
-                                     "x (a power of two; inf past the max), one rounding"),
-    "fmod": ("correctly rounded", "float64's fmod (exact), one rounding"),
-    "remainder": ("correctly rounded", "the exact fmod, plus b where the signs differ, "
-                                       "one rounding"),
-    "divmod": ("rounded once", "(floor_divide, remainder), each as its own entry"),
-    "frexp": ("exact", "the significand (a Tensor) and the exponent (plain ints)"),
-    "modf": ("exact", "the fractional and integral parts, Tensors of the format"),
-    "ldexp": ("rounded once", "float64's ldexp (exact inside float64's range), one rounding"),
-    "heaviside": _SELECT,
-    "conjugate": _EXACT,
-    **dict.fromkeys(("logical_and", "logical_or", "logical_xor", "logical_not"), _BOOL),
-}
-for _name in HANDLED_UFUNCS:
-    KINDS.setdefault(_name, _ONCE)   # the transcendental functions registered above
+
+# The factory-made handlers: (ufunc names, factory or handler, (class, order)).
+_TABLE: list[tuple[tuple[str, ...], Callable[..., Any], tuple[str, str]]] = [
+    (("add",), _kernel(arith.add), _ROUNDED), (("subtract",), _kernel(arith.sub), _ROUNDED),
+    (("multiply",), _kernel(arith.mul), _ROUNDED),
+    (("divide", "true_divide"), _kernel(arith.div), _ROUNDED),
+    (("sqrt",), _kernel(arith.sqrt), _ROUNDED),
+    (("negative",), _exact_unary(np.negative), _EXACT),
+    (("positive",), _exact_unary(np.positive), _EXACT),
+    (("absolute", "fabs"), _exact_unary(np.absolute), _EXACT),
+    (("sign",), _exact_unary(np.sign), _EXACT), (("floor",), _exact_unary(np.floor), _EXACT),
+    (("ceil",), _exact_unary(np.ceil), _EXACT), (("trunc",), _exact_unary(np.trunc), _EXACT),
+    (("rint",), _exact_unary(np.rint), _EXACT),
+    (("conjugate",), _exact_unary(np.positive), _EXACT),
+]
+_TABLE += [((name,), select(getattr(np, name)), _SELECT)
+           for name in ("maximum", "minimum", "fmax", "fmin")]
+_TABLE += [((name,), _compare(getattr(np, name)), _BOOL)
+           for name in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")]
+_TABLE += [((name,), _predicate(getattr(np, name)), _BOOL)
+           for name in ("isnan", "isinf", "isfinite", "signbit")]
+_TABLE += [((name,), _logical(getattr(np, name)), _BOOL)
+           for name in ("logical_and", "logical_or", "logical_xor", "logical_not")]
+_TABLE += [((name,), _rounded_once(getattr(np, name)), _ONCE)
+           for name in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos",
+                        "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh",
+                        "arccosh", "arctanh", "cbrt", "arctan2", "hypot", "logaddexp",
+                        "logaddexp2", "deg2rad", "rad2deg", "radians", "degrees",
+                        "float_power", "floor_divide")]
+for _names, _handler, _kind in _TABLE:
+    for _name in _names:
+        implements(_name, *_kind)(_handler)

@@ -17,8 +17,7 @@ from tensor_inputs import rr, same
 
 import lowprec as lp
 from lowprec.tensors import HANDLED_FUNCTIONS, HANDLED_UFUNCS
-from lowprec.tensors.functions import KINDS
-from lowprec.tensors.ufuncs import KINDS as UFUNC_KINDS
+from lowprec.tensors.core import KINDS
 
 FORMATS = [lp.FP16, lp.BF16, lp.FP8_E4M3, lp.FP32]
 ids = lambda f: f.name   # noqa: E731
@@ -388,7 +387,7 @@ def test_every_entry_has_a_class_and_an_order():
     for name in ("vecdot", "matvec", "vecmat"):
         fn = getattr(np, name, None)
         if isinstance(fn, np.ufunc):
-            assert name in HANDLED_UFUNCS and UFUNC_KINDS[name][0] == "matmul model"
+            assert name in HANDLED_UFUNCS and KINDS[name][0] == "matmul model"
         elif fn is not None:
             assert fn in HANDLED_FUNCTIONS and KINDS[fn][0] == "matmul model"
 

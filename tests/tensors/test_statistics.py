@@ -17,7 +17,7 @@ from tensor_inputs import rr, same
 
 import lowprec as lp
 from lowprec.tensors import HANDLED_FUNCTIONS
-from lowprec.tensors.functions import KINDS
+from lowprec.tensors.core import KINDS
 
 FMTS = [lp.FP16, lp.BF16, lp.FP8_E4M3, lp.FP32, lp.FP4_E2M1]
 ids = lambda f: f.name   # noqa: E731
