@@ -35,7 +35,7 @@ from ..formats import (
 from ..formats import format as _format
 from ..rounding import round as _round
 from ..status import quiet
-from . import fused
+from . import fastgroups, fused
 
 __all__ = ["Instruction", "MatrixUnit", "ALGORITHMS"]
 
@@ -218,6 +218,51 @@ class Instruction:
             return total if out == FP32 else np.asarray(quiet(_round, total, out))
         return d
 
+    def fast(self, fa: Format, fb: Format) -> bool:
+        """Whether `dot_matrix` takes the fast paths of `fastgroups` for inputs ``fa``
+        and ``fb`` (FP8 and FP4 groups of the nv-* and amd-fp8 algorithms)."""
+        return fastgroups.covers(self.algorithm, self.block, fa, fb,
+                                 scale_block=self.scale_block)
+
+    def dot_matrix(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, fa: Format,
+                   fb: Format, out: Format, sa: np.ndarray | None = None,
+                   sb: np.ndarray | None = None, bound: int = 1 << 26) -> np.ndarray:
+        """`dot` of every row of ``a`` (M, K) with every column of ``b`` (K, N), c of
+        shape (M, N), block-scaled with ``sa`` (M, K / scale_block) and ``sb``
+        (K / scale_block, N), through `fastgroups` a group at a time (only where
+        `fast`): bit for bit `dot`'s outputs. ``bound``: bytes for the outputs that
+        take the reference kernel, a batch at a time."""
+        d = np.array(c, dtype=np.float64)
+        a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+        K, k, alg = a.shape[1], self.block, self.algorithm
+        if self.promote_every is not None:
+            total, d = d, np.zeros_like(d)
+        for j in range(0, K, k):
+            A, B = a[:, j:j + k], b[j:j + k]
+            if alg == "nv-fused":
+                d = fastgroups.nv_fused(A, B, d, fa, fb, out, self.fraction_bits,
+                                        self.out_mode(out), bound=bound)
+            elif alg == "nv-mx":
+                s = j // self.scale_block          # one scale per group (`fastgroups.covers`)
+                d = fastgroups.nv_fused(A, B, d, fa, fb, out, self.fraction_bits,
+                                        self.out_mode(out), sa[:, s], sb[s], bound=bound)
+            elif alg == "nv-fp4":
+                sb_ = self.scale_block
+                reps = sb_ // 16
+                qa = np.repeat(sa[:, j // sb_:(j + k) // sb_], reps, axis=1)
+                qb = np.repeat(sb[j // sb_:(j + k) // sb_], reps, axis=0)
+                d = fastgroups.nv_block_fp4(A, B, d, qa, qb, self.scales[0],
+                                            self.fraction_bits, bound=bound)
+            else:
+                d = fastgroups.amd_fp8(A, B, d, fa, fb, bound=bound)
+            if self.promote_every is not None and (
+                    (j + k) % self.promote_every == 0 or j + k >= K):
+                total = np.asarray(quiet(_add, total, d, FP32), dtype=np.float64)
+                d = np.zeros_like(d)
+        if self.promote_every is not None:
+            return total if out == FP32 else np.asarray(quiet(_round, total, out))
+        return d
+
     def _group(self, a, b, c, fa, fb, out, sa, sb, j):
         alg = self.algorithm
         if alg == "nv-fused":
@@ -367,11 +412,16 @@ class InstructionKernel:
         self.ins, self.fmt, self.out, self.memory_bound = ins, fmt, out, memory_bound
         self.fmt_b = fmt if fmt_b is None else fmt_b      # b's format, when it differs
         self.k_unit = ins.block
+        self.fast = ins.fast(self.fmt, self.fmt_b)
 
     def target_outputs(self, K: int) -> int:
         return 1 << 16
 
     def bytes_per_output(self, K: int) -> int:
+        if self.fast:
+            # About forty float64 and int64 arrays of the outputs (`fastgroups`); the
+            # outputs that take the reference kernel have a quarter of the bound.
+            return 320
         # Two gathered rows of K (padded) and about eight int64 term arrays of a group.
         k = self.ins.block
         return 16 * (-(-K // k) * k) + 96 * (k + 1) + 64
@@ -388,6 +438,11 @@ class InstructionKernel:
             a = np.concatenate([a, np.zeros((nb, M, pad))], axis=-1)
             bt = np.concatenate([bt, np.zeros((nb, N, pad))], axis=-1)
         Kp = K + pad
+        if self.fast:
+            bt = np.swapaxes(bt, 1, 2)
+            return np.stack([self.ins.dot_matrix(a[i], bt[i], c[i], self.fmt, self.fmt_b,
+                                                 self.out, bound=self.memory_bound // 4)
+                             for i in range(nb)])
         rows_a = np.broadcast_to(a[:, :, None, :], (nb, M, N, Kp)).reshape(-1, Kp)
         rows_b = np.broadcast_to(bt[:, None, :, :], (nb, M, N, Kp)).reshape(-1, Kp)
         d = np.array(c, dtype=np.float64).reshape(-1)
