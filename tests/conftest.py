@@ -1,6 +1,14 @@
+"""The tests directory on ``sys.path`` (the suite runs with ``--import-mode=importlib``,
+which adds nothing), so that test modules import their shared code as ``helpers``,
+``peers``, ``tensor_inputs`` and ``oracles.*``; and the Hypothesis profiles."""
+
 import os
+import sys
+from pathlib import Path
 
 from hypothesis import HealthCheck, settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # Two profiles, chosen by HYPOTHESIS_PROFILE; "ci" unless it says "dev", so the README's
 # test command gives every user the same examples. Neither has a deadline (2 shared

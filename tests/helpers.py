@@ -1,10 +1,16 @@
 """The suite's shared helpers, defined once: comparisons of floating-point results and
 oracles that decode bit patterns from a format's definition alone.
 
-``from helpers import same, assert_same`` (like ``from peers import ...``: the tests
-directory is on ``sys.path``). Nothing here calls lowprec's rounding or decoding, so the
-oracles stay independent of the code they check; and nothing here uses an optional peer
-(the root ``conftest.py`` finds a test's peers through its own module only).
+The vocabulary of equality, each checking shapes where it says so:
+
+- `assert_bits`: float64 bit patterns, NaN payloads included;
+- `assert_same`: NaN equals NaN, and signed zeros must agree;
+- `assert_values`: ``==`` with NaN equal to NaN, the sign of zero ignored.
+
+``from helpers import assert_same`` (like ``from peers import ...``: tests/conftest.py puts
+the tests directory on ``sys.path``). Nothing here calls lowprec's rounding or decoding,
+so the oracles stay independent of the code they check; nothing here uses an optional
+peer.
 """
 
 from __future__ import annotations
@@ -12,11 +18,19 @@ from __future__ import annotations
 import functools
 import math
 from fractions import Fraction
+from html.parser import HTMLParser
+from pathlib import Path
 
 import numpy as np
 
-__all__ = ["same", "all_same", "assert_same", "equal_or_both_nan", "assert_bitwise_equal",
-           "fp32_bits", "from_fp32_bits", "decode_layout", "decode_by_definition"]
+__all__ = ["same", "all_same", "assert_same", "assert_bits", "assert_values",
+           "equal_or_both_nan", "assert_bitwise_equal", "fp32_bits", "from_fp32_bits",
+           "decode_layout", "decode_by_definition", "TESTS", "ROOT", "DATA", "parse_html"]
+
+#: The tests directory, the repository root, and the recorded measurements.
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+DATA = TESTS / "data"
 
 
 # -- comparisons -----------------------------------------------------------------------
@@ -41,6 +55,32 @@ def assert_same(got, want, *context):
         pieces = [repr(np.asarray(c).reshape(-1)[i] if np.size(c) > 1 else c) for c in context]
         raise AssertionError(f"{(~ok).sum()} mismatches; got {np.asarray(got).reshape(-1)[i]!r}"
                              f" want {np.asarray(want).reshape(-1)[i]!r} for {pieces}")
+
+
+def _shapes(got, want):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"
+    return got, want
+
+
+def assert_bits(got, want, *context):
+    """Assert equal shapes and equal float64 bit patterns: the signs of zeros and NaN
+    payloads included. The message shows the first five mismatches, with the matching
+    elements of each array in ``context`` (the inputs, say)."""
+    got, want = _shapes(got, want)
+    bad = np.flatnonzero(got.view(np.uint64).ravel() != want.view(np.uint64).ravel())[:5]
+    if bad.size:
+        pieces = [repr(np.asarray(c).reshape(-1)[bad] if np.size(c) > 1 else c)
+                  for c in context]
+        raise AssertionError(f"bit patterns differ at {bad}: got {got.ravel()[bad]!r} "
+                             f"want {want.ravel()[bad]!r} for {pieces}")
+
+
+def assert_values(got, want):
+    """Assert equal shapes and values, NaN equal to NaN and the sign of zero ignored (where
+    NumPy itself leaves the sign unspecified)."""
+    got, want = _shapes(got, want)
+    assert np.array_equal(got, want, equal_nan=True), f"{got!r} != {want!r}"
 
 
 def equal_or_both_nan(a, b):
@@ -94,3 +134,64 @@ def decode_by_definition(fmt):
     constants)."""
     return decode_layout(fmt.exponent_bits, fmt.mantissa_bits, fmt.bias, fmt.subnormals,
                          fmt.kind)
+
+
+# -- HTML displays ----------------------------------------------------------------------
+
+class _Tree(HTMLParser):
+    """Checks that tags nest and close, and collects the text, the bit boxes (cells
+    whose title names a field) and the table rows (header, cell) of an HTML string."""
+
+    VOID = {"br", "hr", "img", "meta", "col", "wbr", "input"}
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.stack, self.errors, self.text = [], [], []
+        self.bits, self.rows, self.tags = [], [], []
+        self.headed = []            # the rows that start with a header cell
+        self._cell = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.tags.append((tag, attrs))
+        if tag not in self.VOID:
+            self.stack.append(tag)
+        if tag == "td" and (attrs.get("title") or "").endswith(" bit"):
+            self.bits.append([attrs["title"][:-4], ""])
+            self._cell = "bit"
+        elif tag == "tr":
+            self.rows.append([])
+        elif tag in ("th", "td") and self.rows:
+            self.rows[-1].append("")
+            self.headed.append(self.rows[-1]) if tag == "th" else None
+            self._cell = "row"
+
+    def handle_endtag(self, tag):
+        if tag in self.VOID:
+            return
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"</{tag}> closes {self.stack[-1:] or 'nothing'}")
+        else:
+            self.stack.pop()
+        if tag in ("td", "th"):
+            self._cell = None
+
+    def handle_data(self, data):
+        self.text.append(data)
+        if self._cell == "bit":
+            self.bits[-1][1] += data
+        elif self._cell == "row":
+            self.rows[-1][-1] += data
+
+
+def parse_html(markup: str) -> _Tree:
+    """The `_Tree` of an HTML string, asserted well formed and free of scripts."""
+    tree = _Tree()
+    tree.feed(markup)
+    tree.close()
+    assert not tree.errors, tree.errors
+    assert not tree.stack, f"unclosed tags: {tree.stack}"
+    assert "<script" not in markup.lower() and "<style" not in markup.lower()
+    assert not any(name.startswith("on") for _, attrs in tree.tags for name in attrs), \
+        "no event handlers (no JavaScript)"
+    return tree

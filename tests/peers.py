@@ -1,20 +1,25 @@
-"""The suite's optional peers (other libraries used as oracles), imported once.
+"""The suite's optional peers (other libraries used as oracles), imported once, and the
+markers that declare them on a test.
 
-``from peers import ml_dtypes, gmpy2`` gives the module, or, when it is not
-installed, a stand-in whose attributes are stand-ins too, so that a test module
-still imports. The root ``conftest.py`` skips, with a reason naming the peer, every
-test that reaches a stand-in: through its own code, a helper function of its module,
-a module-level table, or a parameter; and a test that fails only because a stand-in
-was used (inside a Hypothesis strategy, say: the error names ``<missing peer ...>``)
-is reported as skipped. A missing peer therefore skips the comparisons that need it
-and nothing else; it never fails a test.
+``from peers import ml_dtypes, gmpy2`` gives the module, or, when it is not installed, a
+`Missing` stand-in whose attributes are stand-ins too, so that a test module still
+imports (parameter lists may name ``ml_dtypes.bfloat16``). A test that needs a peer
+says so with a marker, pint's way: ``@requires_ml_dtypes``, or for a whole module
+``pytestmark = [requires_ml_dtypes, pytest.mark.oracle]``; the marker skips it with a
+reason naming the peer when the peer is absent. Every comparison with ml_dtypes or gmpy2
+is also marked ``oracle`` (CI runs ``-m oracle`` with the oldest ml_dtypes declared).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
-__all__ = ["ml_dtypes", "gmpy2", "Missing", "optional", "version_at_least", "np_dtype"]
+import pytest
+
+__all__ = ["ml_dtypes", "gmpy2", "Missing", "optional", "version_at_least", "np_dtype",
+           "requires", "requires_ml_dtypes", "requires_gmpy2", "requires_gfloat",
+           "requires_torchao"]
 
 
 class Missing:
@@ -75,3 +80,17 @@ def version_at_least(module, version: str) -> bool:
 
 ml_dtypes = optional("ml_dtypes")
 gmpy2 = optional("gmpy2")
+
+
+def requires(*names: str) -> pytest.MarkDecorator:
+    """A marker that skips a test, naming the peer, unless every module of ``names``
+    is installed."""
+    missing = next((n for n in names if importlib.util.find_spec(n) is None), None)
+    return pytest.mark.skipif(missing is not None, reason=f"{missing} is not installed "
+                              f"(pip install {missing}); comparison skipped")
+
+
+requires_ml_dtypes = requires("ml_dtypes")
+requires_gmpy2 = requires("gmpy2")
+requires_gfloat = requires("gfloat")
+requires_torchao = requires("torch", "torchao")

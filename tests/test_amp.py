@@ -24,7 +24,7 @@ import pytest
 
 import lowprec as lp
 from lowprec import amp, nn
-from peers import ml_dtypes
+from peers import ml_dtypes, requires_ml_dtypes
 
 F32 = np.float32
 
@@ -100,6 +100,8 @@ def test_scale_and_unscale_values():
     assert np.asarray(grads[1]).tolist() == [[2.0**-46]]
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_unscale_of_bf16_gradients_goes_through_fp32():
     s = amp.GradScaler(init_scale=3.0)
     (g,), _ = s.unscale([lp.tensor([1.0, 3.0], "bf16")])
@@ -359,6 +361,8 @@ def test_adam_in_fp32_is_numpy_float32():
     assert np.asarray(p.value).tolist() == w.astype(np.float64).tolist()
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_bf16_sgd_loses_updates_below_half_an_ulp():
     rng = np.random.default_rng(2)
     w0 = rng.uniform(0.5, 4.0, 2000) * rng.choice([-1, 1], 2000)
@@ -417,6 +421,8 @@ def test_fp32_master_weights_keep_what_bf16_weights_lose():
     assert np.asarray(mixed.value).tolist() == [1 - 2.0**-7]
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_working_copies_are_the_masters_rounded_to_nearest():
     rng = np.random.default_rng(3)
     params = [nn.Parameter(lp.tensor(rng.standard_normal(50), "fp32"))]

@@ -20,7 +20,7 @@ import pytest
 import lowprec as lp
 import lowprec.array_api as xp
 from lowprec.testing import reference_round
-from peers import ml_dtypes
+from peers import ml_dtypes, requires_ml_dtypes
 
 F = Fraction
 
@@ -136,6 +136,8 @@ def test_fp16_policy_is_numpy_float16_arithmetic_whatever_dtype_is_asked():
     _same(h.asarray(v, dtype=h.float64), v.astype(np.float16))
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("op", ["add", "subtract", "multiply", "divide"])
 def test_bf16_policy_equals_ml_dtypes_bfloat16(op):
     bf = lp.array_namespace("bf16")

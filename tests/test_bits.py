@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import lowprec as lp
 from lowprec import testing as lpt
-from peers import ml_dtypes
+from peers import ml_dtypes, requires_ml_dtypes
 
 ORACLES = {lp.FP16: np.float16, lp.BF16: ml_dtypes.bfloat16,
            lp.FP8_E4M3: ml_dtypes.float8_e4m3fn, lp.FP8_E5M2: ml_dtypes.float8_e5m2,
@@ -31,6 +31,8 @@ def oracle_values(fmt):
         return patterns.view(dt).astype(np.float64)
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("fmt", list(ORACLES), ids=lambda f: f.name)
 def test_decode_every_pattern_matches_oracle(fmt):
     got = lp.decode(np.arange(2 ** fmt.bits, dtype=np.uint64), fmt)
@@ -194,6 +196,8 @@ def _without_subnormals(fmt):
                      subnormals=False)
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("fmt", [f for f in ORACLES if f.subnormals], ids=lambda f: f.name)
 def test_round_trip_without_subnormals_every_pattern(fmt):
     # Oracle: the subnormals=True format's value from NumPy / ml_dtypes; patterns with
@@ -259,6 +263,8 @@ def _exact(v):
     return float(v) if not np.isfinite(v) or v == 0 else Fraction(*v.as_integer_ratio())
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("dtype", INPUT_DTYPES)
 @pytest.mark.parametrize("fmt", list(PATTERN_ORACLES), ids=lambda f: f.name)
 def test_encode_every_input_dtype_chunk_by_chunk(monkeypatch, dtype, fmt):
@@ -292,6 +298,8 @@ def test_encode_every_input_dtype_chunk_by_chunk(monkeypatch, dtype, fmt):
     assert bad.size == 0, f"{x[bad[:3]]}: got {got[bad[:3]]}, want {want[bad[:3]]}"
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("dtype, udt, patterns", [
     ("float64", np.uint64, [0x7FF0_0000_0000_0001, 0xFFF4_0000_0000_0000]),
     ("float32", np.uint32, [0x7F80_0001, 0xFFA0_0000]),
@@ -313,6 +321,8 @@ def test_encode_of_a_signalling_nan_is_the_canonical_quiet_nan(dtype, udt, patte
     assert f.invalid == 4
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_encode_and_decode_of_forty_dimensional_arrays(monkeypatch):
     # NumPy allows 64 dimensions, but np.broadcast_shapes and friends stop at 32.
     import lowprec.engine.parallel as kernel

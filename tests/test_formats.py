@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import lowprec as lp
-from helpers import decode_layout
-from peers import ml_dtypes, np_dtype
+from helpers import decode_layout, parse_html
+from peers import ml_dtypes, np_dtype, requires_ml_dtypes
 
 ORACLE_DTYPES = {
     "FP64": np.float64, "FP32": np.float32, "FP16": np.float16,
@@ -21,16 +21,22 @@ ORACLE_DTYPES = {
 ALL = list(lp.NAMED_FORMATS.values())
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_fourteen_named_formats():
     assert len(lp.NAMED_FORMATS) == 14
     assert set(ORACLE_DTYPES) | {"TF32", "UE4M3"} == set(lp.NAMED_FORMATS)
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("name", sorted(ORACLE_DTYPES))
 def test_constants_match_finfo_of_oracle(name):
     assert_finfo_matches(lp.NAMED_FORMATS[name], ORACLE_DTYPES[name])
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("name", sorted(lp.NAMED_FORMATS))
 def test_numpy_dtype_name_is_the_oracle_dtypes_name(name):
     # The dtype NumPy or ml_dtypes has for the format, by its own name; TF32 has none.
@@ -89,6 +95,8 @@ def test_frozen_and_hashable():
     assert lp.FP8_E4M3 != lp.FP8_E4M3FNUZ
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("spec, expected", [
     ("fp16", "FP16"), ("half", "FP16"), ("float16", "FP16"), ("binary16", "FP16"),
     ("bf16", "BF16"), ("bfloat16", "BF16"), ("fp32", "FP32"), ("float32", "FP32"),
@@ -256,6 +264,8 @@ def table_rows(fmt):
     return dict(line.split("  ", 1) for line in fmt.table().splitlines())
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("name", sorted(ORACLE_DTYPES))
 def test_table_shows_the_constants_of_the_oracle(name):
     fmt, dt = lp.NAMED_FORMATS[name], ORACLE_DTYPES[name]
@@ -337,6 +347,8 @@ def test_custom_with_one_bit_of_precision_has_no_nan():
     assert lp.Format.custom(precision=1, emax=3).has_nan is False
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("ints", [np.int64, np.int32, np.int16, np.int8, np.uint8])
 def test_numpy_integer_parameters_behave_as_ints(ints):
     for fmt, dt in ((lp.Format(ints(5), ints(10)), np.float16),
@@ -384,6 +396,8 @@ def test_non_specs_raise_type_error_listing_valid_names(spec):
         lp.format(spec)
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("name", ["float8_e4m3", "float8_e3m4", "float8_e4m3b11fnuz",
                                   "float8_e5m3fnu"])
 def test_other_ml_dtypes_float8_types(name):
@@ -401,3 +415,25 @@ def test_other_ml_dtypes_float8_types(name):
     assert np.array_equal(np.signbit(ours[number]), np.signbit(theirs[number]))
     assert fmt.has_inf == bool(np.isinf(theirs).any())
     assert fmt.has_nan == bool(np.isnan(theirs).any())
+
+
+# -- the rich (HTML) display ---------------------------------------------------------------
+
+@pytest.mark.parametrize("spec, info", [
+    ("fp16", np.finfo(np.float16)), ("fp32", np.finfo(np.float32)),
+    ("bf16", ml_dtypes.finfo(ml_dtypes.bfloat16)),
+    ("e4m3", ml_dtypes.finfo(ml_dtypes.float8_e4m3fn)),
+    ("e5m2", ml_dtypes.finfo(ml_dtypes.float8_e5m2))])
+def test_format_html_is_its_table_with_finfo_values(spec, info):
+    fmt = lp.format(spec)
+    tree = parse_html(fmt._repr_html_())
+    rows = dict(tuple(r) for r in tree.headed)
+    assert len(rows) == len(fmt.table().splitlines())
+    assert rows["bits"] == str(info.bits)
+    assert rows["mantissa bits"] == str(info.nmant)
+    assert rows["exponent bits"] == str(info.nexp)
+    assert rows["max"] == repr(float(info.max))
+    assert rows["eps"] == repr(float(info.eps))
+    assert rows["smallest normal"] == repr(float(info.smallest_normal))
+    assert rows["smallest subnormal"] == repr(float(info.smallest_subnormal))
+    assert repr(fmt) in "".join(tree.text)       # the caption: how to spell it

@@ -177,3 +177,45 @@ def test_the_design_doc_names_the_file_of_every_public_function_and_class():
         if not re.search(rf"(?<!\w){re.escape(name)}\b", ROWS.get(path, "")):
             wrong.append(f"lp.{name} is in {path}, whose row does not name it")
     assert not wrong, wrong
+
+
+# -- the tests mirror the package -------------------------------------------------------
+
+TESTS = ROOT / "tests"
+
+#: Test files that test no one module: each with its reason.
+CROSS_CUTTING = {
+    "test_layering.py": "holds DESIGN.md's layout and this mirror rule against the tree",
+    "test_typing.py": "every public signature of every module carries type hints",
+    "test_notebooks.py": "notebooks/ (each .ipynb is its Jupytext .py's cells)",
+}
+
+
+def _tested_module(test: pathlib.Path) -> list[pathlib.Path]:
+    """Where ``tests/X/test_Y.py`` may point: ``lowprec/X/Y.py`` or the package
+    ``lowprec/X/Y/``; ``test_Y_aspect.py`` holds one aspect of a large ``Y``."""
+    rel = test.relative_to(TESTS)
+    stem = rel.name.removeprefix("test_").removesuffix(".py")
+    where = PACKAGE.joinpath(*rel.parts[:-1])
+    parts = stem.split("_")
+    stems = ["_".join(parts[:i]) for i in range(len(parts), 0, -1)]
+    return [p for s in stems for p in (where / f"{s}.py", where / s / "__init__.py")]
+
+
+def test_each_test_file_is_named_for_a_module_of_lowprec():
+    """A test of ``lowprec/X/Y.py`` lives in ``tests/X/test_Y.py`` (of a package as a
+    whole, in ``tests/X/test_Y.py`` for ``lowprec/X/Y/``); comparisons with other
+    libraries live in ``tests/peers/``, reference implementations in ``tests/oracles/``."""
+    strays = []
+    for test in sorted(TESTS.rglob("test_*.py")):
+        rel = test.relative_to(TESTS)
+        if rel.parts[0] in ("peers", "oracles", "data") or str(rel) in CROSS_CUTTING:
+            continue
+        if not any(p.is_file() for p in _tested_module(test)):
+            strays.append(str(rel))
+    assert not strays, (f"{strays}: a test of lowprec/X/Y.py goes in tests/X/test_Y.py, a "
+                        "comparison with another library in tests/peers/")
+
+
+def test_the_cross_cutting_test_files_exist():
+    assert all((TESTS / name).is_file() for name in CROSS_CUTTING)

@@ -9,7 +9,7 @@ import pytest
 
 import lowprec as lp
 from lowprec.testing import reference_round
-from peers import ml_dtypes
+from peers import ml_dtypes, requires_ml_dtypes
 
 
 def block(first, rest=1.0, n=32):
@@ -108,6 +108,8 @@ def test_stochastic_rounding_of_elements():
     assert set(q1.elements[1:].tolist()) <= {1.0, 1.5} and len(set(q1.elements[1:])) == 2
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_nvfp4_recipe_step_by_step_in_float32():
     # The recipe in float32 arithmetic with ml_dtypes' casts as the oracle: tensor scale
     # amax / (6 * 448); block scale RN_e4m3(amax_b / 6 / ts); elements

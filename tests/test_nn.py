@@ -12,7 +12,7 @@ import pytest
 
 import lowprec as lp
 from lowprec import nn
-from peers import ml_dtypes
+from peers import ml_dtypes, requires_ml_dtypes
 
 GELU_C, GELU_A = np.sqrt(2 / np.pi), 0.044715
 
@@ -175,6 +175,8 @@ def test_gradient_format_is_the_parameters_choice():
     assert np.asarray(layer.bias.grad).tolist() == [1.0, 1.0]      # a tie, to even
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("fmt,dtype", [("bf16", ml_dtypes.bfloat16), ("fp16", np.float16)])
 def test_every_result_is_a_value_of_the_format(fmt, dtype):
     rng = np.random.default_rng(2)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import lowprec as lp
-from peers import ml_dtypes
+from peers import ml_dtypes, requires_ml_dtypes
 
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
@@ -45,6 +45,8 @@ def artists(ax, gid):
     return [line for line in ax.lines if line.get_gid() == gid]
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("spec", sorted(DTYPES))
 def test_values_draws_exactly_the_finite_values_of_ml_dtypes(spec):
     ax = lplot.values(spec)
@@ -131,6 +133,8 @@ def _by_search(x, values, mode):
     return np.where(x >= 0, below, above)           # rz
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("around", [None, 0.0, -3.0, 200.0])
 def test_rounding_staircases_match_ml_dtypes(around):
     modes = ("rne", "rz", "ru", "rd")

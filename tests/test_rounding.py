@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import threading
+import tracemalloc
 import zlib
 from fractions import Fraction
 
@@ -19,9 +20,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lowprec as lp
+import lowprec.engine.parallel as parallel
 from helpers import assert_same, same
 from lowprec import testing as lpt
-from peers import gmpy2, ml_dtypes
+from peers import gmpy2, ml_dtypes, requires_gmpy2, requires_ml_dtypes
 
 DET_MODES = ("rne", "rna", "rz", "ru", "rd", "ro")
 CUSTOM = [lp.Format.custom(precision=5, emax=7, name="custom_p5_e7"),
@@ -67,6 +69,8 @@ def mpfr_round(x, fmt, mode):
         return float(gmpy2.mpfr(x))
 
 
+@requires_gmpy2
+@pytest.mark.oracle
 @pytest.mark.parametrize("fmt", IEEE, ids=lambda f: f.name)
 @pytest.mark.parametrize("mode", sorted(MPFR_MODE))
 @settings(max_examples=120)
@@ -76,6 +80,8 @@ def test_reference_round_matches_mpfr(fmt, mode, data):
     assert same(lpt.reference_round(x, fmt, mode), mpfr_round(x, fmt, mode))
 
 
+@requires_gmpy2
+@pytest.mark.oracle
 @pytest.mark.parametrize("fmt", [lp.FP8_E5M2, CUSTOM[0]], ids=lambda f: f.name)
 @pytest.mark.parametrize("mode", sorted(MPFR_MODE))
 def test_reference_round_matches_mpfr_on_targeted_values(fmt, mode):
@@ -302,6 +308,8 @@ def float32_sweep(fmt):
                            np.array([np.inf, -np.inf, np.nan, 0.0, -0.0], np.float32)])
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("fmt", list(ML_CASTS), ids=lambda f: f.name)
 def test_rne_from_float32_equals_numpy_and_ml_dtypes_casts(fmt):
     x = float32_sweep(fmt)
@@ -347,6 +355,8 @@ def test_python_ints_beyond_64_bits_round_once(fmt):
         lp.round(np.array(xs[:3], dtype=object), fmt)
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("fmt", list(ML_CASTS), ids=lambda f: f.name)
 def test_encode_from_float32_equals_the_casts_bit_patterns(fmt):
     # Bit for bit, so the sign of a NaN from overflow counts too: E4M3 (fn) sends -1000
@@ -362,6 +372,8 @@ def test_encode_from_float32_equals_the_casts_bit_patterns(fmt):
     assert bad.size == 0, (x[bad[:5]].tolist(), got[bad[:5]].tolist(), expected[bad[:5]].tolist())
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("fmt, dtype", [(lp.FP6_E2M3, ml_dtypes.float6_e2m3fn),
                                         (lp.FP6_E3M2, ml_dtypes.float6_e3m2fn),
                                         (lp.FP4_E2M1, ml_dtypes.float4_e2m1fn)])
@@ -462,6 +474,8 @@ def test_subnormals_false_goes_to_zero_or_tiny():
 
 # -- inputs ---------------------------------------------------------------------------
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_input_types_round_the_exact_value():
     big = np.array([2**62 + 2**40 + 1, -(2**61) - 1, 2**53 + 1], dtype=np.int64)
     expected = [lpt.reference_round(int(v), "fp32", "ru") for v in big]
@@ -507,6 +521,8 @@ def sample_of(dtype, n, seed):
     return x, exact
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("dtype", INPUT_DTYPES)
 @pytest.mark.parametrize("fmt, mode", [(lp.BF16, "ru"), (lp.FP8_E4M3, "rne"), (lp.FP16, "ro"),
                                        (lp.FP64, "rz")], ids=lambda v: getattr(v, "name", v))
@@ -554,6 +570,8 @@ def signalling_sample(dtype):
     return bits.view(dt), len(snans), (bits & top).astype(bool)
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("dtype", list(SNAN_BITS))
 @pytest.mark.parametrize("fmt", [lp.FP64, lp.FP32, lp.BF16, lp.FP16, lp.FP8_E4M3, lp.FP8_E5M2,
                                  lp.FP8_E4M3FNUZ, lp.FP4_E2M1], ids=lambda f: f.name)
@@ -716,6 +734,8 @@ def test_round_exact_takes_real_numbers_only(hi, lo, name, match):
         lp.round_exact(hi, lo, "bf16")
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_round_exact_takes_what_round_takes():
     # float32, ints, bools and ml_dtypes values are float64 values: the Fraction reference
     # of hi + lo decides. An int64 that float64 cannot hold is refused (hi must be fl(v)).
@@ -795,6 +815,8 @@ def test_round_exact_to_fp64_records_flags():
     assert r == 1 + 2.0**-52 and f.inexact == 1
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_reference_keeps_the_sign_of_nan_as_ml_dtypes_does():
     # E4M3 (fn) overflow and -inf give the NaN 0xFF (sign set) in ml_dtypes' cast; NaN
     # input keeps its sign. The reference's NaNs carry the same signs.
@@ -863,3 +885,94 @@ def test_a_nan_in_a_list_hides_no_wide_int(mode):
     assert math.isnan(got[0])
     assert got[1] == lpt.reference_round(Fraction(v), "bf16", mode)
     assert lp.decode(lp.encode([math.nan, v], "bf16", mode), "bf16")[1] == got[1]
+
+
+MEMORY_DTYPES = ["float16", "float32", "float64", "int32", "int64", "uint64", "bool", "longdouble",
+          "bfloat16"]
+
+
+MEMORY_CALLS = {
+    "round-bf16": lambda x: lp.round(x, "bf16"),
+    "round-e4m3-rz": lambda x: lp.round(x, "e4m3", "rz"),        # the table lookup
+    "round-fp64-ru": lambda x: lp.round(x, "fp64", "ru"),        # FP64's (hi, lo) step
+    "round-fp16-sr": lambda x: lp.round(x, "fp16", "sr", rng=0),
+    "encode-bf16": lambda x: lp.encode(x, "bf16"),
+    "encode-e4m3-rd": lambda x: lp.encode(x, "e4m3", "rd"),
+    "encode-fp64": lambda x: lp.encode(x, "fp64"),
+}
+
+
+SMALL_CHUNK = 1 << 14
+
+
+N_MEMORY = 64 * SMALL_CHUNK
+
+
+def memory_values(dtype, n):
+    rng = np.random.default_rng(0)
+    if dtype == "bool":
+        return rng.random(n) < 0.5
+    if dtype in ("int32", "int64", "uint64"):
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max, n, dtype=dtype, endpoint=True)
+    x = rng.standard_normal(n) * 1000
+    return x.astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+
+
+def extra_bytes(call, x, listening):
+    call(x)                  # warm up: lookup tables, the pool
+    tracemalloc.start()
+    try:
+        if listening:
+            with lp.flags():
+                result = call(x)
+        else:
+            result = call(x)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak - result.nbytes
+
+
+# -- memory bound: a few chunk buffers per thread, whatever the input ----------------------
+
+# The documented bound (lowprec.rounding.WORK_BYTES, docs/rounding.md "Speed"): beyond its
+# result, `lp.round` or `lp.encode` holds at most ``WORK_BUFFERS`` buffers of ``CHUNK``
+# float64 values per thread, for every input dtype. Measured with tracemalloc (NumPy
+# reports its buffers to it) on one thread with small chunks, so that a full-size copy
+# is 64 chunk buffers.
+
+@requires_ml_dtypes
+@pytest.mark.oracle
+@pytest.mark.parametrize("listening", [False, True], ids=["plain", "flags"])
+@pytest.mark.parametrize("call", list(MEMORY_CALLS))
+@pytest.mark.parametrize("dtype", MEMORY_DTYPES)
+def test_extra_memory_stays_a_few_chunk_buffers(monkeypatch, dtype, call, listening):
+    monkeypatch.setattr(parallel, "CHUNK", SMALL_CHUNK)
+    before = lp.threads(1)
+    try:
+        extra = extra_bytes(MEMORY_CALLS[call], memory_values(dtype, N_MEMORY), listening)
+    finally:
+        lp.threads(before)
+    bound = parallel.WORK_BUFFERS * 8 * SMALL_CHUNK
+    assert extra <= bound, (f"{extra / (8 * SMALL_CHUNK):.1f} chunk buffers of extra memory, "
+                            f"bound {parallel.WORK_BUFFERS}")
+
+
+@requires_ml_dtypes
+@pytest.mark.oracle
+def test_the_bound_holds_per_thread(monkeypatch):
+    # Three spans, each with its own buffers: at most three times one thread's bound.
+    monkeypatch.setattr(parallel, "CHUNK", SMALL_CHUNK)
+    monkeypatch.setattr(parallel, "PARALLEL_MIN", N_MEMORY // 3)
+    before = lp.threads(3)
+    try:
+        extra = extra_bytes(MEMORY_CALLS["encode-bf16"], memory_values("int64", N_MEMORY), True)
+    finally:
+        lp.threads(before)
+    assert extra <= 3 * parallel.WORK_BUFFERS * 8 * SMALL_CHUNK
+
+
+def test_default_bound_is_what_the_docs_say():
+    # docs/rounding.md: chunks of 2**17 elements, "about 1 MiB of float64 per buffer".
+    assert parallel.CHUNK == 1 << 17 and parallel.WORK_BYTES == 16 * 2**20

@@ -16,7 +16,6 @@ from __future__ import annotations
 import copy
 import gc
 import math
-import pathlib
 import pickle
 import sys
 import tracemalloc
@@ -28,11 +27,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import lowprec as lp
-from helpers import assert_bitwise_equal, assert_same
+from helpers import DATA, assert_bitwise_equal, assert_same
 from lowprec.tensorcore import matmul  # the kernel itself (lp.matmul may wrap it for Tensors)
-from peers import ml_dtypes
+from peers import ml_dtypes, requires_ml_dtypes
 
-DATA = pathlib.Path(__file__).parent / "data" / "tensorcore"
+DATA = DATA / "tensorcore"
 FILES = sorted(DATA.glob("*.npz"))
 
 
@@ -775,6 +774,8 @@ def test_block_fma_edge_cases(a, b, c, expected):
         assert d == expected and not np.signbit(d)
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_block_fma_overflow_is_inf_even_under_round_toward_zero():
     big = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
     with lp.flags() as f:
@@ -1071,6 +1072,8 @@ DTYPE_FORMATS = [(np.float16, "fp16"), (np.float32, "fp32"), (ml_dtypes.bfloat16
                  (ml_dtypes.float8_e4m3fn, "e4m3"), (ml_dtypes.float8_e5m2, "e5m2")]
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("dtype, fmt", DTYPE_FORMATS, ids=lambda v: getattr(v, "__name__", v))
 @pytest.mark.parametrize("model", ["exact", "fp32", "fp16", "a100", "h100", "h100-mma"])
 def test_dtypes_that_name_a_format_need_no_in_fmt(dtype, fmt, model):
@@ -1104,6 +1107,8 @@ def test_float16_operands_against_a_float32_loop():
     assert np.array_equal(matmul(a, b, model="fp32"), acc.astype(np.float64))
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("da, db", [(np.float16, ml_dtypes.bfloat16),
                                     (np.float32, np.float16),
                                     (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2)],
@@ -1115,6 +1120,8 @@ def test_operands_of_two_dtype_formats_are_refused_naming_both(da, db):
     assert np.array_equal(matmul(a, b, model="exact", in_fmt="fp32"), np.full((2, 2), 2.0))
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("dtype", [np.float64, np.int64, list, ml_dtypes.int4],
                          ids=["float64", "int64", "list", "int4"])
 def test_float64_int_and_list_operands_still_need_in_fmt(dtype):

@@ -2,7 +2,9 @@
 
 import asyncio
 import copy
+import html
 import pickle
+import re
 import threading
 from fractions import Fraction
 
@@ -13,9 +15,9 @@ from hypothesis import strategies as st
 
 import lowprec as lp
 from helpers import all_same as same  # one bool: every element the same
-from helpers import assert_same
+from helpers import assert_same, parse_html
 from lowprec import testing as lpt
-from peers import ml_dtypes
+from peers import ml_dtypes, requires_ml_dtypes
 
 FORMATS = [lp.FP16, lp.BF16, lp.FP8_E4M3, lp.FP8_E5M2, lp.FP32, lp.FP6_E3M2]
 DET_MODES = ("rne", "rna", "rz", "ru", "rd", "ro")
@@ -256,6 +258,8 @@ def test_unsupported_calls_raise_type_error_naming_them():
         lp.tensor([1.0])
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_conversions():
     t = lp.tensor([0.1, 1e-5, 300.0], "bf16")
     assert t.astype("e4m3").fmt is lp.FP8_E4M3
@@ -672,6 +676,8 @@ DTYPE_FORMATS = [(np.float16, lp.FP16), (np.float32, lp.FP32), (ml_dtypes.bfloat
                  (ml_dtypes.float4_e2m1fn, lp.FP4_E2M1)]
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("dtype, fmt", DTYPE_FORMATS, ids=[f.name for _, f in DTYPE_FORMATS])
 def test_tensor_takes_the_format_its_dtype_names(dtype, fmt):
     x = np.random.default_rng(0).standard_normal(64) * 4
@@ -699,12 +705,16 @@ def test_tensor_without_a_format_for_data_whose_dtype_names_none(data):
         lp.tensor(data)
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_tensor_of_scale_format_data_is_refused():
     # float8_e8m0fnu names E8M0, an unsigned scale format no Tensor holds.
     with pytest.raises(ValueError, match="unsigned scale format"):
         lp.tensor(np.ones(2, ml_dtypes.float8_e8m0fnu))
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("dtype, fmt", [(np.float16, lp.FP16), (ml_dtypes.bfloat16, lp.BF16)],
                          ids=["float16", "bfloat16"])
 def test_matmul_of_plain_arrays_takes_the_format_their_dtype_names(dtype, fmt):
@@ -871,3 +881,36 @@ def test_det_of_a_stack_with_an_odd_permutation():
     d = lp.linalg.det(lp.tensor(m, "fp16"))
     assert d.values.tolist() == [float(Fraction(1 * 4 - 2 * 3)), float(Fraction(0 - 1))]
     assert np.asarray(d).shape == (2,)
+
+
+# -- the rich (HTML) display ---------------------------------------------------------------
+
+def _numbers(text):
+    return re.findall(r"-?(?:inf|nan|\d+\.?\d*(?:e[-+]?\d+)?)", text)
+
+
+@pytest.mark.parametrize("shape", [(5,), (2000,), (40, 60), (3, 400, 2), ()])
+def test_tensor_html_truncates_as_numpy_does(shape):
+    rng = np.random.default_rng(1)
+    t = lp.tensor(rng.standard_normal(shape) * 100, "bf16")
+    values = np.asarray(t)
+    markup = t._repr_html_()
+    tree = parse_html(markup)
+    body = html.unescape("".join(tree.text))
+    oracle = np.array2string(values, separator=", ")   # NumPy's default threshold
+    assert ("..." in body) == ("..." in oracle)
+    shown = html.unescape(re.search(r"<pre[^>]*>(.*?)</pre>", markup, re.S).group(1))
+    assert len(_numbers(shown)) == len(_numbers(oracle))
+    assert f"shape {shape}" in body and "BF16" in body
+    # The values shown are the Tensor's, exactly: the first and the last element.
+    flat = values.ravel()
+    assert repr(float(flat[0])) in body and repr(float(flat[-1])) in body
+
+
+def test_tensor_html_follows_numpy_printoptions_and_stays_small():
+    t = lp.tensor(np.arange(10.0), "fp16")
+    with np.printoptions(threshold=5, edgeitems=2):
+        body = html.unescape("".join(parse_html(t._repr_html_()).text))
+        assert "0.0, 1.0, ..., 8.0, 9.0" in body
+    big = lp.tensor(np.zeros(10**6), "e4m3")
+    assert len(big._repr_html_()) < 2000

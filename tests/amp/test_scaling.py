@@ -11,7 +11,7 @@ import pytest
 import lowprec as lp
 from lowprec.amp.scaling import fractions
 from lowprec.testing import reference_round
-from peers import ml_dtypes
+from peers import ml_dtypes, requires_ml_dtypes
 
 f32 = np.float32
 
@@ -70,6 +70,8 @@ def exact_product(a, b):
              for j in range(b.shape[1])] for i in range(a.shape[0])]
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_delayed_scaling_products_match_reference():
     """forward, wgrad and dgrad of a Linear under FP8 delayed scaling, with the exact
     accumulation model: the scales from the amaxes this test feeds (Transformer Engine's
@@ -143,6 +145,8 @@ def ref_mxfp8(v, axis):
     return np.moveaxis(out, -1, axis)
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_mxfp8_products_quantize_along_each_contraction_axis():
     """Values whose quantized products sum exactly in FP32 (a narrow exponent range),
     so the product's reference is the exact sum of the reference-quantized operands."""
@@ -290,6 +294,8 @@ def test_scaling_errors():
 
 # -- block-scaled arrays as Tensors -------------------------------------------------------
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_block_scaled_as_array_and_tensor():
     rng = np.random.default_rng(5)
     x = rng.standard_normal((3, 40))

@@ -24,6 +24,7 @@ import lowprec as lp
 import lowprec.engine.parallel
 from helpers import assert_same, same
 from lowprec.testing import reference_round, values
+from peers import gmpy2, requires_gmpy2
 
 DET_MODES = ("rne", "rna", "rz", "ru", "rd", "ro")
 SMALL = ("FP8_E4M3", "FP8_E5M2", "FP6_E2M3", "FP6_E3M2", "FP4_E2M1")
@@ -417,7 +418,6 @@ _GMPY_MODES = {"rne": "RoundToNearest", "rz": "RoundToZero", "ru": "RoundUp",
 
 
 def _mpfr_context(fmt, mode):
-    gmpy2 = pytest.importorskip("gmpy2")
     fmt = lp.format(fmt)
     # MPFR's exponents are those of significands in [1/2, 1): emax + 1, and emin
     # chosen so that subnormalize gives the smallest subnormal 2**(emin - m).
@@ -427,7 +427,6 @@ def _mpfr_context(fmt, mode):
 
 
 def _mpfr_map(fn, fmt, mode, *columns):
-    gmpy2 = pytest.importorskip("gmpy2")
     exact = gmpy2.context(precision=53, emin=-1073, emax=1024, subnormalize=True)
     with gmpy2.context(exact):
         cols = [[gmpy2.mpfr(float(x)) for x in c] for c in columns]
@@ -436,10 +435,11 @@ def _mpfr_map(fn, fmt, mode, *columns):
         return np.array([float(fn(*xs)) for xs in zip(*cols)])
 
 
+@requires_gmpy2
+@pytest.mark.oracle
 @pytest.mark.parametrize("name", ("FP16", "BF16", "FP32"))
 @pytest.mark.parametrize("mode", sorted(_GMPY_MODES))
 def test_sqrt_against_mpfr(name, mode):
-    gmpy2 = pytest.importorskip("gmpy2")
     a = np.abs(_sqrt_operands(name, 20_000, seed=3 + len(name)))
     a = a[np.isfinite(a)]
     want = _mpfr_map(gmpy2.sqrt, name, mode, a)
@@ -477,7 +477,6 @@ def _mpfr_sqrt_rna_ro(a, name):
     """sqrt in rna and ro from MPFR's directed results: for x = sqrt(a) > 0 inexact,
     rz and ru are its neighbours; ro takes the odd one; rna takes ru exactly when
     x is their midpoint (x exact at one more bit of precision)."""
-    gmpy2 = pytest.importorskip("gmpy2")
     fmt = lp.format(name)
     down = _mpfr_map(gmpy2.sqrt, name, "rz", a)
     up = _mpfr_map(gmpy2.sqrt, name, "ru", a)
@@ -493,6 +492,8 @@ def _mpfr_sqrt_rna_ro(a, name):
     return rna, ro
 
 
+@requires_gmpy2
+@pytest.mark.oracle
 @pytest.mark.parametrize("name", ("FP16", "BF16", "FP32"))
 def test_sqrt_rna_ro_against_mpfr(name):
     fmt = lp.format(name)
@@ -504,10 +505,11 @@ def test_sqrt_rna_ro_against_mpfr(name):
     assert_same(lp.sqrt(a, name, "ro"), ro, a)
 
 
+@requires_gmpy2
+@pytest.mark.oracle
 @pytest.mark.parametrize("mode", sorted(_GMPY_MODES))
 @pytest.mark.parametrize("op", ("add", "sub", "mul", "div", "sqrt"))
 def test_fp64_against_mpfr(op, mode):
-    gmpy2 = pytest.importorskip("gmpy2")
     a, b = _fp64_operands(op, 5000, seed=11)
     if op == "sqrt":
         a = np.abs(a)
@@ -651,7 +653,6 @@ def test_fp64_stochastic_rounding_probability(op, operands, kw):
 
 def _mpfr_overflows(a, b, mode):
     """Whether a + b rounded with an unbounded exponent exceeds FP64's max (MPFR)."""
-    gmpy2 = pytest.importorskip("gmpy2")
     # rna goes beyond max exactly when rne does (max + ulp/2, the one tie there,
     # rounds up to even 2**1024), and ro exactly when rz does (max is odd).
     rnd = _GMPY_MODES[{"rna": "rne", "ro": "rz"}.get(mode, mode)]
@@ -660,6 +661,8 @@ def _mpfr_overflows(a, b, mode):
                 for x, y in zip(a.tolist(), b.tolist())]
 
 
+@requires_gmpy2
+@pytest.mark.oracle
 @pytest.mark.parametrize("mode", DET_MODES)
 def test_fp64_sum_overflow_counts_overflow_and_inexact(mode):
     big = np.finfo(np.float64).max
@@ -1539,10 +1542,11 @@ def _as_input(values, kind):
     return np.array(values, dtype=np.int64 if kind == "int64" else None)
 
 
+@requires_gmpy2
+@pytest.mark.oracle
 @pytest.mark.parametrize("kind", _KINDS)
 @pytest.mark.parametrize("name", ("BF16", "FP32", "FP64"))
 def test_wide_operands_sqrt_against_mpfr(kind, name):
-    gmpy2 = pytest.importorskip("gmpy2")
     x = _wide_operands(kind, 40, seed=3)
     xs = [abs(v) for v in (x if isinstance(x, list) else list(x))]
     if kind == "pyint":

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lowprec as lp
-from helpers import assert_same
+from helpers import assert_bits, assert_same
 from lowprec.arith import sequential as seqmod
 from lowprec.engine.plan import plan as make_plan
 from lowprec.status import FLAG_NAMES
@@ -83,15 +83,6 @@ def same_stream(g1, g2):
 
 def bits(a):
     return np.ascontiguousarray(a, np.float64).view(np.uint64)
-
-
-def assert_bits(got, want, *context):
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    bad = np.flatnonzero(bits(got).ravel() != bits(want).ravel())
-    if bad.size:
-        i = bad[:5]
-        raise AssertionError(f"{bad.size} differ at {i}: got {got.ravel()[i]} "
-                             f"want {want.ravel()[i]} ({context})")
 
 
 # -- data ---------------------------------------------------------------------------

@@ -24,21 +24,11 @@ import lowprec.arith.driver as driver
 import lowprec.arith.elementwise as elementwise
 import lowprec.arith.reductions as reductions
 import lowprec.engine.kernel as kernel
-from helpers import assert_same
+from helpers import assert_bits, assert_same
 from lowprec import testing as lpt
 from lowprec.status import FLAG_NAMES
 
 F32 = np.float32
-
-
-def assert_bits(got, want, *context):
-    """Bit for bit, NaNs' signs and payloads included (`assert_same` shows the values)."""
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    if not np.array_equal(got.view(np.uint64), want.view(np.uint64)):
-        assert_same(got, want, *context)
-        bad = np.flatnonzero(got.view(np.uint64) != want.view(np.uint64))[:5]
-        raise AssertionError(f"NaN bits differ at {bad}: {got.view(np.uint64)[bad]} "
-                             f"vs {want.view(np.uint64)[bad]}")
 
 
 def _counts(f):

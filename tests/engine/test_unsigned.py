@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lowprec as lp
-from peers import ml_dtypes, version_at_least
+from peers import ml_dtypes, requires_ml_dtypes, version_at_least
 
 
 def nearest_power_of_two(x):
@@ -23,6 +23,8 @@ def nearest_power_of_two(x):
     return max(v, 2.0**-127)
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_e8m0_every_pattern_matches_ml_dtypes():
     codes = np.arange(256, dtype=np.uint8)
     theirs = codes.view(ml_dtypes.float8_e8m0fnu).astype(np.float64)
@@ -33,6 +35,8 @@ def test_e8m0_every_pattern_matches_ml_dtypes():
     assert lp.E8M0.dtype_name == "float8_e8m0fnu" and lp.E8M0.bits == 8
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_ue4m3_is_e4m3_without_its_sign_bit():
     codes = np.arange(128, dtype=np.uint8)
     theirs = codes.view(ml_dtypes.float8_e4m3fn).astype(np.float64)
@@ -58,6 +62,8 @@ def test_e8m0_rounding_is_the_nearest_power_of_two(x):
     assert float(lp.round(x, "e8m0")) == nearest_power_of_two(x) or x > 2.0**127
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_e8m0_specials_follow_ml_dtypes():
     # No zero, no sign, no inf: 0, negatives, inf and overflow are NaN; a positive
     # underflow is the least value. ml_dtypes >= 0.5 (which has the type) agrees.
@@ -72,6 +78,8 @@ def test_e8m0_specials_follow_ml_dtypes():
     assert float(lp.round(2.0**130, "e8m0", saturate=True)) == 2.0**127
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_e8m0_rounding_matches_ml_dtypes_on_float32():
     rng = np.random.default_rng(8)
     x = np.abs(rng.standard_normal(20000)) * 2.0 ** rng.integers(-130, 130, 20000)
@@ -91,6 +99,8 @@ def test_e8m0_rounding_matches_ml_dtypes_on_float32():
     assert np.array_equal(lp.encode(x.astype(np.float64), "e8m0"), theirs)
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_ue4m3_rounding_is_e4m3_rounding_of_positive_values():
     rng = np.random.default_rng(43)
     x = np.abs(rng.standard_normal(20000)) * 2.0 ** rng.integers(-12, 9, 20000)
@@ -127,6 +137,8 @@ def test_a_tensor_cannot_hold_a_scale_format():
         lp.tensor([1.0], "fp16").astype("ue4m3")
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_e5m3fnu_rounds_as_ml_dtypes():
     """ml_dtypes' float8_e5m3fnu (unsigned E5M3, 0xFF NaN): float32 inputs, where
     ml_dtypes rounds once; negatives, overflow and inf go to NaN, -0 to +0."""

@@ -6,16 +6,15 @@ The H200 is the H100's chip (TENSORCORE.md lists it under the ``h100`` model).""
 
 import dataclasses
 import json
-import pathlib
 
 import numpy as np
 import pytest
 
 import lowprec as lp
-from helpers import fp32_bits, from_fp32_bits
+from helpers import DATA, fp32_bits, from_fp32_bits
 from lowprec.tensorcore import matmul
 
-HERE = pathlib.Path(__file__).parent / "data"
+HERE = DATA
 DATA = HERE / "torch-h200" / "torch_matmul.npz"
 
 

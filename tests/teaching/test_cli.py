@@ -3,7 +3,6 @@
 import csv
 import io
 import math
-import pathlib
 import re
 import shutil
 import subprocess
@@ -15,9 +14,10 @@ import numpy as np
 import pytest
 
 import lowprec as lp
+from helpers import DATA
 from lowprec.teaching.cli import main
 from lowprec.testing import reference_round
-from peers import ml_dtypes
+from peers import ml_dtypes, requires_ml_dtypes
 
 
 def run(*args):
@@ -57,6 +57,8 @@ def cells_by_format(out):
     return {r[0]: dict(zip(header, r)) for r in rows}
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_formats_table_lists_every_named_format(capsys):
     assert main(["formats"]) == 0
     table = cells_by_format(capsys.readouterr().out)
@@ -72,6 +74,8 @@ def test_formats_table_lists_every_named_format(capsys):
         assert 2.0 ** int(cells["min subnormal"][3:]) == float(fi.smallest_subnormal)
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_formats_table_fits_100_columns_and_wide_shows_every_column(capsys):
     # It was 174 columns wide.
     main(["formats"])
@@ -95,6 +99,8 @@ def test_formats_table_fits_100_columns_and_wide_shows_every_column(capsys):
     assert csv_header == re.split(r"\s{2,}", wide.splitlines()[0].strip())
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_formats_with_names_prints_each_parameter_table(capsys):
     # str(fmt) is the name now; its table is fmt.table(), printed by `formats NAME`.
     assert main(["formats", "bf16", "E4M3"]) == 0
@@ -114,6 +120,8 @@ def dtype_of(name):
     return getattr(ml_dtypes, name, None) or getattr(np, name, None)
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_every_dtype_name_shown_exists(capsys):
     # TF32's row used to show float19_e8m10, which is no dtype and lp.format refused.
     from lowprec.teaching.cli import format_table
@@ -153,6 +161,8 @@ def test_round_takes_negative_numbers_in_any_notation(capsys):
     assert out == ["-1e-08 -> -0.0", "-inf -> -inf", "-0.5 -> -0.5"]
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_explain_acceptance_bf16_one_tenth():
     r = run("explain", "0.1", "--fmt", "bf16")
     assert r.returncode == 0 and r.stderr == ""
@@ -167,6 +177,8 @@ def test_explain_acceptance_bf16_one_tenth():
     assert "flags       inexact" in r.stdout
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_explain_formats_and_modes(capsys):
     assert main(["explain", "0.1", "--fmt", "fp16", "--fmt", "e4m3", "e5m2"]) == 0
     out = capsys.readouterr().out
@@ -349,6 +361,8 @@ def test_version_through_the_console_script():
     assert r.returncode == 0 and r.stdout == f"lowprec {lp.__version__}\n"
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("args", [
     ["explain", "--fmt", "bf16", "0.1"], ["explain", "0.1", "--fmt", "bf16"],
     ["explain", "--fmt", "bf16", "--mode", "rne", "0.1"],
@@ -496,6 +510,8 @@ SMALL_PEERS = {**FP8_PEERS, "fp4": ml_dtypes.float4_e2m1fn,
                "fp6_e2m3": ml_dtypes.float6_e2m3fn, "fp6_e3m2": ml_dtypes.float6_e3m2fn}
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("name", list(FP8_PEERS))
 def test_decode_every_fp8_pattern_against_ml_dtypes(name, capsys):
     dt = FP8_PEERS[name]
@@ -507,6 +523,8 @@ def test_decode_every_fp8_pattern_against_ml_dtypes(name, capsys):
     check_pattern_rows(rows, codes, oracle, 8, fi.nmant, float(fi.smallest_normal))
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_decode_float16_patterns_against_numpy(capsys):
     codes = sorted({*range(0, 2**16, 97), 0x0000, 0x0001, 0x03FF, 0x0400, 0x3C00, 0x3C01,
                     0x7BFF, 0x7C00, 0x7C01, 0x7E00, 0x8000, 0x8001, 0xFBFF, 0xFC00, 0xFFFF})
@@ -521,6 +539,8 @@ def test_decode_float16_patterns_against_numpy(capsys):
     assert tiny["exactly"] == format(Decimal(float(fi.smallest_subnormal)), "f")
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_decode_bf16_one_tenth_in_every_notation(capsys):
     notations = ["0x3dcd", "0X3DCD", "15821", "0b0011110111001101", "0b0_01111011_1001101"]
     assert main(["decode", *notations, "--fmt", "bf16"]) == 0
@@ -576,6 +596,8 @@ ENC_PEERS = {"fp16": (np.float16, np.uint16), "bf16": (ml_dtypes.bfloat16, np.ui
              "e4m3": (ml_dtypes.float8_e4m3fn, np.uint8), "e5m2": (ml_dtypes.float8_e5m2, np.uint8)}
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("name", list(ENC_PEERS))
 def test_encode_round_to_nearest_even_against_the_peers(name, capsys):
     dt, ut = ENC_PEERS[name]
@@ -598,6 +620,8 @@ def test_encode_round_to_nearest_even_against_the_peers(name, capsys):
             math.copysign(1, r)
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("mode", ["rz", "ru", "rd", "rna", "ro"])
 @pytest.mark.parametrize("name", ["e4m3", "bf16", "fp4"])
 def test_encode_directed_modes_against_the_fraction_reference(mode, name, capsys):
@@ -623,6 +647,8 @@ def test_encode_directed_modes_against_the_fraction_reference(mode, name, capsys
                 in row["rounding"]
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_encode_saturate_and_formats_without_inf(capsys):
     fmt = lp.FP8_E4M3
     rows = encode_rows(["1000", "inf", "-inf", "--fmt", "e4m3", "--saturate"], capsys)
@@ -658,6 +684,8 @@ def test_encode_fp32_shows_the_exact_value(capsys):
     assert rows[1]["rounding"] == "exact" and rows[1]["hex"] == "0xbf800000"
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("name", ["e4m3", "e5m2", "fp4", "e4m3fnuz", "fp6_e3m2"])
 def test_values_lists_every_pattern_as_ml_dtypes_does(name, capsys):
     dt = SMALL_PEERS[name]
@@ -728,8 +756,8 @@ def test_help_lists_decode_encode_values(capsys):
 
 # -- replay on malformed files (R3-25, R3-26) -------------------------------------------
 
-MMA = pathlib.Path(__file__).parent / "data" / "mma" / "a100_mma_f16_f16.npz"
-TC = pathlib.Path(__file__).parent / "data" / "tensorcore" / "a100_bf16.npz"
+MMA = DATA / "mma" / "a100_mma_f16_f16.npz"
+TC = DATA / "tensorcore" / "a100_bf16.npz"
 
 
 def _rewrite(src, dst, drop=(), **changes):

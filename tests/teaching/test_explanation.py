@@ -1,7 +1,9 @@
 """lowprec.teaching against oracles it did not produce: NumPy's float16, ml_dtypes'
 bit patterns and value tables, and exact Fraction / Decimal arithmetic."""
 
+import html
 import math
+import re
 from decimal import Decimal
 from fractions import Fraction
 
@@ -9,11 +11,11 @@ import numpy as np
 import pytest
 
 import lowprec as lp
-from helpers import equal_or_both_nan
+from helpers import ROOT, equal_or_both_nan, parse_html
 from lowprec.formats import format as lp_format
 from lowprec.teaching import error_table, error_vs_k, explain, explain_text, layout
 from lowprec.testing import reference_round
-from peers import ml_dtypes
+from peers import ml_dtypes, requires_ml_dtypes
 
 # Values that reach every branch: normal, subnormal, zero, ties, overflow, specials.
 VALUES = [0.1, -0.1, 1.0, 1 / 3, 2.0**-15, 1e-7, -3e-8, 1e-9, 0.0, -0.0, 1 + 2**-11,
@@ -34,6 +36,8 @@ def bit_fields(pattern, exponent_bits, mantissa_bits):
     return text[0], text[1:1 + exponent_bits], text[1 + exponent_bits:]
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_bf16_fields_of_one_tenth_match_ml_dtypes():
     pattern = np.array(0.1).astype(ml_dtypes.bfloat16).view(np.uint16)
     e = explain(0.1, "bf16")
@@ -96,6 +100,8 @@ def _table(dtype, bits):
     return np.unique(vals[np.isfinite(vals)])
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("spec", sorted(ML_DTYPES))
 @pytest.mark.parametrize("x", [0.1, -0.1, 0.3, 1.0, 1 / 3, 2.5, -5.5, 100.0, 1e-3, 3e-5])
 def test_neighbours_and_bits_against_ml_dtypes(spec, x):
@@ -259,6 +265,8 @@ def test_wide_ints_are_rounded_once(value, spec, mode):
     assert str(value) in str(e)
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 def test_numpy_and_ml_dtypes_scalars_are_taken_exactly():
     for value in (np.float16(0.1), np.float32(1 / 3), np.int64(2**62 + 1), np.uint64(2**64 - 1),
                   np.int8(-7), ml_dtypes.bfloat16(0.1), ml_dtypes.float8_e4m3fn(3.5),
@@ -282,6 +290,8 @@ def test_unnamed_formats_are_named_by_dtype_or_parameters():
     assert text.startswith("1e-06 in Format(e=5, m=10, bias=15, subnormals=False), rne")
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("name", ["e8m0", "ue4m3"])
 def test_unsigned_formats_show_no_sign_and_their_neighbours(name):
     """E8M0 and UE4M3 store no sign bit; the neighbours of each value are the adjacent
@@ -348,3 +358,139 @@ def test_overflow_is_worded_as_overflow(value, spec, top):
     assert "&lt;= nan" not in html_text and "&lt;= inf" not in html_text
     assert f"lies {side} finite value {top!r}" in html_text
     assert "<= nan" not in str(e) and "<= inf" not in str(e)
+
+
+# (value, format name, the format's field widths by hand: sign, exponent, mantissa)
+HTML_CASES = [
+    (0.1, "bf16", (1, 8, 7)), (-0.1, "fp16", (1, 5, 10)), (1e-7, "fp16", (1, 5, 10)),
+    (1 / 3, "fp32", (1, 8, 23)), (0.3, "e4m3", (1, 4, 3)), (300.0, "e5m2", (1, 5, 2)),
+    (5.0, "e2m1", (1, 2, 1)), (0.0, "fp16", (1, 5, 10)), (-0.0, "bf16", (1, 8, 7)),
+    (1e6, "fp16", (1, 5, 10)), (math.inf, "e5m2", (1, 5, 2)), (math.nan, "fp16", (1, 5, 10)),
+    (2.0**-130, "fp32", (1, 8, 23)), (0.1, "fp64", (1, 11, 52)), (8.0, "e8m0", (0, 8, 0)),
+    (3.0, "ue4m3", (0, 4, 3)),
+]
+
+
+# -- the rich (HTML) display ---------------------------------------------------------------
+
+@pytest.mark.parametrize("x, spec, widths", HTML_CASES)
+def test_explanation_html_shows_every_bit_of_encode_by_field(x, spec, widths):
+    e = lp.explain(x, spec)
+    tree = parse_html(e._repr_html_())
+    n = sum(widths)
+    expected = format(int(lp.encode(x, spec)), f"0{n}b")   # Python's own binary digits
+    assert "".join(b for _, b in tree.bits) == expected
+    names = ["sign"] * widths[0] + ["exponent"] * widths[1] + ["mantissa"] * widths[2]
+    assert [name for name, _ in tree.bits] == names
+    # Each field has its own colour: the style of every box of a field is the same.
+    styles = {}
+    for tag, attrs in tree.tags:
+        if tag == "td" and (attrs.get("title") or "").endswith(" bit"):
+            styles.setdefault(attrs["title"], set()).add(attrs["style"])
+    assert all(len(s) == 1 for s in styles.values())
+    assert len({next(iter(s)) for s in styles.values()}) == len(styles)
+    text = html.unescape("".join(tree.text))
+    assert repr(e.rounded) in text
+    hex_digits = (n + 3) // 4
+    assert f"0x{int(lp.encode(x, spec)):0{hex_digits}x}" in text
+
+
+@requires_ml_dtypes
+@pytest.mark.oracle
+@pytest.mark.parametrize("x, spec, dtype", [
+    (0.1, "bf16", ml_dtypes.bfloat16), (0.3, "e4m3", ml_dtypes.float8_e4m3fn),
+    (-1e-5, "e5m2", ml_dtypes.float8_e5m2), (2.6, "e2m1", ml_dtypes.float4_e2m1fn),
+    (1 / 3, "fp16", np.float16)])
+def test_explanation_html_value_neighbours_and_decision_match_ml_dtypes(x, spec, dtype):
+    # Every finite value of the dtype, from its own bit patterns.
+    bits = 8 * np.dtype(dtype).itemsize
+    if np.dtype(dtype).itemsize == 1 and spec == "e2m1":
+        bits = 4
+    patterns = np.arange(2**bits, dtype=np.uint8 if bits <= 8 else np.uint16)
+    with np.errstate(invalid="ignore"):          # the NaN patterns
+        every = patterns.view(dtype).astype(np.float64)
+    every = np.unique(every[np.isfinite(every)])
+    rounded = float(np.array(x).astype(dtype).astype(np.float64))   # the cast: RNE
+    i = int(np.searchsorted(every, rounded))
+    below, above = float(every[i - 1]), float(every[i + 1])
+    down = float(every[np.searchsorted(every, x, side="right") - 1])
+    up = float(every[np.searchsorted(every, x, side="left")])
+    tree = parse_html(lp.explain(x, spec)._repr_html_())
+    rows = dict(tree.headed)
+    # -0.0 is the neighbour above a negative value next to zero: compare as numbers.
+    assert [float(v) for v in rows["neighbours"].split(" < ")] == [below, rounded, above]
+    lo, rest = rows["candidates"].split(" <= ", 1)
+    shown, rest = rest.split(" <= ", 1)
+    hi, gives = rest.split(": rne gives ")
+    assert (float(lo), float(shown), float(hi), float(gives)) == (down, x, up, rounded)
+
+
+def test_explanation_html_marks_the_candidate_taken():
+    e = lp.explain(0.1, "bf16")          # 0.099609375 <= 0.1 <= 0.10009765625, up taken
+    markup = e._repr_html_()
+    marked = re.findall(r"<span style=\"[^\"]*\">([^<]*)</span>", markup)
+    assert marked == [repr(0.10009765625)]
+    e = lp.explain(0.1, "bf16", "rd")
+    assert re.findall(r"<span style=\"[^\"]*\">([^<]*)</span>", e._repr_html_()) == [
+        repr(0.099609375)]
+
+
+@pytest.mark.parametrize("x, spec", [(c[0], c[1]) for c in HTML_CASES] + [(0.3, "sr")])
+def test_explanation_html_says_what_the_text_says(x, spec):
+    # Every row of the text view, bits aside (drawn as boxes), is a row of the table.
+    e = lp.explain(x, "e4m3", "sr", rng=3) if spec == "sr" else lp.explain(x, spec)
+    tree = parse_html(e._repr_html_())
+    rows = [(k.strip(), v) for k, v in tree.headed]
+    text_rows = [(line[2:12].strip(), line[14:]) for line in str(e).splitlines()[1:]]
+    drawn = e.bits is not None
+    assert rows == [r for r in text_rows if not (drawn and r[0] in ("fields", "bits"))]
+    assert str(e).splitlines()[0] in html.unescape("".join(tree.text))
+
+
+def test_html_escapes_names():
+    fmt = lp.Format(5, 2, name="<b>mine & co</b>")
+    for markup in (lp.explain(1.5, fmt)._repr_html_(), fmt._repr_html_(),
+                   lp.tensor([1.5], fmt)._repr_html_()):
+        parse_html(markup)
+        assert "<b>mine" not in markup and "&lt;b&gt;mine &amp; co&lt;/b&gt;" in markup
+
+
+def test_reprs_are_unchanged():
+    assert repr(lp.BF16) == "lp.BF16"
+    assert repr(lp.tensor([1.0, 2.0], "fp16")) == "Tensor([1.0, 2.0], fmt=FP16)"
+    assert str(lp.explain(0.1, "bf16")).splitlines()[3] == (
+        "  bits           0 | 01111011 | 1001101   = 0x3dcd")
+
+
+@pytest.mark.slow
+def test_a_notebook_shows_html_in_a_real_kernel():
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    kernelspec = pytest.importorskip("jupyter_client.kernelspec")
+    if "python3" not in kernelspec.find_kernel_specs():
+        pytest.skip("no python3 Jupyter kernel installed (pip install ipykernel)")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in (
+        "import lowprec as lp", 'lp.explain(0.1, "bf16")', "lp.BF16",
+        'lp.tensor([1.0, 2.0], "fp16")')]
+    client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
+                                     resources={"metadata": {"path": str(ROOT)}})
+    client.execute()
+    outputs = [cell.outputs for cell in nb.cells[1:]]
+    data = []
+    for out in outputs:
+        results = [o for o in out if o.output_type == "execute_result"]
+        assert len(results) == 1, out
+        data.append(results[0].data)
+    expected = [
+        (["0x3dcd", "0.10009765625", "0.099609375", "rne gives", "mantissa bit"],
+         "Explanation"),
+        (["BF16", "bfloat16", "3.3895313892515355e+38", "<table"], "lp.BF16"),
+        (["1.0, 2.0", "FP16", "shape (2,)"], "Tensor([1.0, 2.0], fmt=FP16)"),
+    ]
+    for shown, (pieces, plain) in zip(data, expected):
+        assert "text/html" in shown and "text/plain" in shown
+        parse_html(shown["text/html"])
+        for piece in pieces:
+            assert piece in shown["text/html"], (piece, shown["text/html"][:200])
+        assert plain in shown["text/plain"]

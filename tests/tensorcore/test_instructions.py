@@ -2,18 +2,18 @@
 against a step-by-step reference of the fused dot-add written on Fractions."""
 
 import math
-import pathlib
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
 import lowprec as lp
+from helpers import DATA, ROOT
 from lowprec.teaching.cli import main
 from lowprec.tensorcore.catalogue import UNITS
-from peers import ml_dtypes
+from peers import ml_dtypes, requires_ml_dtypes
 
-DATA = pathlib.Path(__file__).parent / "data" / "mma"
+DATA = DATA / "mma"
 FILES = sorted(DATA.glob("*.npz"))
 
 
@@ -130,7 +130,7 @@ def test_instruction_picks_by_shape_and_scales():
 
 
 def test_the_docs_table_is_the_catalogue():
-    page = (pathlib.Path(__file__).parents[1] / "docs" / "tensor-cores.md").read_text()
+    page = (ROOT / "docs" / "tensor-cores.md").read_text()
     from lowprec.tensorcore.catalogue import unit_table
     assert unit_table() in page
 
@@ -232,6 +232,8 @@ def _to_tf32(x):          # RNE to 10 fraction bits, on the float32 bits
     return u.astype(np.uint32).view(np.float32)
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("name", ["xla/bf16_bf16_f32_x3", "xla/bf16_bf16_f32_x6",
                                   "xla/tf32_tf32_f32_x3"])
 def test_xla_multipass_against_float32_arithmetic(name):

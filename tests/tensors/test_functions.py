@@ -3,13 +3,13 @@ values, composed ones against a step-by-step Fraction-then-round reference, the
 refusal message, and docs/numpy-support.md against the dispatch tables."""
 
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
 from tensor_inputs import draw, rr, same
 
 import lowprec as lp
+from helpers import ROOT
 from lowprec.tensors.core import KINDS
 from lowprec.tensors.coverage import REFUSED, support_table, unclassified
 
@@ -228,7 +228,7 @@ def test_refusals_say_not_implemented(call):
 def test_every_handled_call_has_a_class_and_the_page_is_generated():
     from lowprec.tensors import HANDLED_FUNCTIONS, HANDLED_UFUNCS
     assert set(KINDS) == set(HANDLED_FUNCTIONS) | set(HANDLED_UFUNCS)
-    page = Path(__file__).resolve().parent.parent / "docs" / "numpy-support.md"
+    page = ROOT / "docs" / "numpy-support.md"
     text = page.read_text()
     version = ".".join(np.__version__.split(".")[:2])
     if f"with NumPy {version} " not in text:
