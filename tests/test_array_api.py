@@ -436,7 +436,7 @@ _TC_PAIRS = ([(f, m) for f in ("bf16", "fp16") for m in ("h100", "a100", "b200")
 
 @pytest.mark.parametrize("fmt,model", _TC_PAIRS)
 def test_policy_matmul_is_the_models_product_rounded_once_into_the_format(fmt, model):
-    # The contract (issue deliverable 2): the model's product in its own output format
+    # The contract: the model's product in its own output format
     # (FP32), then one rounding into the policy's format: lp.round(lp.matmul(...)).
     ns = lp.array_namespace(fmt, matmul=model)
     rng = np.random.default_rng(11)

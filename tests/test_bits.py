@@ -268,7 +268,7 @@ def _exact(v):
 @pytest.mark.parametrize("dtype", INPUT_DTYPES)
 @pytest.mark.parametrize("fmt", list(PATTERN_ORACLES), ids=lambda f: f.name)
 def test_encode_every_input_dtype_chunk_by_chunk(monkeypatch, dtype, fmt):
-    # Issue 12: encode now rounds and encodes chunk by chunk into the result (no float64
+    # Once wrong: encode now rounds and encodes chunk by chunk into the result (no float64
     # copy, no full-size temporaries). Tiny chunks and spans on 3 threads; the oracle is
     # the Fraction reference's value, cast exactly by NumPy/ml_dtypes and viewed as bits.
     import lowprec.engine.parallel as kernel

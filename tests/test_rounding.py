@@ -174,7 +174,7 @@ def test_threads_split_the_input_without_changing_the_result(monkeypatch, fmt, m
 
 
 def test_concurrent_calls_that_need_different_pool_sizes_never_fail(monkeypatch):
-    # Issue 12: a call needing a bigger pool shut down the one another call was still
+    # Once wrong: a call needing a bigger pool shut down the one another call was still
     # submitting to ("cannot schedule new futures after shutdown"). Tiny chunks and
     # spans, a fresh pool each round, a switch interval of a microsecond and eight
     # threads whose inputs need 1 to 8 workers make the race happen in most rounds.
@@ -528,7 +528,7 @@ def sample_of(dtype, n, seed):
                                        (lp.FP64, "rz")], ids=lambda v: getattr(v, "name", v))
 def test_every_input_dtype_is_converted_chunk_by_chunk_and_rounded_once(monkeypatch, dtype, fmt,
                                                                         mode):
-    # Issue 12: the conversion to float64 (and the (hi, lo) split of 64-bit integers
+    # Once wrong: the conversion to float64 (and the (hi, lo) split of 64-bit integers
     # and long doubles) now happens per chunk; tiny chunks and spans on 3 threads put
     # many chunk and span boundaries in a short input. The Fraction reference decides.
     import lowprec.engine.parallel as kernel
@@ -699,7 +699,7 @@ def test_bad_options_raise():
 ])
 @pytest.mark.parametrize("entry", ["round", "encode", "round_exact"])
 def test_wrong_typed_options_raise_naming_the_argument(entry, opts, exc, match):
-    # Issue 12: subnormals="no" was truthy (subnormals on), rng="abc" was ignored
+    # Once wrong: subnormals="no" was truthy (subnormals on), rng="abc" was ignored
     # outside "sr", rng=True was seed 1, sr_bits="3" a ValueError.
     opts = dict(opts)
     mode = opts.pop("mode", "rne")
@@ -729,7 +729,7 @@ def test_valid_options_of_numpy_types_keep_working():
     (1.0, None, "lo", "object"), (1.0, "0", "lo", "non-numeric"), ([1 + 2j], 0.0, "hi", "complex"),
 ])
 def test_round_exact_takes_real_numbers_only(hi, lo, name, match):
-    # Issue 12: np.asarray(x, dtype=float64) parsed "1" as 1.0 and None as NaN.
+    # Once wrong: np.asarray(x, dtype=float64) parsed "1" as 1.0 and None as NaN.
     with pytest.raises(TypeError, match=f"{name}: .*{match}"):
         lp.round_exact(hi, lo, "bf16")
 
@@ -773,7 +773,7 @@ def test_round_exact_rounds_the_unevaluated_sum(fmt, mode, data):
     assert_same(lp.round_exact(hi, lo, fmt, mode), expected, hi)
 
 
-# -- regressions from review ------------------------------------------------------------
+# -- edge cases: generators, options, operands -----------------------------------------
 
 def test_sr_with_a_32_bit_generator():
     rng = np.random.Generator(np.random.MT19937(0))

@@ -122,7 +122,7 @@ def test_threads_do_not_share_a_context():
 def test_threads_sharing_one_context_lose_no_counts():
     # contextvars.copy_context().run (and asyncio.to_thread) hand the same Flags to
     # several threads; each add is a read-modify-write of seven counters, which lost
-    # counts when a thread switch fell inside it (issue 12: 311 of 24,000).
+    # counts when a thread switch fell inside it (once 311 of 24,000).
     import contextvars
     import sys
 

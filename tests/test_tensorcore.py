@@ -940,7 +940,7 @@ def test_c_with_too_many_dimensions_gets_a_clear_error():
                c=np.ones((5, 2, 4)))
 
 
-# -- argument checks (issue 12) --------------------------------------------------------
+# -- argument checks -------------------------------------------------------------------
 
 @pytest.mark.parametrize("field, value, error", [
     ("fp16_output", "no", TypeError), ("fp16_output", 1, TypeError),
@@ -1133,7 +1133,7 @@ def test_float64_int_and_list_operands_still_need_in_fmt(dtype):
         matmul(np.ones((2, 2), np.float16), a, model="exact")
 
 
-# -- memory (issue 12) ---------------------------------------------------------------------
+# -- memory bound ----------------------------------------------------------------------
 
 def _peak_bytes(fn):
     """Peak bytes NumPy and Python allocate while ``fn()`` runs (tracemalloc)."""

@@ -337,7 +337,7 @@ def test_stochastic_context_is_seeded():
     assert same(a.values, b.values)
 
 
-# -- regressions from review ------------------------------------------------------------
+# -- plain operands in comparisons and selections --------------------------------------
 
 def test_comparisons_and_selections_use_plain_operands_exactly():
     t = lp.tensor([1.0, -2.0], "e4m3")
@@ -392,7 +392,7 @@ def test_tensor_from_tensor_honours_rng():
     assert same(lp.tensor(a, "bf16", "sr", rng=0).values, lp.tensor(a, "bf16", "sr", rng=0).values)
 
 
-# -- issue 12 -------------------------------------------------------------------------
+# -- option types and arguments --------------------------------------------------------
 
 @pytest.mark.parametrize("kwargs, exc, name", [
     (dict(subnormals="no"), TypeError, "subnormals"),

@@ -1173,7 +1173,7 @@ def test_threaded_sums_and_dots_keep_their_own_scratch(monkeypatch, mode):
     assert_same(got_dot, want_dot, [mode])
 
 
-# -- regressions from review ------------------------------------------------------------
+# -- edge cases of fma and the specials ------------------------------------------------
 
 @pytest.mark.parametrize("a, b, c", [(1.0, 2.0**-1000, -2.0**-1000),
                                      (2.0**1000, 2.0**23, -2.0**1023),
@@ -1211,7 +1211,7 @@ def test_fp64_saturate_clamps_finite_overflow_only():
     assert lp.add(np.inf, 1.0, "fp64", saturate=True) == np.inf   # inf in, inf out (FP64 has inf)
 
 
-# -- option types (issue 12) --------------------------------------------------------
+# -- option types ----------------------------------------------------------------------
 
 _CALLS = {
     "add": lambda **kw: lp.add(1.0, 2.0**-9, "bf16", **kw),
@@ -1261,7 +1261,7 @@ def test_well_typed_options_still_accepted():
     assert lp.dot([1.0], [1.0], "bf16", fused=np.True_) == 1.0
 
 
-# -- many dimensions (issue 12) -------------------------------------------------------
+# -- many dimensions -------------------------------------------------------------------
 
 @pytest.mark.parametrize("ndim", (33, 40, 64))
 def test_arrays_of_up_to_64_dimensions(ndim):
@@ -1308,7 +1308,7 @@ def test_arrays_of_up_to_64_dimensions(ndim):
         lp.add(np.ones((1,) * 39 + (3,)), np.ones((1,) * 39 + (2,)), "bf16")
 
 
-# -- sum's signature: mode third, axis and order keywords, pairwise default (issue 12) --
+# -- sum's signature: mode third, axis and order keywords, pairwise default ------------
 
 def _sum_operand():
     rng = np.random.default_rng(55)
@@ -1393,7 +1393,7 @@ def test_sum_signature_reads_as_documented():
     assert sig.parameters["axis"].kind is inspect.Parameter.KEYWORD_ONLY
 
 
-# -- operands float64 cannot hold: one rounding, as lp.round (issue 12) ----------------
+# -- operands float64 cannot hold: one rounding, as lp.round ---------------------------
 
 def _exact(v):
     """The exact value of one operand, converted without lowprec: a Fraction."""
@@ -1626,7 +1626,7 @@ def test_wide_operands_stochastic_rounding_probability(kind):
         assert abs(frac - p) <= 5 * math.sqrt(p * (1 - p) / got.size), frac
 
 
-# -- memory (issue 12) ------------------------------------------------------------------
+# -- memory bound ----------------------------------------------------------------------
 
 def _peak_extra(call):
     """Peak bytes a call allocates beyond its result (tracemalloc sees NumPy's buffers)."""

@@ -1,4 +1,4 @@
-"""Shortcuts through NumPy's own float32 cast and float64 operations (issue 14), held
+"""Shortcuts through NumPy's own float32 cast and float64 operations, held
 to the kernel's general paths and to Fractions.
 
 - FP32 under RNE: chunks of at least ``_NATIVE_MIN`` elements are rounded by NumPy's

@@ -1,4 +1,4 @@
-"""Small calls made cheap (issue 14), held to the same answers as before.
+"""Small calls made cheap, held to the same answers as before.
 
 A call reuses what it can: its `Plan` (cached per options, read-only; "sr" attaches
 its generator to a copy of its own), and, below `scratch.SMALL` elements, this

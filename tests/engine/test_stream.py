@@ -1,4 +1,4 @@
-"""Counter-based stochastic rounding (issue 17): the random word of element i is a
+"""Counter-based stochastic rounding: the random word of element i is a
 function of (seed, i) alone, so "sr" gives the same results for any chunk size,
 thread count, span and split of the array, and a prefix rounds as the same prefix of
 a longer array. The construction is checked against NumPy's Philox and SeedSequence

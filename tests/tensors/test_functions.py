@@ -1,4 +1,4 @@
-"""NumPy functions on Tensors (issue 15): exact ones against NumPy on the decoded
+"""NumPy functions on Tensors: exact ones against NumPy on the decoded
 values, composed ones against a step-by-step Fraction-then-round reference, the
 refusal message, and docs/numpy-support.md against the dispatch tables."""
 

@@ -1,4 +1,4 @@
-"""NumPy's exact functions and ufuncs on Tensors (issue 15, deliverable 1):
+"""NumPy's exact functions and ufuncs on Tensors:
 `lowprec/tensors/manipulation.py` against NumPy on the decoded values in every signed
 named format, plain values entering a Tensor against one Fraction rounding, and the
 ufuncs `nextafter`, `spacing`, `fmod`, `remainder`, `frexp`, `modf`, `ldexp`,
