@@ -122,6 +122,30 @@ def _finite_rows(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     return (np.where(fin, x, 0.0) if bad.any() else x), bad
 
 
+def _truncated_sums(v, which, A, B, low, run, bound):
+    """v[i, j] = the sum over t of A[i, t] * B[t, j], each run of ``run`` consecutive
+    products summed and the sum truncated toward zero to a multiple of 2**low[i, j],
+    for the outputs ``which``: the unit's alignment, computed exactly (the callers'
+    products and runs are exact in float64; scaling by 2**-low and back is exact for
+    these normal values, trunc is exact, and the truncated terms are integers below
+    2**(F + 14) whose sum of at most 255 stays below 2**53), a batch at a time."""
+    ii, jj = np.nonzero(which)
+    if not ii.size:
+        return
+    k = A.shape[1]
+    Bt = np.ascontiguousarray(B.T)
+    step = max(1, bound // (24 * k + 64))
+    for s in range(0, ii.size, step):
+        i, j = ii[s:s + step], jj[s:s + step]
+        lo = low[i, j]
+        p = A[i] * Bt[j]
+        if run > 1:
+            p = p.reshape(p.shape[0], k // run, run).sum(axis=-1)
+        p *= _pow2(-lo)[:, None]
+        np.trunc(p, out=p)
+        v[i, j] = p.sum(axis=1) * _pow2(lo)
+
+
 def _reference(kernel, need, A, B, c, d, bound, per_output, scales=None):
     """d[need] = the reference kernel's outputs, gathered a batch at a time:
     ``kernel(a_rows, b_rows, c, sa_rows, sb_rows)``."""
@@ -199,18 +223,21 @@ def nv_fused(A: np.ndarray, B: np.ndarray, c: np.ndarray, fa: Format, fb: Format
         E[none] = ec[none]
         need |= none & (c0 != 0) & (za[:, None] + zb[None, :] > ec)
     # No product is truncated where every product's last bit is at or above E - F:
-    # first the bound from the rows' and columns' least last bits, then the exact one.
+    # first the bound from the rows' and columns' least last bits, then the exact one
+    # (worth its BLAS product unless few outputs are left).
     low = E - F
     la_min = np.where(nza, la, 10**6).min(axis=1)
     lb_min = np.where(nzb, lb, 10**6).min(axis=0)
     short = la_min[:, None] + lb_min[None, :] < low
-    if short.any():
+    if not all_some:
+        short &= some
+    if np.count_nonzero(short) > short.size // 32:
         Q, _ = _maxplus(la, lb, nza, nzb, False)
         short &= Q < low
-        need |= short if all_some else short & some
     # Exact: every product is a multiple of 2**(E - F), and so is every partial sum, of
     # magnitude below (k + 1) * 2**(E + 2) <= 2**(E - F + 53) (`max_fraction_bits`).
     v = A0 @ B0
+    _truncated_sums(v, short, A0, B0, low, 1, bound)
     # c keeps its bits where its last possible bit (raw - its fraction bits, below its
     # true last bit for a subnormal c; a zero never cut) is on the grid.
     cut = np.nonzero(low > raw - fc.mantissa_bits)
@@ -248,34 +275,85 @@ def nv_block_fp4(A: np.ndarray, B: np.ndarray, c: np.ndarray, sa: np.ndarray,
     eb = np.where(nzb, eb, fused.ZERO_EXP)
     c0 = np.where(np.isfinite(c), c, 0.0)
     E = _output_exponent(c0, FP32)
-    low = np.full(c.shape, 10**6, dtype=np.int64)
+    last = np.full(c.shape, 10**6, dtype=np.int64)
     for g in range(u):   # four terms: their exponents are the scales' (a zero scale's too)
         np.maximum(E, ea[:, g, None] + eb[None, g, :], out=E)
         lsb = np.where(nza[:, g, None] & nzb[None, g, :], la[:, g, None] + lb[None, g, :], 10**6)
-        np.minimum(low, lsb, out=low)
+        np.minimum(last, lsb, out=last)
     # A term is g * sa * sb with 4 * g an integer: a multiple of 2**(lsb(sa) + lsb(sb) - 2).
-    need = low - 2 < E - F
+    short = last - 2 < E - F
     # Exact: scaling FP4 values (at most 2 bits) by scales of at most 4 bits; every
     # product a multiple of 2**(E - F), their absolute sum below 64 * 36 * 2**(E + 2)
     # < 2**(E - F + 53) (F <= 35), so every partial sum is exact, in any order.
     Aw = A * np.repeat(sa0, 16, axis=1)
     Bw = B * np.repeat(sb0, 16, axis=0)
-    v = Aw @ Bw + _truncate(c0, E - F)
-    d = fused.to_output(v, "f32")
+    v = Aw @ Bw
+    _truncated_sums(v, short, Aw, Bw, E - F, 16, bound)
+    v += _truncate(c0, E - F)
+    d = _to_output(v, "f32")
     inf = np.isinf(c) & ~nan
-    d = np.where(nan, np.nan, np.where(inf, c, d))
-    if need.any():
-        def kernel(ra, rb, cc, qa, qb):
-            return fused.nv_block_fp4(ra, rb, cc, qa, qb, fs, F)
-        _reference(kernel, need, A, B, c, d, bound, 16 * 64 + 128 * (u + 1) + 64, (sa, sb))
-    return d
+    return np.where(nan, np.nan, np.where(inf, c, d))
 
 
 def amd_fp8(A: np.ndarray, B: np.ndarray, c: np.ndarray, fa: Format,
             fb: Format, bound: int = 1 << 27) -> np.ndarray:
-    """`fused.amd_fp8` of one group of 16 over all outputs (not yet fast: the
-    reference kernel, a batch at a time)."""
-    d = np.empty(c.shape)
-    _reference(lambda ra, rb, cc: fused.amd_fp8(ra, rb, cc, fa, fb),
-               np.ones(c.shape, dtype=bool), A, B, c, d, bound, 16 * 16 + 128 * 17 + 64)
+    """`fused.amd_fp8` of one group of 16 over all outputs: A (M, 16), B (16, N), c
+    (M, N) FP32 values. Each half's sum (even, odd k) truncated to 24 bits below its
+    largest product exponent, floored together, c floored or dropped, one RNE."""
+    A0, bad_a = _finite_rows(A, 1)
+    B0, bad_b = _finite_rows(B, 0)
+    nza, ea, la = _exponents(A0, fa)
+    nzb, eb, lb = _exponents(B0, fb)
+    cfin = np.isfinite(c).all()
+    c0 = c if cfin else np.where(np.isfinite(c), c, 0.0)
+    halves = []
+    for h in (slice(0, None, 2), slice(1, None, 2)):
+        P, some = _maxplus(ea[:, h], eb[h], nza[:, h], nzb[h], True)
+        low = P - 24
+        short = np.where(nza[:, h], la[:, h], 10**6).min(axis=1)[:, None] + \
+            np.where(nzb[h], lb[h], 10**6).min(axis=0)[None, :] < low
+        short &= some
+        if np.count_nonzero(short) > short.size // 32:
+            Q, _ = _maxplus(la[:, h], lb[h], nza[:, h], nzb[h], False)
+            short &= Q < low
+        # Exact where no product is truncated (every product and partial sum a multiple
+        # of 2**(P - 24) below 8 * 2**(P + 2)); the truncated sums where one is.
+        v = A0[:, h] @ B0[h]
+        _truncated_sums(v, short, A0[:, h], B0[h], low, 1, bound)
+        halves.append((v, P, some))
+    (v0, P0, s0), (v1, P1, s1) = halves
+    Em = np.where(s0, np.where(s1, np.maximum(P0, P1), P0), P1)
+    some_any = s0 | s1
+    ec = np.maximum(_floor_log2(np.abs(c0)), -126)   # FP32's emin: a zero's ZERO_EXP too
+    need = bad_a[:, None] | bad_b[None, :]
+    if not some_any.all():
+        # Zero products' exponents are below every nonzero product's (`covers`): they
+        # set Em only where both halves are zero products, bounded by the rows' and
+        # columns' largest exponents (a zero's ZERO_EXP); c = 0 gives +0 whatever Em.
+        za = np.where(nza, ea, fused.ZERO_EXP).max(axis=1)
+        zb = np.where(nzb, eb, fused.ZERO_EXP).max(axis=0)
+        none = ~some_any
+        Em = np.where(none, ec, Em)
+        need |= none & (c0 != 0) & (za[:, None] + zb[None, :] > ec)
+    E = np.maximum(Em, ec)
+    # Exact: each half floored onto 2**(Em - 24) (scalings by powers of two and floor of
+    # float64 values are exact), their sum an integer below 2**28, floored onto
+    # 2**(E - 31) (a left shift, exact, while E <= Em + 7), c floored onto 2**(E - 24)
+    # and dropped more than 25 binades below E; the total below 2**48 units.
+    top = _pow2(24 - Em)
+    S = np.floor(v0 * top) + np.floor(v1 * top)
+    S = np.floor(S * _pow2(Em - E + 7))
+    sc = np.floor(c0 * _pow2(24 - E))
+    sc[ec < E - 25] = 0.0
+    v = (S + sc * 128.0) * _pow2(E - 31)
+    # RNE into FP32: the float32 conversion (IEEE: nearest even, gradual underflow,
+    # overflow to inf), as `fused._rd_finish`'s rounding does.
+    with np.errstate(over="ignore"):
+        d = v.astype(np.float32).astype(np.float64)
+    if not cfin:
+        special = ~np.isfinite(c)
+        d[special] = c[special]                      # finite products plus inf or NaN: c
+    if need.any():
+        _reference(lambda ra, rb, cc: fused.amd_fp8(ra, rb, cc, fa, fb), need, A, B, c, d,
+                   bound, 16 * 16 + 128 * 17 + 64)
     return d
