@@ -4,7 +4,8 @@ operation a NumPy or ml_dtypes user would run instead.
 
 - sequential reductions of 2e5 terms against ``np.cumsum`` of the same float64 array;
 - small calls against ml_dtypes' bfloat16 cast and add;
-- matrix products against float64 ``np.matmul`` (one BLAS thread);
+- matrix products against float64 ``np.matmul`` (one BLAS thread), the instruction
+  models' FP8 products and ``lp.mx.matmul`` included (issue 36);
 - one SGD step of a 784-256-10 MLP at batch 64 (``lp.amp.train``) against the same
   step in NumPy float32 (forward, hand-written backward, update).
 
@@ -122,6 +123,38 @@ def matmuls(quick):
                       f"{t / n**3 * 1e9:.2f} ns/MAC)", r, None if quick else limit, width=52))
 
 
+def instruction_matmuls(quick):
+    """The instruction models and lp.mx.matmul at 256^3 (issue 36), their operands in
+    the format already (ml_dtypes FP8 arrays, block-scaled arrays): the kernels' time."""
+    import ml_dtypes
+    n = 64 if quick else 256
+    rng = np.random.default_rng(4)
+    x, y = rng.standard_normal((n, n)), rng.standard_normal((n, n))
+
+    def fp8(v, fmt, dtype):
+        return np.asarray(lp.round(v, fmt)).astype(dtype)
+
+    e4, fnuz = ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fnuz
+    a8, b8 = fp8(x, "e4m3", e4), fp8(y, "e4m3", e4)
+    au, bu = fp8(x, "e4m3fnuz", fnuz), fp8(y, "e4m3fnuz", fnuz)
+    mxa, mxb = lp.mx.quantize(x, "mxfp8_e4m3", axis=1), lp.mx.quantize(y, "mxfp8_e4m3", axis=0)
+    nva, nvb = lp.mx.quantize(x, "nvfp4", axis=1), lp.mx.quantize(y, "nvfp4", axis=0)
+    cases = [
+        ("lp.matmul E4M3, b200/tcgen05", lambda: lp.matmul(a8, b8, model="b200/tcgen05"), 50),
+        ("lp.matmul E4M3, h100/wgmma", lambda: lp.matmul(a8, b8, model="h100/wgmma"), 200),
+        ("lp.matmul E4M3FNUZ, mi300/mfma", lambda: lp.matmul(au, bu, model="mi300/mfma"), 200),
+        ("lp.mx.matmul MXFP8 (E4M3)", lambda: lp.mx.matmul(mxa, mxb), 50),
+        ("lp.mx.matmul NVFP4", lambda: lp.mx.matmul(nva, nvb), 50),
+    ]
+    print("  instruction models and block-scaled products (FP8 operands as ml_dtypes arrays), "
+          "one BLAS thread; ratio to float64 np.matmul of the same shapes")
+    with _one_blas_thread():
+        for label, call, limit in cases:
+            r, t, _ = ratio(call, lambda: x @ y, rounds=3, inner=1, baseline_inner=10)
+            print(row(f"{label}, {n}^3 ({t * 1e3:.0f} ms)", r, None if quick else limit,
+                      width=52))
+
+
 def numpy_step(params, x, onehot, lr):
     """One SGD step of the same MLP (Linear, ReLU, Linear, softmax cross-entropy) in
     NumPy float32: forward, hand-written backward, update."""
@@ -190,6 +223,7 @@ def main(quick=False):
     reductions(quick)
     small_calls(quick)
     matmuls(quick)
+    instruction_matmuls(quick)
     training(quick)
 
 
