@@ -43,7 +43,7 @@ def covers(algorithm: str, block: int, fa: Format, fb: Format, *,
         return False
     if algorithm == "nv-mx" and scale_block != block:
         return False
-    if fa.p + fb.p > 26 or fa.p + fb.p - 2 > 53 - 2 - block.bit_length():
+    if fa.p + fb.p > 26:
         return False
     if fused.ZERO_EXP + max(fa.emax, fb.emax) > fa.emin + fb.emin:
         return False
@@ -122,19 +122,41 @@ def _finite_rows(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     return (np.where(fin, x, 0.0) if bad.any() else x), bad
 
 
-def _truncated_sums(v, which, A, B, low, run, bound):
+def _truncated_sums(v, which, A, B, low, run, bound, small=False):
     """v[i, j] = the sum over t of A[i, t] * B[t, j], each run of ``run`` consecutive
     products summed and the sum truncated toward zero to a multiple of 2**low[i, j],
     for the outputs ``which``: the unit's alignment, computed exactly (the callers'
-    products and runs are exact in float64; scaling by 2**-low and back is exact for
-    these normal values, trunc is exact, and the truncated terms are integers below
-    2**(F + 14) whose sum of at most 255 stays below 2**53), a batch at a time."""
-    ii, jj = np.nonzero(which)
-    if not ii.size:
+    products and runs are exact in float64; scaling them by 2**-low and back is exact,
+    the values staying normal; trunc is exact; and the truncated terms are integers
+    whose sum stays below 2**53: k terms below 2**(F + 2) by `max_fraction_bits`, or
+    NVFP4's four below 2**(F + 12)). Dense over blocks of rows where most outputs need
+    it, gathered otherwise; a batch of ``bound`` bytes at a time."""
+    count = np.count_nonzero(which)
+    if not count:
         return
-    k = A.shape[1]
+    M, k = A.shape
     Bt = np.ascontiguousarray(B.T)
     step = max(1, bound // (24 * k + 64))
+    if count > which.size // 2:
+        # Outputs outside ``which`` may have any E (their scales are not used).
+        scale = _pow2(-np.where(which, low, 0))
+        if small:
+            # float32 is exact too: unscaled FP8/FP16 products (at most 22 bits, between
+            # 2**-48 and 2**32), 2**-low within [2**-126, 2**41], and integer terms and
+            # sums below 2**(F + 2) * k <= 2**24 (the caller's condition).
+            A, Bt, scale = A.astype(np.float32), Bt.astype(np.float32), scale.astype(np.float32)
+        rows = max(1, step // Bt.shape[0])
+        for i0 in range(0, M, rows):
+            sl = slice(i0, i0 + rows)
+            p = A[sl, None, :] * Bt[None, :, :]
+            if run > 1:
+                p = p.reshape(p.shape[:2] + (k // run, run)).sum(axis=-1)
+            p *= scale[sl, :, None]
+            np.trunc(p, out=p)
+            sums = p.sum(axis=-1, dtype=p.dtype).astype(np.float64)
+            v[sl] = np.where(which[sl], sums * _pow2(low[sl]), v[sl])
+        return
+    ii, jj = np.nonzero(which)
     for s in range(0, ii.size, step):
         i, j = ii[s:s + step], jj[s:s + step]
         lo = low[i, j]
@@ -237,7 +259,8 @@ def nv_fused(A: np.ndarray, B: np.ndarray, c: np.ndarray, fa: Format, fb: Format
     # Exact: every product is a multiple of 2**(E - F), and so is every partial sum, of
     # magnitude below (k + 1) * 2**(E + 2) <= 2**(E - F + 53) (`max_fraction_bits`).
     v = A0 @ B0
-    _truncated_sums(v, short, A0, B0, low, 1, bound)
+    _truncated_sums(v, short, A0, B0, low, 1, bound,
+                    small=esa is None and F + 2 + k.bit_length() <= 24)
     # c keeps its bits where its last possible bit (raw - its fraction bits, below its
     # true last bit for a subnormal c; a zero never cut) is on the grid.
     cut = np.nonzero(low > raw - fc.mantissa_bits)

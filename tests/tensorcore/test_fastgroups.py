@@ -266,18 +266,20 @@ def test_e8m0_scales_at_both_ends_with_one_scale_per_group():
                 reference(ins, a, b, c, f, f, FP32, sa, sb))
 
 
-def test_lp_matmul_takes_the_fast_path_within_a_small_memory_bound(monkeypatch):
-    """Chunks of a few outputs and reference batches of a few rows change no bit."""
+@pytest.mark.parametrize("model,fmt", [("b200/tcgen05", "e4m3"), ("h100/wgmma", "e4m3"),
+                                       ("mi300/mfma", "e4m3fnuz")])
+def test_lp_matmul_takes_the_fast_path_within_a_small_memory_bound(model, fmt, monkeypatch):
+    """Chunks of a few outputs and batches of a few truncated sums change no bit."""
     rng = np.random.default_rng(23)
-    a = _spread(rng, (30, 100), fmt_of("e4m3"), -9, 8)
-    b = np.asarray(lp.round(rng.standard_normal((100, 20)), "e4m3"))
+    a = _spread(rng, (30, 100), fmt_of(fmt), -9, 7)
+    b = np.asarray(lp.round(rng.standard_normal((100, 20)), fmt))
     c = rng.standard_normal((30, 20))
-    whole = lp.matmul(a, b, model="b200/tcgen05", in_fmt="e4m3", c=c)
+    whole = lp.matmul(a, b, model=model, in_fmt=fmt, c=c)
     monkeypatch.setattr(driver, "MEMORY_BOUND", 1 << 16)
-    small = lp.matmul(a, b, model="b200/tcgen05", in_fmt="e4m3", c=c)
+    small = lp.matmul(a, b, model=model, in_fmt=fmt, c=c)
     monkeypatch.setattr(Instruction, "fast", lambda self, fa, fb: False)
     assert_same(whole, small)
-    assert_same(whole, lp.matmul(a, b, model="b200/tcgen05", in_fmt="e4m3", c=c))
+    assert_same(whole, lp.matmul(a, b, model=model, in_fmt=fmt, c=c))
 
 
 def _mma_files():
