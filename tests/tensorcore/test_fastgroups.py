@@ -282,6 +282,21 @@ def test_lp_matmul_takes_the_fast_path_within_a_small_memory_bound(model, fmt, m
     assert_same(whole, lp.matmul(a, b, model=model, in_fmt=fmt, c=c))
 
 
+def test_stacks_odd_k_and_fp8_promotion_through_lp_matmul(monkeypatch):
+    """A batch of products, K not a multiple of the group (zero-padded) and Hopper's
+    promotion to FP32 every 128 products: the fast paths change no bit."""
+    rng = np.random.default_rng(29)
+    a = np.asarray(lp.round(rng.standard_normal((3, 7, 300)), "e4m3"))
+    b = np.asarray(lp.round(rng.standard_normal((300, 5)), "e5m2"))
+    c = rng.standard_normal((7, 5))
+    a8, b8 = lp.tensor(a, "e4m3"), lp.tensor(b, "e5m2")
+    models = ["b200/tcgen05", lp.MODELS["h100/wgmma"].with_promotion(128)]
+    fast = [lp.matmul(a8, b8, model=m, c=c) for m in models]
+    monkeypatch.setattr(Instruction, "fast", lambda self, fa, fb: False)
+    for m, got in zip(models, fast):
+        assert_same(got, lp.matmul(a8, b8, model=m, c=c))
+
+
 def _mma_files():
     out = []
     for path in sorted(glob.glob(os.path.join(DATA, "*.npz"))):
