@@ -394,19 +394,14 @@ def matmul(a: BlockScaled, b: BlockScaled, *, model: str = "b200/tcgen05",
     c0 = np.zeros((M, N)) if (c is None or alpha != 1.0) else np.broadcast_to(
         np.asarray(quiet(_round, np.asarray(c, dtype=np.float64), FP32)), (M, N))
     d = np.empty((M, N))
-    if ins.fast(a.elem, b.elem):
-        # The fast paths (`lowprec.tensorcore.fastgroups`): no gathered rows, about 320
-        # bytes of work per output, a quarter of the bound for the reference outputs.
-        nc = max(1, min(N, driver.MEMORY_BOUND // 2 // 384))
-        mc = max(1, min(M, driver.MEMORY_BOUND // 2 // 384 // nc))
-    else:
-        mc, nc = _output_chunk(M, N, ea.shape[1], sa.shape[1], k, driver.MEMORY_BOUND)
+    fast = ins.fast(a.elem, b.elem)
+    mc, nc = _output_chunk(M, N, ea.shape[1], sa.shape[1], k, driver.MEMORY_BOUND, fast)
     for m0 in range(0, M, mc):
         for n0 in range(0, N, nc):
             ra, rb = ea[m0:m0 + mc], eb[n0:n0 + nc]        # (mc, Kp), (nc, Kp)
             qa, qb = sa[m0:m0 + mc], sb[n0:n0 + nc]
             m, n = ra.shape[0], rb.shape[0]
-            if ins.fast(a.elem, b.elem):
+            if fast:
                 d[m0:m0 + m, n0:n0 + n] = ins.dot_matrix(
                     ra, rb.T, c0[m0:m0 + m, n0:n0 + n], a.elem, b.elem, FP32, qa, qb.T,
                     bound=driver.MEMORY_BOUND // 4)
@@ -428,15 +423,18 @@ def matmul(a: BlockScaled, b: BlockScaled, *, model: str = "b200/tcgen05",
     return d
 
 
-def _output_chunk(M, N, K, nscales, group, bound):
+def _output_chunk(M, N, K, nscales, group, bound, fast=False):
     """(rows, columns) of the outputs one `matmul` step computes: the work of a chunk
     stays within half of ``bound``.
 
     Per output: its gathered row of a and column of b (2 * 8 * K bytes), their scales
     (2 * 8 * nscales), the instruction's int64 and float64 terms of one group (measured
     at 113 bytes per product and c in the E8M0 FP8 path: 128 * (group + 1)) and c, the
-    result and their copies (64)."""
-    per_output = 16 * K + 16 * nscales + 128 * (group + 1) + 64
+    result and their copies (64). The fast paths (``fast``,
+    `lowprec.tensorcore.fastgroups`) gather nothing: about 320 bytes of arrays of the
+    outputs (384 counted), their truncated sums and reference rows within a quarter of
+    ``bound`` on top."""
+    per_output = 384 if fast else 16 * K + 16 * nscales + 128 * (group + 1) + 64
     outputs = max(1, bound // 2 // per_output)
     nc = max(1, min(N, outputs))
     mc = max(1, min(M, outputs // nc))
