@@ -419,6 +419,8 @@ def test_other_ml_dtypes_float8_types(name):
 
 # -- the rich (HTML) display ---------------------------------------------------------------
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("spec, info", [
     ("fp16", np.finfo(np.float16)), ("fp32", np.finfo(np.float32)),
     ("bf16", ml_dtypes.finfo(ml_dtypes.bfloat16)),

@@ -341,6 +341,8 @@ def _exact_oracle(a, b, c, grid):
     return out
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @settings(max_examples=60)
 @given(st.sampled_from(["fp16", "bf16", "tf32", "e4m3", "e5m2", "fp32"]).flatmap(
     lambda f: st.tuples(st.just(f), operands(f))))
@@ -354,6 +356,8 @@ def test_fp32_model_is_a_float32_loop_of_exact_products(case):
 BF16_GRID = dict(p=8, emin=-126, emax=127)
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @settings(max_examples=30)
 @given(st.sampled_from(["fp16", "bf16", "e4m3"]).flatmap(
     lambda f: st.tuples(st.just(f), operands(f))))
@@ -370,6 +374,8 @@ def test_a_hand_built_bf16_accumulator_is_a_bf16_loop_of_exact_products(case):
     assert_bitwise_equal(got, _sequential_oracle(a, b, c, BF16_GRID))
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @settings(max_examples=40)
 @given(st.sampled_from(["fp16", "bf16", "e5m2", "fp32"]).flatmap(
     lambda f: st.tuples(st.just(f), operands(f))))
@@ -382,6 +388,8 @@ def test_fp16_model_is_an_fp16_loop_of_exact_products(case):
     assert_bitwise_equal(got, _sequential_oracle(a, b, c, FP16_GRID))
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @settings(max_examples=80)
 @given(st.sampled_from(["fp16", "bf16", "tf32", "e4m3", "fp32"]).flatmap(
     lambda f: st.tuples(st.just(f), operands(f, max_k=40))),
@@ -717,6 +725,8 @@ def test_named_models_agree_with_the_scalar_reference(case):
     _check_against_reference(model, fmt, SPEC[(model, fmt)], a, b, _addend(c, out), out)
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @settings(max_examples=120)
 @given(st.integers(1, 9), st.integers(3, 30), st.one_of(st.none(), st.integers(-140, 5)),
        st.sampled_from(["fp16", "bf16", "e4m3"]).flatmap(
@@ -746,6 +756,8 @@ def test_fp32_subnormal_results_are_truncated(model, fmt, scale):
     _check_against_reference(model, fmt, SPEC[(model, fmt)], a, b, c, "fp32")
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @settings(max_examples=40)
 @given(st.integers(1, 6), st.integers(3, 26), st.integers(5, 23),
        operands("bf16", max_k=20, finite=False, max_mn=2))

@@ -547,6 +547,8 @@ def test_max_initial_tensor_promotes():
     assert in_format(r, lp.FP32) and float(r) == 2.0**20
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("call", [
     lambda t: np.full_like(t, 0.1), lambda t: np.full_like(t, 0.1, dtype=np.float16),
     lambda t: np.full_like(t, 0.1, ml_dtypes.bfloat16), lambda t: np.full_like(t, 1e6, "e4m3"),
@@ -693,6 +695,8 @@ def test_tensor_takes_the_format_its_dtype_names(dtype, fmt):
     assert same(b.values, [lpt.reference_round(float(v), lp.FP8_E5M2) for v in arr])
 
 
+@requires_ml_dtypes
+@pytest.mark.oracle
 @pytest.mark.parametrize("data", [lambda: np.array([0.1, 2.0]), lambda: np.arange(3),
                                   lambda: [1.0, 2.0], lambda: 0.5, lambda: np.float64(0.5),
                                   lambda: np.array([True]),
