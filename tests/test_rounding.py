@@ -976,3 +976,36 @@ def test_the_bound_holds_per_thread(monkeypatch):
 def test_default_bound_is_what_the_docs_say():
     # docs/rounding.md: chunks of 2**17 elements, "about 1 MiB of float64 per buffer".
     assert parallel.CHUNK == 1 << 17 and parallel.WORK_BYTES == 16 * 2**20
+
+
+# -- stochastic rounding's rule at its boundary, on every path ----------------------------
+
+SR_PATHS = {
+    # (format, subnormals, x = down + f * gap for a gap of the format there)
+    "fp4-encoding": ("fp4", None, lambda f: 2.0 + f * 1.0),           # normal range
+    "fp4-subnormal": ("fp4", None, lambda f: 0.0 + f * 0.5),          # below 2**emin
+    "e2m3-subnormal": ("e2m3", None, lambda f: 0.125 + f * 0.125),
+    "bf16-encoding": ("bf16", None, lambda f: 1.0 + f * 2.0**-7),
+    "bf16-scaling": ("bf16", False, lambda f: 1.0 + f * 2.0**-7),      # no encoding path
+    "fp16-subnormal": ("fp16", None, lambda f: f * 2.0**-24),
+}
+
+
+@pytest.mark.parametrize("r", [1, 2, 3])
+@pytest.mark.parametrize("path", list(SR_PATHS))
+def test_sr_probability_is_floor_f_2r_over_2r_at_the_boundary(path, r):
+    fmt, subnormals, point = SR_PATHS[path]
+    n = 20_000
+    for k in range(1, 2**r):
+        f = k / 2**r
+        below = point(f - 2.0**-20)   # P(up) = (k - 1) / 2**r
+        at = point(f)                 # P(up) = k / 2**r: w <= f, not w < f
+        down, up = (lpt.reference_round(at, fmt, m) for m in ("rd", "ru"))
+        for x, p in ((below, (k - 1) / 2**r), (at, k / 2**r)):
+            got = lp.round(np.full(n, x), fmt, "sr", rng=k, sr_bits=r, subnormals=subnormals)
+            assert set(np.unique(got)) <= {down, up}
+            share = np.mean(got == up)
+            if p == 0:
+                assert share == 0, (path, x)
+            else:
+                assert abs(share - p) <= 5 * math.sqrt(p * (1 - p) / n), (path, x, share, p)

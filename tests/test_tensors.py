@@ -918,3 +918,26 @@ def test_tensor_html_follows_numpy_printoptions_and_stays_small():
         assert "0.0, 1.0, ..., 8.0, 9.0" in body
     big = lp.tensor(np.zeros(10**6), "e4m3")
     assert len(big._repr_html_()) < 2000
+
+
+# -- Python numbers as Tensor operands ------------------------------------------------------
+
+def test_a_python_number_operand_is_rounded_once_and_counted_each_time():
+    t = lp.tensor([0.0, -0.0, 1.5, 3.0], "bf16")
+    for _ in range(2):                         # the second time, the rounding is reused
+        tenth = Fraction(lpt.reference_round(0.1, "bf16"))
+        want = [0.0, -0.0, lpt.reference_round(Fraction(1.5) * tenth, "bf16"),
+                lpt.reference_round(3 * tenth, "bf16")]
+        assert_same((t * 0.1).values, want)
+        assert_same((t + -0.0).values, [0.0, -0.0, 1.5, 3.0])
+        assert_same((t + 0.0).values, [0.0, 0.0, 1.5, 3.0])
+        assert_same((t + (2**60 + 1)).values, [2.0**60] * 4)   # one int, rounded once
+    with lp.flags() as f:
+        t * 0.1
+    with lp.flags() as parts:
+        lp.round(0.1, "bf16")
+        lp.mul(t.values, lpt.reference_round(0.1, "bf16"), "bf16")
+    assert f.as_dict() == parts.as_dict() and f.inexact >= 1
+    with lp.context(mode="ru"):
+        assert (t[2:3] * 0.1).item() == lpt.reference_round(
+            Fraction(1.5) * Fraction(lpt.reference_round(0.1, "bf16", "ru")), "bf16", "ru")

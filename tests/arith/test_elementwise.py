@@ -2,8 +2,8 @@
 
 Oracles: `lowprec.testing.reference_round` on exact `Fraction` results (exhaustive
 for FP8, FP6 and FP4), MPFR through gmpy2 (square roots, FP64), and, for the large
-FP16/BF16/FP32 samples, a vectorised exact oracle written here on Python integers
-(``_Exact``) that is itself checked against `reference_round` first.
+FP16/BF16/FP32 samples, the vectorised exact oracle on Python integers
+(tests/oracles/ieee_fraction.py), itself checked against `reference_round` first.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ import lowprec as lp
 import lowprec.engine.parallel
 from helpers import assert_same, same
 from lowprec.testing import reference_round, values
+from oracles.ieee_fraction import exact_operand, exact_result, fma_rounded, oracle, rounded_result
+from oracles.sums import SUMS, pairwise_sum, rounded_add, sequential_sum
 from peers import gmpy2, requires_gmpy2
 
 DET_MODES = ("rne", "rna", "rz", "ru", "rd", "ro")
@@ -31,44 +33,7 @@ SMALL = ("FP8_E4M3", "FP8_E5M2", "FP6_E2M3", "FP6_E3M2", "FP4_E2M1")
 OPS = ("add", "sub", "mul", "div")
 
 
-# -- IEEE 754 exact results, one pair at a time (the Fraction side) ---------------
-
-def exact_result(op, a, b, mode):
-    """The exact result of ``a op b``: a Fraction, or a float for specials and zeros."""
-    if math.isnan(a) or math.isnan(b):
-        return math.nan
-    if op == "sub":
-        op, b = "add", -b
-    if op == "add":
-        if math.isinf(a) or math.isinf(b):
-            if math.isinf(a) and math.isinf(b) and a != b:
-                return math.nan
-            return a if math.isinf(a) else b
-        s = Fraction(a) + Fraction(b)
-        if s == 0:
-            if a == 0 and b == 0 and math.copysign(1, a) == math.copysign(1, b):
-                return a
-            return -0.0 if mode == "rd" else 0.0
-        return s
-    neg = (math.copysign(1, a) < 0) != (math.copysign(1, b) < 0)
-    sign = -1.0 if neg else 1.0
-    if op == "mul":
-        if (math.isinf(a) and b == 0) or (math.isinf(b) and a == 0):
-            return math.nan
-        if math.isinf(a) or math.isinf(b):
-            return sign * math.inf
-        p = Fraction(a) * Fraction(b)
-        return p if p != 0 else sign * 0.0
-    # div
-    if (a == 0 and b == 0) or (math.isinf(a) and math.isinf(b)):
-        return math.nan
-    if math.isinf(a) or b == 0:
-        return sign * math.inf
-    if math.isinf(b):
-        return sign * 0.0
-    q = Fraction(a) / Fraction(b)
-    return q if q != 0 else sign * 0.0
-
+# -- every pair of the small formats against the Fraction side ----------------------
 
 def _all_values(fmt):
     """Every value of a format of 8 bits or fewer (one per bit pattern), from the definition."""
@@ -120,130 +85,7 @@ def test_exhaustive_small_formats(name, op):
         assert_same(got, want, a, b, [mode])
 
 
-# -- a vectorised exact oracle for big samples ------------------------------------
-
-class _Exact:
-    """Exact results as (sign, k, q, cat): |x| = (k + f) * 2**q with f in [0, 1)
-    classified by ``cat`` (0: f = 0, 1: f < 1/2, 2: f = 1/2, 3: f > 1/2), where 2**q
-    is the format's quantum at |x|. Python integers: no rounding anywhere."""
-
-    def __init__(self, fmt):
-        self.fmt = lp.format(fmt)
-
-    def _q(self, e):
-        return max(e, self.fmt.emin) - self.fmt.mantissa_bits
-
-    @staticmethod
-    def _log2(num, den):
-        e = num.bit_length() - den.bit_length()
-        if (num << -e if e < 0 else num) < (den << e if e > 0 else den):
-            e -= 1
-        return e
-
-    def ratio(self, num, den):
-        """Classify num/den > 0."""
-        q = self._q(self._log2(num, den))
-        n, d = (num, den << q) if q >= 0 else (num << -q, den)
-        k, r = divmod(n, d)
-        cat = 0 if r == 0 else 1 if 2 * r < d else 2 if 2 * r == d else 3
-        return k, q, cat
-
-    def root(self, num, den):
-        """Classify sqrt(num/den) > 0."""
-        q = self._q(self._log2(num, den) >> 1)
-        n, d = (num, den << (2 * q)) if q >= 0 else (num << (-2 * q), den)
-        k = math.isqrt(n // d)
-        if k * k * d == n:
-            cat = 0
-        else:
-            c = 4 * n - (2 * k + 1) ** 2 * d
-            cat = 1 if c < 0 else 2 if c == 0 else 3
-        return k, q, cat
-
-    def pick(self, neg, k, q, cat, mode):
-        """Round classified values (arrays) by ``mode``; DESIGN.md's overflow rules."""
-        fmt = self.fmt
-        neg, k, q, cat = map(np.asarray, (neg, k, q, cat))
-        odd = (k % 2) == 1
-        if mode == "rz":
-            up = np.zeros(k.shape, bool)
-        elif mode in ("ru", "rd"):
-            up = (cat > 0) & (neg == (mode == "rd"))
-        elif mode == "rne":
-            up = (cat == 3) | ((cat == 2) & odd)
-        elif mode == "rna":
-            up = cat >= 2
-        else:
-            up = (cat > 0) & ~odd
-        with np.errstate(over="ignore"):
-            mag = np.ldexp((k + up).astype(np.float64), q.astype(np.int64))
-        over = mag > fmt.max
-        to_inf = {"rne": np.ones_like(neg), "rna": np.ones_like(neg), "rz": ~np.ones_like(neg),
-                  "ro": ~np.ones_like(neg), "ru": ~neg, "rd": neg}[mode]
-        if fmt.kind == "finite":
-            to_inf = np.zeros_like(neg)
-        special = np.inf if fmt.has_inf else np.nan
-        mag = np.where(over, np.where(to_inf, special, fmt.max), mag)
-        out = np.where(neg, -mag, mag)
-        if not fmt.has_negative_zero:
-            out = out + 0.0
-        return out
-
-
-def _ratio_parts(x):
-    n, d = float(x).as_integer_ratio()
-    return abs(n), d
-
-
-def oracle(op, a, b, fmt, modes=DET_MODES):
-    """Exact rounding of ``a op b`` (arrays) in each mode: {mode: expected array}.
-
-    Specials and exact zeros go through `exact_result` and `reference_round`."""
-    ex = _Exact(fmt)
-    n = len(a)
-    neg = np.zeros(n, bool)
-    k = np.zeros(n, np.int64)
-    q = np.zeros(n, np.int64)
-    cat = np.zeros(n, np.int64)
-    special = {}
-    for i, (x, y) in enumerate(zip(a.tolist(), b.tolist() if b is not None else [0.0] * n)):
-        if op == "sqrt":
-            if math.isnan(x) or math.isinf(x) or x <= 0:
-                special[i] = (math.nan if x < 0 else x)
-                continue
-            nx, dx = _ratio_parts(x)
-            k[i], q[i], cat[i] = ex.root(nx, dx)
-            continue
-        if not (math.isfinite(x) and math.isfinite(y)) or x == 0 or y == 0 or (
-                op in ("add", "sub") and (x == -y if op == "add" else x == y)):
-            special[i] = None
-            continue
-        nx, dx = _ratio_parts(x)
-        ny, dy = _ratio_parts(y)
-        if op in ("add", "sub"):
-            sx = -1 if x < 0 else 1
-            sy = (-1 if y < 0 else 1) * (-1 if op == "sub" else 1)
-            num = sx * nx * dy + sy * ny * dx
-            neg[i] = num < 0
-            k[i], q[i], cat[i] = ex.ratio(abs(num), dx * dy)
-        elif op == "mul":
-            neg[i] = (x < 0) != (y < 0)
-            k[i], q[i], cat[i] = ex.ratio(nx * ny, dx * dy)
-        else:
-            neg[i] = (x < 0) != (y < 0)
-            k[i], q[i], cat[i] = ex.ratio(nx * dy, dx * ny)
-    out = {}
-    for mode in modes:
-        r = ex.pick(neg, k, q, cat, mode)
-        for i, v in special.items():
-            if op == "sqrt":
-                r[i] = reference_round(v, fmt, mode)
-            else:
-                e = exact_result(op, a[i], b[i], mode)
-                r[i] = reference_round(e, fmt, mode)
-        out[mode] = r
-    return out
-
+# -- the vectorised exact oracle, checked against reference_round -------------------
 
 def test_exact_oracle_agrees_with_reference_round():
     rng = np.random.default_rng(7)
@@ -871,17 +713,6 @@ def test_hypothesis_fma_short_operands(name, mode, data):
     assert same(lp.fma(a, b, c, name, mode), want), (a, b, c)
 
 
-def _fma_oracle(a, b, c, name, mode):
-    out = []
-    for x, y, z in zip(a.tolist(), b.tolist(), c.tolist()):
-        e = Fraction(x) * Fraction(y) + Fraction(z)
-        if e == 0:
-            p0 = x * y
-            e = -((-p0) + (-z)) if mode == "rd" else p0 + z
-        out.append(reference_round(e, name, mode))
-    return np.array(out)
-
-
 @pytest.mark.parametrize("name", ("FP16", "BF16", "FP8_E4M3"))
 @pytest.mark.parametrize("mode", DET_MODES)
 def test_fma_against_fraction(name, mode):
@@ -895,7 +726,7 @@ def test_fma_against_fraction(name, mode):
         c[:200] = -a[:200] * b[:200]          # exact zeros
     keep = np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
     a, b, c = a[keep], b[keep], c[keep]
-    assert_same(lp.fma(a, b, c, name, mode), _fma_oracle(a, b, c, name, mode), a, b, c)
+    assert_same(lp.fma(a, b, c, name, mode), fma_rounded(a, b, c, name, mode), a, b, c)
 
 
 @pytest.mark.parametrize("name", ("BF16", "FP32"))
@@ -910,7 +741,7 @@ def test_fma_arbitrary_float64_operands(name, mode):
     c[:300] = np.ldexp(rng.standard_normal(300), rng.integers(-1074, 1000, 300))
     keep = np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
     a, b, c = a[keep], b[keep], c[keep]
-    assert_same(lp.fma(a, b, c, name, mode), _fma_oracle(a, b, c, name, mode), a, b, c)
+    assert_same(lp.fma(a, b, c, name, mode), fma_rounded(a, b, c, name, mode), a, b, c)
 
 
 # -- IEEE special cases and flags -------------------------------------------------
@@ -1047,46 +878,7 @@ def test_saturate_and_subnormals_options():
 
 # -- reductions -------------------------------------------------------------------
 
-def _ref_add(x, y, name, mode):
-    e = exact_result("add", x, y, mode)
-    return reference_round(e, name, mode)
-
-
-def _ref_sequential(xs, name, mode):
-    acc = reference_round(xs[0], name, mode)
-    for x in xs[1:]:
-        acc = _ref_add(acc, x, name, mode)
-    return acc
-
-
-def _ref_pairwise(xs, name, mode):
-    level = list(xs)
-    if len(level) == 1:
-        return reference_round(level[0], name, mode)
-    while len(level) > 1:
-        nxt = [_ref_add(level[i], level[i + 1], name, mode) for i in range(0, len(level) - 1, 2)]
-        if len(level) % 2:
-            nxt.append(level[-1])
-        level = nxt
-    return level[0]
-
-
-def _ref_kahan(xs, name, mode):
-    def op(o, x, y):
-        return reference_round(exact_result(o, x, y, mode), name, mode)
-    s, c = reference_round(xs[0], name, mode), 0.0
-    for x in xs[1:]:
-        y = op("sub", x, c)
-        t = op("add", s, y)
-        c = op("sub", op("sub", t, s), y)
-        s = t
-    return s
-
-
-_REFS = {"sequential": _ref_sequential, "pairwise": _ref_pairwise, "kahan": _ref_kahan}
-
-
-@pytest.mark.parametrize("order", sorted(_REFS))
+@pytest.mark.parametrize("order", sorted(SUMS))
 @pytest.mark.parametrize("mode", ("rne", "rd", "ro"))
 def test_sum_against_stepwise_reference(order, mode):
     rng = np.random.default_rng(8)
@@ -1095,7 +887,7 @@ def test_sum_against_stepwise_reference(order, mode):
         got = lp.sum(x, name, axis=axis, mode=mode, order=order)
         cols = ([x.ravel()] if axis is None
                 else list(np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis])))
-        want = np.array([_REFS[order](c.tolist(), name, mode) for c in cols])
+        want = np.array([SUMS[order](c.tolist(), name, mode) for c in cols])
         assert_same(np.reshape(got, -1), want, [order, mode, axis])
 
 
@@ -1132,7 +924,7 @@ def test_dot_against_stepwise_reference(fused, mode):
                 acc = reference_round(Fraction(x) * Fraction(y) + Fraction(acc), "FP16", mode)
             else:
                 p = reference_round(Fraction(x) * Fraction(y), "FP16", mode)
-                acc = _ref_add(acc, p, "FP16", mode)
+                acc = rounded_add(acc, p, "FP16", mode)
         want.append(acc)
     assert_same(got, want)
     assert lp.dot(a[0], b, "fp16", mode, fused=fused) == got[0]
@@ -1294,13 +1086,13 @@ def test_arrays_of_up_to_64_dimensions(ndim):
         got = lp.sum(x, "bf16", axis=axis, mode="rd", order="sequential")
         cols = ([x.ravel()] if axis is None
                 else list(np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis])))
-        want = np.array([_ref_sequential(col.tolist(), "BF16", "rd") for col in cols])
+        want = np.array([sequential_sum(col.tolist(), "BF16", "rd") for col in cols])
         want_shape = () if axis is None else np.sum(x, axis=axis).shape
         assert np.shape(got) == want_shape
         assert_same(np.reshape(got, -1), want, [axis])
     got = lp.dot(A, B, "bf16", "rd")
     assert got.shape == out_shape[:-1]
-    want = [_ref_add(reference_round(Fraction(r[0]) * Fraction(s[0]), "BF16", "rd"),
+    want = [rounded_add(reference_round(Fraction(r[0]) * Fraction(s[0]), "BF16", "rd"),
                      reference_round(Fraction(r[1]) * Fraction(s[1]), "BF16", "rd"), "BF16", "rd")
             for r, s in zip(A.reshape(-1, 2).tolist(), B.reshape(-1, 2).tolist())]
     assert_same(got.reshape(-1), want, ["dot"])
@@ -1326,13 +1118,13 @@ def _columns(x, axes):
 def test_sum_default_order_is_pairwise(mode):
     # Before: the default was "sequential" (and lp.sum(x, fmt, "rz") read "rz" as an axis).
     x = _sum_operand()
-    want = np.array([_ref_pairwise(c.tolist(), "BF16", mode) for c in _columns(x, (0, 1, 2))])
+    want = np.array([pairwise_sum(c.tolist(), "BF16", mode) for c in _columns(x, (0, 1, 2))])
     assert_same(np.reshape(lp.sum(x, "bf16", mode), -1), want, [mode])
     assert_same(np.reshape(lp.sum(x, "bf16", mode=mode), -1), want, [mode])
-    want = np.array([_ref_pairwise(c.tolist(), "BF16", mode) for c in _columns(x, (1,))])
+    want = np.array([pairwise_sum(c.tolist(), "BF16", mode) for c in _columns(x, (1,))])
     assert_same(lp.sum(x, "bf16", mode, axis=1).reshape(-1), want, [mode, 1])
     # The sequential oracle differs here, so the default is not sequential by accident.
-    seq = np.array([_ref_sequential(c.tolist(), "BF16", mode) for c in _columns(x, (1,))])
+    seq = np.array([sequential_sum(c.tolist(), "BF16", mode) for c in _columns(x, (1,))])
     assert not same(want, seq).all()
 
 
@@ -1341,7 +1133,7 @@ def test_sum_over_several_axes(axis):
     x = _sum_operand()
     axes = tuple(sorted(a % x.ndim for a in axis))
     got = lp.sum(x, "fp16", "rd", axis=axis, order="sequential")
-    want = np.array([_ref_sequential(c.tolist(), "FP16", "rd") for c in _columns(x, axes)])
+    want = np.array([sequential_sum(c.tolist(), "FP16", "rd") for c in _columns(x, axes)])
     assert np.shape(got) == np.sum(x, axis=axis).shape
     assert_same(np.reshape(got, -1), want, [axis])
 
@@ -1394,15 +1186,6 @@ def test_sum_signature_reads_as_documented():
 
 
 # -- operands float64 cannot hold: one rounding, as lp.round ---------------------------
-
-def _exact(v):
-    """The exact value of one operand, converted without lowprec: a Fraction."""
-    if isinstance(v, (int, np.integer)):
-        return Fraction(int(v))
-    if isinstance(v, np.longdouble):
-        return Fraction(*v.as_integer_ratio())
-    return Fraction(float(v))
-
 
 def _double_rounding_traps(kind):
     """Values just off a midpoint or a point of BF16 (p = 8), FP32 (24), FP16 (11) and
@@ -1457,43 +1240,6 @@ if np.finfo(np.longdouble).nmant >= 63:
     _KINDS.append("longdouble")
 
 
-def _ref_op(op, xs, name, mode):
-    """reference_round of the exact result (IEEE special cases and zero signs)."""
-    fl = [float(x) for x in xs]
-    if any(math.isnan(f) for f in fl) or any(math.isinf(f) for f in fl):
-        if op != "fma":
-            return reference_round(exact_result(op, fl[0], fl[1], mode), name, mode)
-        a, b, c = fl                    # a wide value as a float keeps its sign and zero
-        if math.isnan(a) or math.isnan(b) or math.isnan(c):
-            return math.nan
-        if math.isinf(a) or math.isinf(b):
-            if a == 0 or b == 0:
-                return math.nan
-            p = math.copysign(math.inf, a) * math.copysign(1.0, b)
-            return math.nan if math.isinf(c) and c != p else reference_round(p, name, mode)
-        return reference_round(c, name, mode)
-    a = [_exact(x) for x in xs]
-    if op in ("add", "sub"):
-        v = a[0] + a[1] if op == "add" else a[0] - a[1]
-        if v == 0:
-            return -0.0 if mode == "rd" else 0.0
-    elif op == "mul":
-        v = a[0] * a[1]
-        if v == 0:
-            return math.copysign(0.0, fl[0]) * math.copysign(1.0, fl[1])
-    elif op == "div":
-        if a[1] == 0:
-            return reference_round(exact_result("div", fl[0], fl[1], mode), name, mode)
-        v = a[0] / a[1]
-        if v == 0:
-            return math.copysign(0.0, fl[0]) * math.copysign(1.0, fl[1])
-    else:
-        v = a[0] * a[1] + a[2]
-        if v == 0:
-            return -0.0 if mode == "rd" else 0.0
-    return reference_round(v, name, mode)
-
-
 def _wide_second(kind, x):
     """A second wide operand: x reversed, its first eighth -x (x itself for uint64,
     so that sub cancels), as the user would pass it."""
@@ -1522,14 +1268,14 @@ def test_wide_operands_round_once(kind, name):
         for op in OPS:
             for a, b, label in ((x, y, "wide"), (x, f, "float"), (f, x, "float first")):
                 got = getattr(lp, op)(a, b, name, mode)
-                want = [_ref_op(op, (u, v), name, mode) for u, v in zip(list(a), list(b))]
+                want = [rounded_result(op, (u, v), name, mode) for u, v in zip(list(a), list(b))]
                 assert_same(got, want, kind, name, mode, op, label)
         for a, b, cc, label in ((x, y, c, "a, b wide"), (c, x, y, "b, c wide"),
                                 (f[:9].reshape(9, 1), x, c[0], "broadcast")):
             got = lp.fma(a, b, cc, name, mode)
             A, B, C = (np.broadcast_to(np.asarray(v, dtype=object), np.shape(got)).ravel()
                        for v in (a, b, cc))
-            want = [_ref_op("fma", t, name, mode) for t in zip(A, B, C)]
+            want = [rounded_result("fma", t, name, mode) for t in zip(A, B, C)]
             assert_same(got, np.reshape(want, np.shape(got)), kind, name, mode, label)
 
 
@@ -1554,7 +1300,7 @@ def test_wide_operands_sqrt_against_mpfr(kind, name):
         xs[1] = (2**24 + 1) ** 2 * 2**100  # an FP32 tie
     for mode in sorted(_GMPY_MODES):
         with gmpy2.context(precision=1100, emin=-20000, emax=20000):
-            exact = [gmpy2.mpfr(gmpy2.mpq(_exact(v).numerator, _exact(v).denominator))
+            exact = [gmpy2.mpfr(gmpy2.mpq(exact_operand(v).numerator, exact_operand(v).denominator))
                      for v in xs]
         with gmpy2.context(_mpfr_context(name, mode)):
             want = [float(gmpy2.sqrt(v)) for v in exact]
@@ -1570,21 +1316,22 @@ def test_wide_operands_in_sums_and_dots(kind):
     rng = np.random.default_rng(5)
     w = rng.choice([1.0, -1.0, 0.5, 3.0], 13)
     for mode in ("rne", "rz", "ro"):
-        for order, ref in _REFS.items():
+        for order, ref in SUMS.items():
             got = lp.sum(_as_input(xs, kind) if kind != "uint64" else x, "BF16", mode,
                          order=order)
-            want = ref([_exact(v) for v in xs], "BF16", mode)
+            want = ref([exact_operand(v) for v in xs], "BF16", mode)
             assert_same(got, want, [kind, mode, order])
         fd = "FP64" if kind == "pyint" else "FP32"     # no overflow on the way
         got = lp.dot(_as_input(xs, kind) if kind != "uint64" else x, w, fd, mode)
-        acc = reference_round(_exact(xs[0]) * Fraction(w[0]), fd, mode)
+        acc = reference_round(exact_operand(xs[0]) * Fraction(w[0]), fd, mode)
         for u, v in zip(xs[1:], w[1:].tolist()):
-            acc = _ref_add(acc, reference_round(_exact(u) * Fraction(v), fd, mode), fd, mode)
+            p = reference_round(exact_operand(u) * Fraction(v), fd, mode)
+            acc = rounded_add(acc, p, fd, mode)
         assert_same(got, acc, [kind, mode, "dot"])
         got = lp.dot(w, _as_input(xs, kind) if kind != "uint64" else x, fd, mode, fused=True)
-        acc = reference_round(_exact(xs[0]) * Fraction(w[0]), fd, mode)
+        acc = reference_round(exact_operand(xs[0]) * Fraction(w[0]), fd, mode)
         for u, v in zip(xs[1:], w[1:].tolist()):
-            acc = reference_round(_exact(u) * Fraction(v) + Fraction(acc), fd, mode)
+            acc = reference_round(exact_operand(u) * Fraction(v) + Fraction(acc), fd, mode)
         assert_same(got, acc, [kind, mode, "fused dot"])
 
 
@@ -1611,7 +1358,7 @@ def test_wide_operands_stochastic_rounding_probability(kind):
          "uint64": np.full(4000, 2**63 + 2**9, np.uint64),
          "pyint": [2**100 + 2**46] * 4000,
          "longdouble": np.full(4000, 1 + np.ldexp(np.longdouble(1), -54))}[kind]
-    v = _exact(x[0])
+    v = exact_operand(x[0])
     down = reference_round(v, "FP64", "rd")
     up = reference_round(v, "FP64", "ru")
     p = float((v - Fraction(down)) / (Fraction(up) - Fraction(down)))
@@ -1724,3 +1471,76 @@ def test_lists_mixing_wide_ints_and_floats_are_operands_rounded_once(mode):
     seq = reference_round(Fraction(a[0]) + Fraction(a[1]), "fp64", mode)
     seq = reference_round(Fraction(seq) + Fraction(a[2]), "fp64", mode)
     assert lp.sum(a, "fp64", mode, order="sequential") == seq
+
+
+# -- fma without the split where every product is exact ---------------------------------
+
+def _short(rng, n, bits=8, spread=30):
+    """Random float64 values with ``bits``-bit significands (their products are exact)."""
+    m = rng.integers(2 ** (bits - 1), 2**bits, n) * rng.choice([-1.0, 1.0], n)
+    return np.ldexp(m.astype(float), rng.integers(-spread, spread, n) - bits)
+
+
+def _fma_cases(fmt, rng):
+    """Three chunks of operands: every product exact and in range (ties, cancellations
+    to zero, the subnormal boundary and the overflow threshold of ``fmt`` among the
+    results); zero products; and the first with some products that are not exact."""
+    f = lp.format(fmt)
+    a, b = _short(rng, 400), _short(rng, 400)
+    c = -a * b + _short(rng, 400, spread=4) * 2.0 ** rng.integers(-30, 0, 400)
+    # Exact ties: 3 * 0.5 + c lands halfway between two values of fmt in [1, 2).
+    half = 2.0 ** -f.p
+    ties_c = 1.0 + half * (2 * np.arange(20) + 1) - 1.5
+    # Exact cancellations (+0, or -0 under rd).
+    cancel_a, cancel_b = np.array([1.5, -1.5]), np.array([2.0, 2.0])
+    cancel_c = np.array([-3.0, 3.0])
+    with np.errstate(over="ignore"):
+        # The largest value and the midpoint past it (the overflow threshold).
+        edge = np.array([f.smallest_normal, f.smallest_subnormal, f.max,
+                         f.max + half * 2.0 ** f.emax])
+    short = (edge.view(np.uint64) & np.uint64(2**27 - 1)) == 0     # FP64's max is not
+    edge = edge[np.isfinite(edge) & (edge > 2.0 ** -900) & short]
+    edge_a, edge_b = np.repeat(edge, 2), np.tile([1.0, 0.75], edge.size)
+    edge_c = np.tile([0.0, f.smallest_subnormal / 4], edge.size)
+    A = np.concatenate([a, np.full(20, 3.0), cancel_a, edge_a])
+    B = np.concatenate([b, np.full(20, 0.5), cancel_b, edge_b])
+    C = np.concatenate([c, ties_c, cancel_c, edge_c])
+    zeros = (np.array([0.0, -0.0, 0.0, 2.0, -0.0]), np.array([3.0, 3.0, -5.0, 0.0, -0.0]),
+             np.array([-0.0, -0.0, -0.0, 1.0, 0.0]))
+    mixed_a, mixed_b = A.copy(), B.copy()
+    mixed_a[::37] = rng.standard_normal(mixed_a[::37].size)     # 53-bit factors
+    mixed_b[::41] = 1 / 3
+    return (A, B, C), zeros, (mixed_a, mixed_b, C)
+
+
+def _no_split(*args):
+    raise AssertionError("Dekker's split on a chunk whose products are all exact")
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "fp16", "tf32", "fp32", "e4m3", "e5m2", "fp4", "e3m2",
+                                 "fp64"])
+@pytest.mark.parametrize("mode", DET_MODES)
+def test_fma_with_exact_products_is_the_correctly_rounded_value(monkeypatch, fmt, mode):
+    exact, zeros, mixed = _fma_cases(fmt, np.random.default_rng(len(fmt) * 7 + len(mode)))
+    for (a, b, c), split in ((exact, False), (zeros, True), (mixed, True)):
+        with monkeypatch.context() as m:
+            if not split:
+                m.setattr(lp.arith.kernels, "two_prod_err", _no_split)
+            got = lp.fma(a, b, c, fmt, mode)
+        assert_same(got, fma_rounded(a, b, c, fmt, mode), a, b, c)
+
+
+@pytest.mark.parametrize("saturate", [False, True])
+def test_fma_flags_with_exact_products_are_those_of_the_rounding(saturate):
+    rng = np.random.default_rng(6)
+    a, b = _short(rng, 300, spread=12), _short(rng, 300, spread=12)
+    c = _short(rng, 300, spread=12)
+    with lp.flags() as fused:
+        got = lp.fma(a, b, c, "e4m3", "rne", saturate=saturate)
+    exact = [Fraction(x) * Fraction(y) + Fraction(z) for x, y, z in zip(a, b, c)]
+    with lp.flags() as rounded:
+        want = lp.round_exact(np.array([float(v) for v in exact]),
+                              np.array([float(v - Fraction(float(v))) for v in exact]),
+                              "e4m3", "rne", saturate=saturate)
+    assert_same(got, want)
+    assert fused.as_dict() == rounded.as_dict()

@@ -27,6 +27,7 @@ import lowprec.engine.kernel as kernel
 from helpers import assert_bits, assert_same
 from lowprec import testing as lpt
 from lowprec.status import FLAG_NAMES
+from oracles.sums import pairwise_levels
 
 F32 = np.float32
 
@@ -264,23 +265,6 @@ def test_ignore_restores_the_callers_error_state_and_has_a_fallback(monkeypatch)
 
 # -- pairwise sums: the levels of sums add values of the format ----------------------------
 
-def _pairwise_oracle(x, fmt):
-    """The pairwise order of `lp.sum` on Fractions (two terms or more), each sum
-    rounded by the oracle."""
-    level, carry = [Fraction(v) for v in x], None
-    while len(level) + (carry is not None) > 1:
-        k = len(level) // 2
-        pairs = [Fraction(lpt.reference_round(level[2 * i] + level[2 * i + 1], fmt))
-                 for i in range(k)]
-        if len(level) % 2 and carry is None:
-            carry = level[-1]
-        elif len(level) % 2:
-            pairs.append(Fraction(lpt.reference_round(level[-1] + carry, fmt)))
-            carry = None
-        level = pairs
-    return float(level[0])
-
-
 @pytest.mark.parametrize("fmt", ["fp16", "bf16", "e4m3"])
 @pytest.mark.parametrize("n", [2, 7, 10, 33, 5000])
 def test_pairwise_sum_levels_of_sums_use_float64s_sum(fmt, n, monkeypatch):
@@ -303,7 +287,7 @@ def test_pairwise_sum_levels_of_sums_use_float64s_sum(fmt, n, monkeypatch):
         want = lp.sum(x, fmt)
     assert_bits(got, want, x)
     if n <= 33:
-        assert got == _pairwise_oracle(x, fmt)
+        assert got == pairwise_levels(x, fmt)
 
 
 @pytest.mark.parametrize("fmt", ["bf16", "fp16", "tf32", "fp32", lp.Format(10, 40),
