@@ -80,8 +80,12 @@ class _Counts:
         """Count one quantization: ``clipped_blocks`` (bools, one per block),
         ``clipped`` (bools, one per value), the ``values`` and their quantized ``q``."""
         nonzero = values != 0
-        self.c[kind] += (clipped_blocks.size, clipped_blocks.sum(), clipped.size,
-                         clipped.sum(), nonzero.sum(), (nonzero & (q == 0)).sum())
+        self.add_totals(kind, (clipped_blocks.size, clipped_blocks.sum(), clipped.size,
+                               clipped.sum(), nonzero.sum(), (nonzero & (q == 0)).sum()))
+
+    def add_totals(self, kind, totals):
+        """Count one quantization by its six totals (the order of `take`'s counts)."""
+        self.c[kind] += totals
 
     def take(self):
         """The counts since the last call (and start again from zero)."""
@@ -258,7 +262,8 @@ class _PerTensor:
         self.pending[kind] = _fl32(np.max(np.abs(x), initial=0.0))
         # x * s is exact in float64 (24 + 24 bits), so this is fl32(v * scale).
         scaled = np.asarray(quiet(_round, x * s, FP32))
-        q = tensor(_round(scaled, fmt, saturate=True), fmt)    # its underflows are flagged
+        # Values of fmt already (its underflows are flagged): wrapped, not rounded again.
+        q = Tensor(np.asarray(_round(scaled, fmt, saturate=True)), fmt)
         clipped = np.abs(scaled) > fmt.max
         self.counts.add(kind, np.array([clipped.any()]), clipped, x, q.values)
         return q, _fl32(1.0 / s)                               # s > 0 is an FP32 value
@@ -369,6 +374,25 @@ class BlockScaling:
         return _Blocked(self, as_generator(rng))
 
 
+def _block_totals(q: mx.BlockScaled, v: np.ndarray) -> tuple:
+    """`_Counts.add`'s totals for ``v`` quantized to ``q``, in the blocked layout.
+
+    Each value is compared with ``q.limits`` and ``q.dequantize()``, the same float64
+    products (the element's max, or its value, times ``scale * tensor_scale``) formed
+    per block instead of repeated to the array's shape. The padding holds zeros: it is
+    neither clipped (a zero exceeds no limit, a NaN limit none) nor nonzero.
+    """
+    vb = q.blocked(v)                                        # (..., blocks, block)
+    scale = (q.scales * q.tensor_scale)[..., None]
+    top = 127 * 2.0**-6 if q.elem == "int8" else q.elem.max  # type: ignore[union-attr]
+    clip = np.abs(vb) > top * scale
+    nonzero = vb != 0
+    deq = q.elements.reshape(vb.shape) * scale
+    return (math.prod(clip.shape[:-1]), np.count_nonzero(clip.any(axis=-1)),
+            v.size, np.count_nonzero(clip), np.count_nonzero(nonzero),
+            np.count_nonzero(nonzero & (deq == 0)))
+
+
 class _Blocked:
     """One layer's state under `BlockScaling`: the saved operands and the counts."""
 
@@ -383,8 +407,7 @@ class _Blocked:
         sr = kind == "dy" and self.recipe.grad_mode == "sr"
         q = mx.quantize(v, scheme, axis=axis, scale_rule=self.recipe.scale_rule,
                         mode="sr" if sr else "rne", rng=self.rng if sr else None)
-        clipped = np.abs(v) > q.limits
-        self.counts.add(kind, q.blocked(clipped).any(axis=-1), clipped, v, q.dequantize())
+        self.counts.add_totals(kind, _block_totals(q, v))
         return q
 
     def _product(self, a, b, c=None):

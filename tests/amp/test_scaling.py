@@ -185,6 +185,49 @@ def test_floor_rule_clips_and_is_counted():
     assert f["w"]["blocks_clipped"] == 0.0
 
 
+def counts_by_elementwise_rule(v, q):
+    """The six counts of one quantization from `BlockScaled.limits` and `dequantize`
+    (values of the array's shape): the definition the blocked counts must equal."""
+    clipped = np.abs(v) > q.limits
+    blocks = q.blocked(clipped).any(axis=-1)
+    nonzero = v != 0
+    return [blocks.size, blocks.sum(), clipped.size, clipped.sum(), nonzero.sum(),
+            (nonzero & (q.dequantize() == 0)).sum()]
+
+
+def adversarial_operand(rng, shape):
+    """Normal values, a block's worth of zeros, values far below their block's max
+    (flushed), values that clip under the floor rule, NaN and inf, tiny and huge
+    blocks."""
+    v = rng.standard_normal(shape) * np.exp2(rng.integers(-20, 20, shape))
+    flat = v.reshape(-1)
+    flat[:32] = 0.0
+    flat[40:44] = [957.0, 1e-30, -1e-30, 3.0]
+    flat[100], flat[140] = np.nan, -np.inf
+    flat[200:216] *= 1e-40
+    flat[300:316] *= 1e36
+    return v
+
+
+@pytest.mark.parametrize("scheme,rule", [("mxfp8_e4m3", "floor"), ("mxfp8_e4m3", "rceil"),
+                                         ("mxfp4", "even"), ("nvfp4", "floor")])
+@pytest.mark.parametrize("shape", [(8, 100), (37, 64)])
+def test_block_counts_equal_the_elementwise_rule(scheme, rule, shape):
+    """The counts a block-scaled quantizer records for x (along axis 1) and w (along
+    axis 0) equal those of the elementwise rule, on random and adversarial operands
+    (padded blocks, zeros, flushes, clipping, NaN and inf, extreme scales)."""
+    rng = np.random.default_rng(11)
+    for v in (rng.standard_normal(shape), adversarial_operand(rng, shape)):
+        x, w = v, v.T.copy()
+        r = lp.amp.BlockScaling(scheme, scale_rule=rule).quantizer()
+        r.forward(lp.tensor(x, "fp32"), lp.tensor(w, "fp32"), None)
+        got = r.counts.take()
+        for kind, value, axis in (("x", x, 1), ("w", w, 0)):
+            value = np.asarray(lp.round(value, "fp32"))
+            q = lp.mx.quantize(value, scheme, axis=axis, scale_rule=rule)
+            assert got[kind].tolist() == counts_by_elementwise_rule(value, q), kind
+
+
 def nvfp4_layer(mode, n_in=1):
     layer = lp.nn.Linear(n_in, 16, rng=0)
     layer.weight.value = lp.tensor(np.ones((n_in, 16)), "fp32")
