@@ -27,6 +27,7 @@ from .engine.inputs import float64_operand
 from .formats import E8M0, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E5M2, FP32, UE4M3, Format
 from .rounding import round as _round
 from .status import quiet
+from .types import Mode
 
 __all__ = ["quantize", "BlockScaled", "matmul", "SCHEMES", "SCALE_RULES"]
 
@@ -203,7 +204,7 @@ def _check_tensor_scale(ts):
 
 
 def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "floor",
-             mode: str = "rne", rng: np.random.Generator | int | None = None,
+             mode: Mode = "rne", rng: np.random.Generator | int | None = None,
              saturate: bool = True, tensor_scale: float | None = None) -> BlockScaled:
     """Quantize ``x`` to a block-scaled format along ``axis``.
 
@@ -280,8 +281,10 @@ def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "fl
     axis = int(np.lib.array_utils.normalize_axis_index(axis, arr.ndim))
     v = _blocks(arr, axis, block)
     amax = np.abs(v).max(axis=-1)
-    special = ~np.isfinite(v).all(axis=-1)
-    amax = np.where(special, 0.0, amax)
+    special = ~np.isfinite(amax)        # max propagates NaN, and |inf| is the max
+    any_special = bool(special.any())
+    if any_special:
+        amax = np.where(special, 0.0, amax)
     if elem == "int8":
         emax_elem, max_elem = 0, 127 * _INT8_STEP
     else:
@@ -311,7 +314,8 @@ def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "fl
             enc = np.minimum(np.asarray(quiet(_round, 1.0 / (scale * ts), FP32)), _FP32_MAX)
         enc = np.where(scale > 0, enc, 0.0)
         y = np.asarray(quiet(_mul, v, enc[..., None], FP32))    # one rounding of v * enc
-    y = np.where(special[..., None], 0.0, y)     # a NaN scale decides those blocks
+    if any_special:
+        y = np.where(special[..., None], 0.0, y)     # a NaN scale decides those blocks
     if elem == "int8":
         # y / 2**-6 / 2**7 is below 1 in magnitude for in-range values: rounding it into
         # a format whose grid there is 2**-7 rounds y / 2**-6 to an integer.
@@ -323,7 +327,8 @@ def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "fl
         # An infinite y (a finite v whose product with a given tensor scale overflows
         # FP32) saturates or not as a finite value beyond the format's max does.
         codes = np.asarray(encode(y, elem, mode, rng=rng, saturate=saturate))
-    scale = np.where(special, np.nan, scale)
+    if any_special:
+        scale = np.where(special, np.nan, scale)
     scodes = np.asarray(encode(scale, sfmt))
     return BlockScaled(scheme, codes.reshape(v.shape[:-2] + (v.shape[-2] * block,)), scodes,
                        elem, sfmt, block, axis, arr.shape, ts)
