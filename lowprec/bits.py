@@ -23,6 +23,7 @@ from .engine.lazy import lazy_entry
 from .engine.plan import plan as _plan
 from .formats import FormatLike
 from .formats import format as _format
+from .types import Mode, RNGLike
 
 __all__ = ["encode", "decode", "fields", "uint_dtype"]
 
@@ -50,8 +51,8 @@ def _canonical_nan(fmt, negative):
 
 
 @lazy_entry("encode", 1)
-def encode(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
-           rng: np.random.Generator | int | None = None, sr_bits: int | None = None,
+def encode(x: ArrayLike, fmt: FormatLike, mode: Mode = "rne", *,
+           rng: RNGLike = None, sr_bits: int | None = None,
            offset: int = 0,
            subnormals: bool | None = None, saturate: bool = False,
            ) -> NDArray[np.unsignedinteger[Any]] | np.unsignedinteger[Any]:

@@ -31,11 +31,12 @@ from .engine.lazy import LAZY
 from .formats import FP32, Format, FormatLike
 from .formats import format as _format
 from .rounding import round as _round
-from .tensorcore import Model, resolve_model
+from .tensorcore import ModelLike, resolve_model
 from .tensorcore.instructions import MatrixUnit
 from .tensorcore.models import Accumulating, TensorCoreModel
 from .tensors import Tensor, context, get_context
 from .tensors import matmul as _matmul
+from .types import Mode, RNGLike
 
 if TYPE_CHECKING:
     import dask.array
@@ -77,7 +78,7 @@ def _as_dask(x: DaskLike, name: str = "x") -> Any:
     return da.from_array(np.asarray(x), chunks=-1)
 
 
-def resolve_seed(rng: np.random.Generator | int | None) -> int:
+def resolve_seed(rng: RNGLike) -> int:
     """The one seed of a call under ``"sr"``, resolved when the graph is built.
 
     An int is the seed as it is; a `numpy.random.Generator` gives one draw
@@ -105,7 +106,7 @@ def resolve_seed(rng: np.random.Generator | int | None) -> int:
     return int(rng)
 
 
-def _options(mode: str, rng: Any, **kw: Any) -> dict[str, Any]:
+def _options(mode: Mode, rng: Any, **kw: Any) -> dict[str, Any]:
     """Keyword options of one lowprec call; "sr" gets its seed resolved now."""
     opts = {k: v for k, v in kw.items()}
     opts["rng"] = resolve_seed(rng) if mode == "sr" else rng
@@ -133,7 +134,7 @@ def _runs(loc: list[tuple[int, int]], shape: tuple[int, ...]) -> tuple[int, np.n
     return run, offsets
 
 
-def _map(fn: Callable[..., Any], operands: tuple[Any, ...], mode: str, dtype: Any,
+def _map(fn: Callable[..., Any], operands: tuple[Any, ...], mode: Mode, dtype: Any,
          name: str) -> Any:
     """``fn(*operand_blocks, offset=...)`` over the broadcast Dask operands, block by
     block. Under "sr" each contiguous run of a block gets its global flat offset."""
@@ -189,8 +190,8 @@ def _sample(x: Any) -> Any:
     return a[(slice(0, 1),) * a.ndim]
 
 
-def round(x: DaskLike, fmt: FormatLike, mode: str = "rne", *,  # noqa: A001
-          rng: np.random.Generator | int | None = None, sr_bits: int | None = None,
+def round(x: DaskLike, fmt: FormatLike, mode: Mode = "rne", *,  # noqa: A001
+          rng: RNGLike = None, sr_bits: int | None = None,
           subnormals: bool | None = None, saturate: bool = False) -> dask.array.Array:
     """`lowprec.round` of a Dask array, block by block (lazy).
 
@@ -217,8 +218,8 @@ def round(x: DaskLike, fmt: FormatLike, mode: str = "rne", *,  # noqa: A001
     return _map(fn, (x,), mode, np.float64, "round")
 
 
-def encode(x: DaskLike, fmt: FormatLike, mode: str = "rne", *,
-           rng: np.random.Generator | int | None = None, sr_bits: int | None = None,
+def encode(x: DaskLike, fmt: FormatLike, mode: Mode = "rne", *,
+           rng: RNGLike = None, sr_bits: int | None = None,
            subnormals: bool | None = None, saturate: bool = False) -> dask.array.Array:
     """`lowprec.encode` of a Dask array, block by block (lazy); "sr" as in `round`.
 
@@ -256,7 +257,7 @@ def decode(bits: DaskLike, fmt: FormatLike) -> dask.array.Array:
 
 
 def _elementwise(op: Callable[..., Any], name: str, operands: tuple[Any, ...],
-                 fmt: FormatLike, mode: str, rng: Any, subnormals: bool | None,
+                 fmt: FormatLike, mode: Mode, rng: Any, subnormals: bool | None,
                  saturate: bool) -> Any:
     opts = _options(mode, rng, subnormals=subnormals, saturate=saturate)
     op(*(_sample(o) for o in operands), fmt, mode, **opts)    # the errors, now
@@ -279,38 +280,38 @@ _DOC = """`lowprec.{0}` of Dask arrays (and NumPy arrays or scalars), broadcast 
     """
 
 
-def add(a: DaskLike, b: DaskLike, fmt: FormatLike, mode: str = "rne", *,
-        rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+def add(a: DaskLike, b: DaskLike, fmt: FormatLike, mode: Mode = "rne", *,
+        rng: RNGLike = None, subnormals: bool | None = None,
         saturate: bool = False) -> dask.array.Array:
     return _elementwise(arith.add, "add", (a, b), fmt, mode, rng, subnormals, saturate)
 
 
-def sub(a: DaskLike, b: DaskLike, fmt: FormatLike, mode: str = "rne", *,
-        rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+def sub(a: DaskLike, b: DaskLike, fmt: FormatLike, mode: Mode = "rne", *,
+        rng: RNGLike = None, subnormals: bool | None = None,
         saturate: bool = False) -> dask.array.Array:
     return _elementwise(arith.sub, "sub", (a, b), fmt, mode, rng, subnormals, saturate)
 
 
-def mul(a: DaskLike, b: DaskLike, fmt: FormatLike, mode: str = "rne", *,
-        rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+def mul(a: DaskLike, b: DaskLike, fmt: FormatLike, mode: Mode = "rne", *,
+        rng: RNGLike = None, subnormals: bool | None = None,
         saturate: bool = False) -> dask.array.Array:
     return _elementwise(arith.mul, "mul", (a, b), fmt, mode, rng, subnormals, saturate)
 
 
-def div(a: DaskLike, b: DaskLike, fmt: FormatLike, mode: str = "rne", *,
-        rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+def div(a: DaskLike, b: DaskLike, fmt: FormatLike, mode: Mode = "rne", *,
+        rng: RNGLike = None, subnormals: bool | None = None,
         saturate: bool = False) -> dask.array.Array:
     return _elementwise(arith.div, "div", (a, b), fmt, mode, rng, subnormals, saturate)
 
 
-def sqrt(a: DaskLike, fmt: FormatLike, mode: str = "rne", *,
-         rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+def sqrt(a: DaskLike, fmt: FormatLike, mode: Mode = "rne", *,
+         rng: RNGLike = None, subnormals: bool | None = None,
          saturate: bool = False) -> dask.array.Array:
     return _elementwise(arith.sqrt, "sqrt", (a,), fmt, mode, rng, subnormals, saturate)
 
 
-def fma(a: DaskLike, b: DaskLike, c: DaskLike, fmt: FormatLike, mode: str = "rne", *,
-        rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+def fma(a: DaskLike, b: DaskLike, c: DaskLike, fmt: FormatLike, mode: Mode = "rne", *,
+        rng: RNGLike = None, subnormals: bool | None = None,
         saturate: bool = False) -> dask.array.Array:
     return _elementwise(arith.fma, "fma", (a, b, c), fmt, mode, rng, subnormals, saturate)
 
@@ -375,7 +376,7 @@ def _from_rows(parts: list[Any], row_chunks: tuple[int, ...]) -> Any:
     return da.concatenate(pieces) if len(pieces) > 1 else pieces[0]
 
 
-def _seq_step(acc: np.ndarray | None, blk: np.ndarray, fmt: FormatLike, mode: str,
+def _seq_step(acc: np.ndarray | None, blk: np.ndarray, fmt: FormatLike, mode: Mode,
               opts: dict[str, Any], offset: int) -> Any:
     """One chunk of a sequential sum along axis 1, ``acc`` prepended as term 0."""
     if acc is not None:
@@ -387,7 +388,7 @@ def _seq_step(acc: np.ndarray | None, blk: np.ndarray, fmt: FormatLike, mode: st
                       dtype=np.float64).reshape(-1)
 
 
-def _pairwise_part(blk: np.ndarray, fmt: FormatLike, mode: str, opts: dict[str, Any]) -> Any:
+def _pairwise_part(blk: np.ndarray, fmt: FormatLike, mode: Mode, opts: dict[str, Any]) -> Any:
     # A one-term part moves up the tree unchanged (the NumPy call adds it raw).
     if blk.shape[1] == 1:
         return blk[:, 0]
@@ -395,19 +396,19 @@ def _pairwise_part(blk: np.ndarray, fmt: FormatLike, mode: str, opts: dict[str, 
                       dtype=np.float64).reshape(-1)
 
 
-def _pairwise_join(parts: tuple[np.ndarray, ...], fmt: FormatLike, mode: str,
+def _pairwise_join(parts: tuple[np.ndarray, ...], fmt: FormatLike, mode: Mode,
                    opts: dict[str, Any]) -> Any:
     return np.asarray(arith.sum(np.stack(parts, axis=1), fmt, mode, axis=1,
                                 order="pairwise", **opts), dtype=np.float64).reshape(-1)
 
 
-def _whole(blk: np.ndarray, fmt: FormatLike, mode: str, order: str,
+def _whole(blk: np.ndarray, fmt: FormatLike, mode: Mode, order: str,
            opts: dict[str, Any]) -> Any:
     return np.asarray(arith.sum(blk, fmt, mode, axis=1, order=order, **opts),
                       dtype=np.float64).reshape(-1)
 
 
-def _reduce_rows(x2: Any, fmt: FormatLike, mode: str, order: str,
+def _reduce_rows(x2: Any, fmt: FormatLike, mode: Mode, order: str,
                  opts: dict[str, Any]) -> Any:
     """Sums of the rows of the 2-D Dask array ``x2`` (m, n) in ``order``: a 1-D Dask
     array of m values of ``fmt``."""
@@ -449,9 +450,9 @@ def _axes(axis: int | tuple[int, ...] | None, ndim: int) -> tuple[int, ...]:
     return tuple(sorted(int(a) % ndim for a in axes))
 
 
-def sum(x: DaskLike, fmt: FormatLike, mode: str = "rne", *,  # noqa: A001
+def sum(x: DaskLike, fmt: FormatLike, mode: Mode = "rne", *,  # noqa: A001
         axis: int | tuple[int, ...] | None = None, order: str = "pairwise",
-        rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+        rng: RNGLike = None, subnormals: bool | None = None,
         saturate: bool = False) -> dask.array.Array:
     """`lowprec.sum` of a Dask array (lazy), in the NumPy call's order, bit for bit.
 
@@ -491,7 +492,7 @@ def sum(x: DaskLike, fmt: FormatLike, mode: str = "rne", *,  # noqa: A001
 
 
 def _dot_step(acc: np.ndarray | None, a: np.ndarray, b: np.ndarray, fmt: FormatLike,
-              mode: str, fused: bool, opts: dict[str, Any]) -> Any:
+              mode: Mode, fused: bool, opts: dict[str, Any]) -> Any:
     """One chunk of a sequential dot: ``acc * 1`` prepended (exact: acc is a value)."""
     if acc is not None:
         a = np.concatenate([acc[:, None], a], axis=1)
@@ -500,9 +501,9 @@ def _dot_step(acc: np.ndarray | None, a: np.ndarray, b: np.ndarray, fmt: FormatL
                       dtype=np.float64).reshape(-1)
 
 
-def dot(a: DaskLike, b: DaskLike, fmt: FormatLike, mode: str = "rne", *,
+def dot(a: DaskLike, b: DaskLike, fmt: FormatLike, mode: Mode = "rne", *,
         order: str = "sequential", fused: bool = False,
-        rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+        rng: RNGLike = None, subnormals: bool | None = None,
         saturate: bool = False) -> dask.array.Array:
     """`lowprec.dot` of Dask arrays (lazy): the last axis contracted, bit for bit.
 
@@ -549,7 +550,7 @@ def dot(a: DaskLike, b: DaskLike, fmt: FormatLike, mode: str = "rne", *,
 
 
 def _cumsum_step(prev: np.ndarray | None, blk: np.ndarray, ax: int, fmt: FormatLike,
-                 mode: str, opts: dict[str, Any], offset: int) -> Any:
+                 mode: Mode, opts: dict[str, Any], offset: int) -> Any:
     if prev is None:   # the first chunk: its term 0 is the array's own, at offset + 1
         first: dict[str, Any] = {"offset": offset + 1} if mode == "sr" else {}
         return arith.cumsum(blk, fmt, mode, axis=ax, **opts, **first)
@@ -560,8 +561,8 @@ def _cumsum_step(prev: np.ndarray | None, blk: np.ndarray, ax: int, fmt: FormatL
     return np.take(out, np.arange(1, out.shape[ax]), axis=ax)
 
 
-def cumsum(x: DaskLike, fmt: FormatLike, mode: str = "rne", *, axis: int | None = -1,
-           rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+def cumsum(x: DaskLike, fmt: FormatLike, mode: Mode = "rne", *, axis: int | None = -1,
+           rng: RNGLike = None, subnormals: bool | None = None,
            saturate: bool = False) -> dask.array.Array:
     """`lowprec.cumsum` of a Dask array (lazy): sequential prefix sums, bit for bit.
 
@@ -612,7 +613,7 @@ def cumsum(x: DaskLike, fmt: FormatLike, mode: str = "rne", *, axis: int | None 
 
 # -- matrix products ------------------------------------------------------------------
 
-def k_multiple(model: str | Model, in_fmt: FormatLike,
+def k_multiple(model: ModelLike, in_fmt: FormatLike,
                b_fmt: FormatLike | None = None) -> int | None:
     """The multiple of which every chunk of K but the last must be for `matmul` to
     chain ``model`` bit for bit, or None when the model takes K in one chunk only.
@@ -663,7 +664,7 @@ def _dtype_fmt(x: Any) -> Format | None:
         return None
 
 
-def matmul(a: DaskLike, b: DaskLike, *, model: str | Model = "fp32",
+def matmul(a: DaskLike, b: DaskLike, *, model: ModelLike = "fp32",
            c: DaskLike | None = None, in_fmt: FormatLike | None = None,
            out_fmt: FormatLike | None = None) -> dask.array.Array:
     """`lowprec.matmul` of 2-D Dask arrays (lazy), bit for bit the NumPy call.
@@ -898,8 +899,8 @@ _SR_OPS: dict[str, Callable[..., Any]] = {
     "radd": _swap(add), "rsub": _swap(sub), "rmul": _swap(mul), "rdiv": _swap(div)}
 
 
-def tensor(x: DaskLike, fmt: FormatLike, mode: str | None = None, *,
-           rng: np.random.Generator | int | None = None) -> LazyTensor:
+def tensor(x: DaskLike, fmt: FormatLike, mode: Mode | None = None, *,
+           rng: RNGLike = None) -> LazyTensor:
     """``lp.tensor`` of a Dask array: a `LazyTensor` whose values are ``x`` rounded
     into ``fmt`` by `round` (``mode`` and ``rng`` default to the active context).
 

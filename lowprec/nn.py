@@ -23,6 +23,7 @@ from .engine.checks import as_generator, check_bool, check_int
 from .formats import FP32, Format, FormatLike
 from .formats import format as _format
 from .tensors import Tensor, matmul, result_format, tensor
+from .types import RNGLike
 
 __all__ = ["Parameter", "Linear", "ReLU", "GELU", "Sequential", "mlp", "relu",
            "relu_backward", "gelu", "gelu_backward", "softmax_cross_entropy",
@@ -338,7 +339,7 @@ class Linear:
     """
 
     def __init__(self, n_in: int, n_out: int, *,
-                 rng: np.random.Generator | int | None = None) -> None:
+                 rng: RNGLike = None) -> None:
         n_in, n_out = check_int("n_in", n_in, minimum=1), check_int("n_out", n_out, minimum=1)
         rng = as_generator(rng)
         limit = np.sqrt(6.0 / (n_in + n_out))
@@ -505,7 +506,7 @@ Layer = Union["Linear", "ReLU", "GELU", "Sequential"]
 
 
 def mlp(sizes: list[int] | tuple[int, ...], *, activation: str = "relu",
-        rng: np.random.Generator | int | None = 0) -> Sequential:
+        rng: RNGLike = 0) -> Sequential:
     """A `Sequential` multilayer perceptron: `Linear` layers of the given sizes
     with ``activation`` (``"relu"`` or ``"gelu"``) between them.
 

@@ -22,6 +22,7 @@ from .engine.unsigned import settle, twin
 from .formats import Format, FormatLike
 from .formats import format as _format
 from .status import recording
+from .types import Mode, RNGLike
 
 __all__ = ["round", "round_exact", "threads", "MODES", "CHUNK", "WORK_BUFFERS", "WORK_BYTES"]
 
@@ -29,8 +30,8 @@ _FLOAT64 = np.dtype(np.float64)      # native float64's dtype (a singleton)
 
 
 @lazy_entry("round", 1)
-def round(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *,  # noqa: A001
-          rng: np.random.Generator | int | None = None, sr_bits: int | None = None,
+def round(x: ArrayLike, fmt: FormatLike, mode: Mode = "rne", *,  # noqa: A001
+          rng: RNGLike = None, sr_bits: int | None = None,
           subnormals: bool | None = None, saturate: bool = False,
           offset: int = 0) -> NDArray[np.float64] | np.float64:
     """Round real values to a format: one rounding of each exact input value.
@@ -132,8 +133,8 @@ def _round_unsigned(x, fmt, mode, **options):
     return out[()] if out.ndim == 0 else out
 
 
-def round_exact(hi: ArrayLike, lo: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
-                rng: np.random.Generator | int | None = None, sr_bits: int | None = None,
+def round_exact(hi: ArrayLike, lo: ArrayLike, fmt: FormatLike, mode: Mode = "rne", *,
+                rng: RNGLike = None, sr_bits: int | None = None,
                 subnormals: bool | None = None, saturate: bool = False,
                 offset: int = 0) -> NDArray[np.float64] | np.float64:
     """Round the exact sum ``hi + lo`` of two float64 arrays, where ``hi == fl(hi + lo)``.

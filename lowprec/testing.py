@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from .formats import FormatLike
 from .formats import format as _format
 from .tensorcore.replay import ReplayResult, replay
+from .types import Mode
 
 if TYPE_CHECKING:   # for the annotations only: Hypothesis is imported on use
     from hypothesis.strategies import SearchStrategy
@@ -35,7 +36,7 @@ def _exponent(q):
     return e if Fraction(2) ** e <= q else e - 1
 
 
-def reference_round(x: float | int | Fraction, fmt: FormatLike, mode: str = "rne", *,
+def reference_round(x: float | int | Fraction, fmt: FormatLike, mode: Mode = "rne", *,
                     subnormals: bool | None = None, saturate: bool = False,
                     u: float | None = None) -> float:
     """Round one real number to ``fmt`` exactly; returns a float (or inf/NaN).
@@ -72,7 +73,7 @@ def reference_round(x: float | int | Fraction, fmt: FormatLike, mode: str = "rne
         zero = -0.0 if negative and fmt.has_negative_zero else 0.0
         return zero
     # Magnitude rounding: toward-zero and away-from-zero candidates on the grid.
-    mode_mag = mode
+    mode_mag: str = mode
     if mode == "ru":
         mode_mag = "rz" if negative else "ra"
     elif mode == "rd":

@@ -5,12 +5,13 @@ that none is missing, which mypy does not do for the modules it checks loosely."
 import dataclasses
 import importlib
 import inspect
+import typing
 from pathlib import Path
 
 import pytest
 
 import lowprec as lp
-from lowprec import amp
+from lowprec import amp, types
 from lowprec.teaching import cli
 
 #: The public modules (docs/design/DESIGN.md, "Layout").
@@ -78,3 +79,9 @@ def test_py_typed_ships_with_the_package():
     root = Path(lp.__file__).parent
     assert (root / "py.typed").is_file()
     assert "py.typed" in (root.parent / "pyproject.toml").read_text()
+
+
+def test_the_mode_alias_lists_the_modes_the_checks_accept():
+    # One list: `lp.MODES` (what the run-time check accepts) is read from the alias.
+    assert typing.get_args(types.Mode) == lp.MODES == ("rne", "rna", "rz", "ru", "rd", "ro", "sr")
+    assert inspect.signature(lp.round).parameters["mode"].annotation in ("Mode", types.Mode)

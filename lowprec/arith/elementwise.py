@@ -18,6 +18,7 @@ from ..engine.lazy import lazy_entry
 from ..engine.scratch import SMALL
 from ..formats import FormatLike
 from ..status import recording
+from ..types import Mode, RNGLike
 from .driver import apply, broadcast_operands, operation_plan, small_call
 from .kernels import add_kernel, div_kernel, fma_kernel, mul_kernel, sqrt_kernel, sub_kernel
 
@@ -85,8 +86,8 @@ _COMMON_DOC = """
 
 
 @lazy_entry("add", 2)
-def add(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
-        rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+def add(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: Mode = "rne", *,
+        rng: RNGLike = None, subnormals: bool | None = None,
         saturate: bool = False, offset: int = 0) -> NDArray[np.float64] | np.float64:
     """``a + b`` rounded once to ``fmt``: correctly rounded in every mode.
 
@@ -109,8 +110,8 @@ def add(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
 
 
 @lazy_entry("sub", 2)
-def sub(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
-        rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+def sub(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: Mode = "rne", *,
+        rng: RNGLike = None, subnormals: bool | None = None,
         saturate: bool = False, offset: int = 0) -> NDArray[np.float64] | np.float64:
     """``a - b`` rounded once to ``fmt``; see `add`.
     {doc}
@@ -125,8 +126,8 @@ def sub(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
 
 
 @lazy_entry("mul", 2)
-def mul(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
-        rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+def mul(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: Mode = "rne", *,
+        rng: RNGLike = None, subnormals: bool | None = None,
         saturate: bool = False, offset: int = 0) -> NDArray[np.float64] | np.float64:
     """``a * b`` rounded once to ``fmt``: correctly rounded in every mode.
 
@@ -146,8 +147,8 @@ def mul(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
 
 
 @lazy_entry("div", 2)
-def div(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
-        rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+def div(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: Mode = "rne", *,
+        rng: RNGLike = None, subnormals: bool | None = None,
         saturate: bool = False, offset: int = 0) -> NDArray[np.float64] | np.float64:
     """``a / b`` rounded once to ``fmt``: correctly rounded in every mode.
 
@@ -170,8 +171,8 @@ def div(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
 
 
 @lazy_entry("sqrt", 1)
-def sqrt(a: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
-         rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+def sqrt(a: ArrayLike, fmt: FormatLike, mode: Mode = "rne", *,
+         rng: RNGLike = None, subnormals: bool | None = None,
          saturate: bool = False, offset: int = 0) -> NDArray[np.float64] | np.float64:
     """The square root of ``a`` rounded once to ``fmt``: correctly rounded in every mode.
 
@@ -191,8 +192,8 @@ def sqrt(a: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
 
 
 @lazy_entry("fma", 3)
-def fma(a: ArrayLike, b: ArrayLike, c: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
-        rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+def fma(a: ArrayLike, b: ArrayLike, c: ArrayLike, fmt: FormatLike, mode: Mode = "rne", *,
+        rng: RNGLike = None, subnormals: bool | None = None,
         saturate: bool = False, offset: int = 0) -> NDArray[np.float64] | np.float64:
     """``a * b + c`` rounded once to ``fmt``.
 
@@ -235,7 +236,7 @@ _KERNELS = {add: (add_kernel, np.add), sub: (sub_kernel, _negate_add),
 
 
 def on_values(op: Callable[..., Any], operands: Sequence[ArrayLike], fmt: FormatLike,
-              mode: str = "rne", *, rng: np.random.Generator | int | None = None,
+              mode: Mode = "rne", *, rng: RNGLike = None,
               subnormals: bool | None = None, saturate: bool = False) -> Any:
     """``op(*operands, fmt, mode, ...)`` (`add`, `sub`, `mul`, `div`, `sqrt`, `fma`) for
     operands the caller knows to be values of ``fmt`` (a Tensor's, say): the same

@@ -21,6 +21,7 @@ from ..engine import parallel
 from ..engine.checks import broadcast_shape, check_bool, check_int, check_mode
 from ..engine.lazy import lazy_entry
 from ..formats import FormatLike
+from ..types import Mode, RNGLike
 from .driver import Buffers, apply, operation_plan, raw_array
 from .kernels import add_kernel, copy_kernel, fma_kernel, mul_kernel
 from .sequential import fused_dot, kahan_sum, sequential
@@ -141,8 +142,8 @@ def _sum_axes(axis, ndim):
 
 @lazy_entry("sum", 1)
 def sum(x: ArrayLike, fmt: FormatLike, *args: Any,  # noqa: A001
-        axis: int | tuple[int, ...] | None = _UNSET, mode: str = _UNSET, order: str = _UNSET,
-        rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+        axis: int | tuple[int, ...] | None = _UNSET, mode: Mode = _UNSET, order: str = _UNSET,
+        rng: RNGLike = None, subnormals: bool | None = None,
         saturate: bool = False, offset: int = 0) -> NDArray[np.float64] | np.float64:
     """Sum of ``x`` along ``axis`` with every addition rounded to ``fmt``.
 
@@ -238,8 +239,8 @@ sum.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
 
 
 @lazy_entry("cumsum", 1)
-def cumsum(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *, axis: int | None = -1,
-           rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+def cumsum(x: ArrayLike, fmt: FormatLike, mode: Mode = "rne", *, axis: int | None = -1,
+           rng: RNGLike = None, subnormals: bool | None = None,
            saturate: bool = False, offset: int = 0) -> NDArray[np.float64]:
     """Sequential prefix sums of ``x`` along ``axis``, every addition rounded to ``fmt``.
 
@@ -296,9 +297,9 @@ def cumsum(x: ArrayLike, fmt: FormatLike, mode: str = "rne", *, axis: int | None
 
 
 @lazy_entry("dot", 2)
-def dot(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
+def dot(a: ArrayLike, b: ArrayLike, fmt: FormatLike, mode: Mode = "rne", *,
         order: str = "sequential", fused: bool = False,
-        rng: np.random.Generator | int | None = None, subnormals: bool | None = None,
+        rng: RNGLike = None, subnormals: bool | None = None,
         saturate: bool = False, offset: int = 0) -> NDArray[np.float64] | np.float64:
     """Dot products over the last axis, every operation rounded to ``fmt``.
 

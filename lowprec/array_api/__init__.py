@@ -37,8 +37,9 @@ from typing import Any
 from ..engine.checks import check_mode
 from ..formats import Format, FormatLike
 from ..formats import format as _format
-from ..tensorcore import Model, resolve_model
+from ..tensorcore import ModelLike, resolve_model
 from ..tensors import core as _core
+from ..types import Mode
 from .array import CPU, Array
 from .dtypes import DType
 from .namespace import API_VERSION, Namespace
@@ -54,8 +55,8 @@ def _public_names() -> list[str]:
         "is_operand", "index_key", "storage", "check_version", "check_device")]
 
 
-def array_namespace(fmt: FormatLike, mode: str = "rne",
-                    matmul: str | Model | None = None) -> Namespace:
+def array_namespace(fmt: FormatLike, mode: Mode = "rne",
+                    matmul: ModelLike | None = None) -> Namespace:
     """The array-API namespace with a policy: every floating array in ``fmt``.
 
     Arrays are stored and computed in ``fmt`` whatever floating dtype the code asks

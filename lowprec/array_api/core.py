@@ -18,11 +18,12 @@ from numpy.exceptions import AxisError
 
 from ..formats import FP32, FP64, Format
 from ..formats import format as _format
-from ..tensorcore import Model
+from ..tensorcore import ModelLike
 from ..tensors import Tensor, result_format
 from ..tensors import context as _context
 from ..tensors.core import values_of
 from ..tensors.defaults import round_ctx
+from ..types import Mode
 from .array import CPU, Array
 from .dtypes import KINDS, DType, FInfo, IInfo, promote_names
 
@@ -56,12 +57,12 @@ def axis_tuple(axis: Any, ndim: int, name: str = "axis") -> tuple[int, ...]:
 class Core:
     """The policy, the dtypes and the conversions of an array-API namespace."""
 
-    def __init__(self, fmt: Format | None = None, mode: str | None = None,
-                 matmul: str | Model | None = None, *, label: str = "lowprec.array_api",
+    def __init__(self, fmt: Format | None = None, mode: Mode | None = None,
+                 matmul: ModelLike | None = None, *, label: str = "lowprec.array_api",
                  public: Any = None) -> None:
         self.fmt = fmt
         self.mode = mode
-        self.model: str | Model = "exact" if matmul is None else matmul
+        self.model: ModelLike = "exact" if matmul is None else matmul
         self.__name__ = label
         self.public = self if public is None else public
 

@@ -22,7 +22,8 @@ import math
 from typing import Any
 
 from ..formats import Format
-from ..tensorcore import Model
+from ..tensorcore import ModelLike
+from ..types import Mode
 from .array import CPU
 from .core import API_VERSION, VERSIONS
 from .creation import Creation
@@ -85,8 +86,8 @@ class Namespace(Creation, Elementwise, Statistical, Utility, Searching, Sorting,
     nan = math.nan
     newaxis = None
 
-    def __init__(self, fmt: Format | None = None, mode: str | None = None,
-                 matmul: str | Model | None = None, *, label: str = "lowprec.array_api",
+    def __init__(self, fmt: Format | None = None, mode: Mode | None = None,
+                 matmul: ModelLike | None = None, *, label: str = "lowprec.array_api",
                  public: Any = None) -> None:
         super().__init__(fmt, mode, matmul, label=label, public=public)
         self.linalg = Linalg(self)

@@ -4,21 +4,23 @@ A wrong-typed option must never change a result silently (``subnormals="no"`` is
 truthy, ``mode=""`` is falsy): each check here raises `TypeError` naming the
 argument for a value of the wrong type and `ValueError` for a value of the right
 type that is not allowed. `broadcast_shape` checks that operand shapes broadcast, for
-any number of dimensions. This module imports nothing from lowprec and holds no state.
+any number of dimensions. This module imports only `lowprec.types` and holds no state.
 """
 
 from __future__ import annotations
 
 import numbers
-from typing import Any, Literal, TypeGuard, overload
+from typing import Any, Literal, TypeGuard, get_args, overload
 
 import numpy as np
+
+from ..types import Mode
 
 __all__ = ["MODES", "is_int", "check_bool", "check_mode", "check_rng", "as_generator",
            "check_int", "broadcast_shape"]
 
-#: The rounding modes, in the order the docs list them.
-MODES = ("rne", "rna", "rz", "ru", "rd", "ro", "sr")
+#: The rounding modes, in the order the docs list them (the strings of `Mode`).
+MODES: tuple[Mode, ...] = get_args(Mode)
 
 
 def is_int(value: object) -> TypeGuard[int | np.integer[Any]]:
@@ -53,7 +55,7 @@ def check_bool(name: str, value: object, *, optional: bool = False) -> bool | No
     raise TypeError(f"{name} must be {allowed}, got {type(value).__name__} {value!r}")
 
 
-def check_mode(mode: object, name: str = "mode") -> str:
+def check_mode(mode: object, name: str = "mode") -> Mode:
     """``mode`` if it is one of `MODES`; `TypeError` for a non-string, `ValueError`
     for an unknown name.
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..formats import Format, FormatLike
 from ..formats import format as _format
+from ..types import Mode
 from .cache import Latest
 from .checks import check_bool, check_int, check_mode, check_rng
 from .float64 import ONE_BITS, operand
@@ -116,7 +117,7 @@ def cached_plan(fmt, mode, subnormals, saturate, sr_bits):
         found = _PLANS.put(key, Plan(fmt, mode, subnormals, saturate, sr_bits))
     return found
 
-def plan(fmt: FormatLike, mode: str, *, rng: object = None, subnormals: object = None,
+def plan(fmt: FormatLike, mode: Mode, *, rng: object = None, subnormals: object = None,
          saturate: object = False, sr_bits: object = None, offset: object = 0) -> Plan:
     """Check the options of one rounding and plan it: the one check every entry point
     shares. A wrong-typed option is a `TypeError` naming it, whatever the mode

@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..formats import FP32, Format
-from ..tensorcore import Model, resolve_model
+from ..tensorcore import ModelLike, resolve_model
 from ..tensors import Tensor, get_context, matmul, result_format, tensor
 
 LinAlgError = np.linalg.LinAlgError
@@ -44,7 +44,7 @@ def stacked(parts: list[Tensor], batch: tuple[int, ...], core: tuple[int, ...],
                   parts[0].fmt)
 
 
-def product(a: Tensor, b: Tensor, model: str | Model | None,
+def product(a: Tensor, b: Tensor, model: ModelLike | None,
              c: Tensor | None = None) -> Tensor:
     """``a @ b (+ c)`` by `lowprec.matmul` under ``model`` (default: the context's),
     rounded into ``a``'s format once: by the model's output conversion where it has

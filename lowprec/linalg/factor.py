@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..formats import Format
-from ..tensorcore import Model, resolve_model
+from ..tensorcore import ModelLike, resolve_model
 from ..tensors import Tensor
 from .core import LinAlgError, as_tensor, exact, product, square, stacked
 from .norms import norm
@@ -45,7 +45,7 @@ def _eliminate(w: Tensor, i: int, stop: int) -> None:
                                  - lcol.reshape(-1, 1) * w[i, i + 1:stop].reshape(1, -1))
 
 
-def lu_factor(a: Tensor, block: int | None, model: str | Model | None,
+def lu_factor(a: Tensor, block: int | None, model: ModelLike | None,
             ) -> tuple[Tensor, np.ndarray[Any, Any]]:
     """The packed LU factors (L strictly below the diagonal, unit diagonal implied)
     and the row permutation ``perm`` with ``a[perm] = L @ U``."""
@@ -89,7 +89,7 @@ def _permutation(perm: np.ndarray[Any, Any], fmt: Format) -> Tensor:
 # -- factorizations -----------------------------------------------------------------
 
 def lu(a: Tensor, *, block: int | None = None,
-       model: str | Model | None = None) -> tuple[Tensor, Tensor, Tensor]:
+       model: ModelLike | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """LU factorization with partial pivoting, ``a = p @ l @ u`` (SciPy's convention).
 
     Right-looking Gaussian elimination in ``a``'s format. Step ``i`` takes as pivot

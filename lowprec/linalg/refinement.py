@@ -10,7 +10,7 @@ from numpy.typing import ArrayLike
 
 from ..formats import FormatLike
 from ..formats import format as _format
-from ..tensorcore import Model
+from ..tensorcore import ModelLike
 from ..tensors import Tensor, tensor
 from .core import apply, rhs, square
 from .factor import lu_factor
@@ -40,7 +40,7 @@ def _relative(err: float, size: float) -> float:
 
 def refine(a: Tensor | ArrayLike, b: Tensor | ArrayLike, *, factor: FormatLike = "fp16",
            working: FormatLike = "fp64", residual: FormatLike = "fp64",
-           model: str | Model | None = None, block: int | None = None, max_iter: int = 10,
+           model: ModelLike | None = None, block: int | None = None, max_iter: int = 10,
            tol: float | None = None, x_true: ArrayLike | Tensor | None = None,
            ) -> tuple[Tensor, list[Step]]:
     """Mixed-precision iterative refinement of ``a @ x = b`` (Carson and Higham, SISC

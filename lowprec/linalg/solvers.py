@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from ..tensorcore import Model
+from ..tensorcore import ModelLike
 from ..tensors import Tensor, matmul, result_format, tensor
 from .core import LinAlgError, as_tensor, by_columns, exact, product, rhs, square, stacked
 from .factor import lu_factor, qr
@@ -242,7 +242,7 @@ def lstsq_operands(a: Any, b: Any) -> tuple[Tensor, Tensor]:
 
 # -- products -----------------------------------------------------------------------
 
-def matrix_power(a: Tensor, n: int, *, model: str | Model | None = None) -> Tensor:
+def matrix_power(a: Tensor, n: int, *, model: ModelLike | None = None) -> Tensor:
     """``a`` to the integer power ``n`` (each matrix of a stack), in ``a``'s format.
 
     NumPy's order: ``n = 0`` the identity (exact), ``n < 0`` the power of `inv`
@@ -285,7 +285,7 @@ def matrix_power(a: Tensor, n: int, *, model: str | Model | None = None) -> Tens
     return cast(Tensor, result)
 
 
-def multi_dot(arrays: Any, *, model: str | Model | None = None) -> Tensor:
+def multi_dot(arrays: Any, *, model: ModelLike | None = None) -> Tensor:
     """The product of two or more Tensors, left to right: ``multi_dot([a, b, c])`` is
     ``(a @ b) @ c``, each ``@`` one `lowprec.matmul` under ``model`` (default: the
     context's; its output format, FP32 by default, as ``@``). Unlike

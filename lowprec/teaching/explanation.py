@@ -29,6 +29,7 @@ from ..formats import Format, FormatLike
 from ..formats import format as _format
 from ..rounding import round as _round
 from ..status import flags, quiet
+from ..types import Mode, RNGLike
 
 __all__ = ["Explanation", "explain", "explain_text", "layout", "MODE_NAMES"]
 
@@ -159,7 +160,7 @@ class Explanation:
 
     value: float | int | Fraction
     fmt: Format
-    mode: str
+    mode: Mode
     rounded: float
     bits: int | None
     sign: int | None
@@ -551,8 +552,8 @@ def _one_real(value):
     return value, Fraction(*value.as_integer_ratio())
 
 
-def explain(value: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
-            rng: np.random.Generator | int | None = None) -> Explanation:
+def explain(value: ArrayLike, fmt: FormatLike, mode: Mode = "rne", *,
+            rng: RNGLike = None) -> Explanation:
     """Round one value to ``fmt`` and return everything a student would write down.
 
     Parameters
@@ -619,7 +620,7 @@ def explain(value: ArrayLike, fmt: FormatLike, mode: str = "rne", *,
 def explain_text(value: ArrayLike,
                  fmts: tuple[FormatLike, ...] | list[FormatLike] = (
                      "fp32", "tf32", "fp16", "bf16", "e4m3", "e5m2"),
-                 mode: str = "rne", *, rng: np.random.Generator | int | None = None) -> str:
+                 mode: Mode = "rne", *, rng: RNGLike = None) -> str:
     """`explain` in each format, as one text (what ``lowprec explain`` prints).
 
     Examples

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from .catalogue import MODELS, resolve_model
 from .driver import MEMORY_BOUND, matmul
-from .models import Model, TensorCoreModel
+from .models import Model, ModelLike, TensorCoreModel
 
-__all__ = ["matmul", "TensorCoreModel", "MODELS", "MEMORY_BOUND", "Model", "resolve_model"]
+__all__ = ["matmul", "TensorCoreModel", "MODELS", "MEMORY_BOUND", "Model", "ModelLike",
+           "resolve_model"]

@@ -24,7 +24,7 @@ from ..formats import (
     UE4M3,
 )
 from .instructions import Instruction, MatrixUnit
-from .models import Accumulating, Model, MultiPass, TensorCoreModel
+from .models import Accumulating, Model, ModelLike, MultiPass, TensorCoreModel
 
 __all__ = ["MODELS", "resolve_model", "EXACT", "SEQ_FP32", "SEQ_FP16", "V100", "T4", "A100",
            "ADA", "H100", "H100_MMA", "B200", "B200_MMA", "UNITS"]
@@ -167,7 +167,7 @@ MODELS: dict[str, Model] = {m.name: m for m in (
     EXACT, SEQ_FP32, SEQ_FP16, V100, T4, A100, ADA, H100, H100_MMA, B200, B200_MMA)}
 
 
-def resolve_model(model: str | Model, name: str = "model") -> Model:
+def resolve_model(model: ModelLike, name: str = "model") -> Model:
     """The model object for ``model`` (a name in `MODELS`, in any case, or a model
     object): the one model check, whose `TypeError` names the argument ``name``.
 

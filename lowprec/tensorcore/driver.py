@@ -26,7 +26,7 @@ from .blockfma import BlockFMA
 from .catalogue import resolve_model
 from .exact import Exact
 from .instructions import Instruction, InstructionKernel, MatrixUnit
-from .models import Model, MultiPass, TensorCoreModel
+from .models import ModelLike, MultiPass, TensorCoreModel
 from .sequential import Sequential
 
 __all__ = ["matmul", "MEMORY_BOUND"]
@@ -155,7 +155,7 @@ def _result_shape(a_shape, b_shape):
 
 # -- the driver ------------------------------------------------------------------
 
-def matmul(a: ArrayLike, b: ArrayLike, *, model: str | Model = "fp32",
+def matmul(a: ArrayLike, b: ArrayLike, *, model: ModelLike = "fp32",
            c: ArrayLike | None = None, in_fmt: FormatLike | None = None,
            out_fmt: FormatLike | None = None,
            progress: bool | None = None) -> NDArray[np.float64] | np.float64:

@@ -23,7 +23,7 @@ from ..formats import format as _format
 if TYPE_CHECKING:
     from .instructions import MatrixUnit
 
-__all__ = ["TensorCoreModel", "Accumulating", "MultiPass", "Model"]
+__all__ = ["TensorCoreModel", "Accumulating", "MultiPass", "Model", "ModelLike"]
 
 
 @dataclass(frozen=True)
@@ -303,3 +303,6 @@ class MultiPass:
 
 #: A model object: a `TensorCoreModel` or one of the accumulation models of `MODELS`.
 Model: TypeAlias = "TensorCoreModel | Accumulating | MatrixUnit | MultiPass"
+
+#: What a ``model=`` (or ``matmul=``) option takes: a name of `MODELS`, or a `Model`.
+ModelLike: TypeAlias = "str | Model"

@@ -23,6 +23,7 @@ from .. import bits
 from ..engine.lazy import lazy_entry
 from ..formats import Format, FormatLike
 from ..formats import format as _format
+from ..types import Mode, RNGLike
 from .defaults import copy_rounds, round_ctx
 from .promotion import holds, result_format
 
@@ -197,8 +198,8 @@ class Tensor:
         """The bit patterns (see `lowprec.encode`)."""
         return bits.encode(self._v, self._fmt)
 
-    def astype(self, fmt: FormatLike, mode: str | None = None, *,
-               rng: np.random.Generator | int | None = None) -> Tensor:
+    def astype(self, fmt: FormatLike, mode: Mode | None = None, *,
+               rng: RNGLike = None) -> Tensor:
         """Convert to another format: one rounding (context mode and rng by default);
         a copy where ``fmt`` holds every value of the Tensor's format and the
         rounding would change nothing (`copy_rounds`)."""
@@ -644,8 +645,8 @@ def format_of_dtype(x: Any) -> Format | None:
 
 
 @lazy_entry("tensor")
-def tensor(data: ArrayLike | Tensor, fmt: FormatLike | None = None, mode: str | None = None,
-           *, rng: np.random.Generator | int | None = None) -> Tensor:
+def tensor(data: ArrayLike | Tensor, fmt: FormatLike | None = None, mode: Mode | None = None,
+           *, rng: RNGLike = None) -> Tensor:
     """Make a `Tensor`: round ``data`` into ``fmt`` (once, by ``mode``).
 
     ``fmt`` defaults to the format of a Tensor ``data``, or to the one the dtype of

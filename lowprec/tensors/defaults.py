@@ -23,16 +23,17 @@ from ..engine.checks import as_generator, check_bool, check_mode, check_rng
 from ..formats import Format
 from ..rounding import round as _round
 from ..status import recording
-from ..tensorcore import Model, resolve_model
+from ..tensorcore import ModelLike, resolve_model
+from ..types import Mode, RNGLike
 
 __all__ = ["context", "get_context", "round_ctx", "copy_rounds"]
 
 
 @dataclass(frozen=True)
 class _Context:
-    mode: str = "rne"
+    mode: Mode = "rne"
     rng: np.random.Generator | None = None
-    matmul: str | Model = "fp32"
+    matmul: ModelLike = "fp32"
     subnormals: bool | None = None
     saturate: bool = False
 
@@ -49,8 +50,8 @@ def get_context() -> _Context:
 
 
 @contextlib.contextmanager
-def context(*, mode: str | None = None, rng: np.random.Generator | int | None = None,
-            matmul: str | Model | None = None, subnormals: bool | None = None,
+def context(*, mode: Mode | None = None, rng: RNGLike = None,
+            matmul: ModelLike | None = None, subnormals: bool | None = None,
             saturate: bool | None = None) -> Iterator[_Context]:
     """Set Tensor defaults for a block: ``with lp.context(mode="sr", rng=0):``.
 
@@ -113,7 +114,7 @@ def context(*, mode: str | None = None, rng: np.random.Generator | int | None = 
         _CONTEXT.reset(token)
 
 
-def copy_rounds(mode: str | None, rng: object = None) -> bool:
+def copy_rounds(mode: Mode | None, rng: object = None) -> bool:
     """Whether copying values into a format that holds all of them is their rounding,
     under ``mode`` (None: the context's) and the context's options: a deterministic mode
     rounds an exact value to itself with no flag (underflow needs inexactness, IEEE
@@ -127,8 +128,8 @@ def copy_rounds(mode: str | None, rng: object = None) -> bool:
     return mode != "sr" and ctx.subnormals is None and recording() is None
 
 
-def round_ctx(x: ArrayLike, fmt: Format, mode: str | None,
-              rng: np.random.Generator | int | None = None) -> Any:
+def round_ctx(x: ArrayLike, fmt: Format, mode: Mode | None,
+              rng: RNGLike = None) -> Any:
     """``round(x, fmt)`` with the context's mode and rng where ``mode``/``rng`` are None."""
     ctx = _CONTEXT.get()
     if mode is None and rng is None and type(x) in (float, int) and ctx.mode != "sr":

@@ -32,7 +32,7 @@ from ..formats import format as _format
 from ..mx import BlockScaled
 from ..mx import matmul as _mx_matmul
 from ..rounding import round as _round
-from ..tensorcore import Model, resolve_model
+from ..tensorcore import ModelLike, resolve_model
 from ..tensorcore import matmul as _matmul_kernel
 from ..tensorcore.instructions import MatrixUnit
 from .core import HANDLED_UFUNCS, Tensor, format_of_dtype, implements, operands, values_of
@@ -60,22 +60,22 @@ _ROUND = ("rounded once", "the correctly rounded decimal rounding (ties to even)
 
 
 @overload
-def matmul(a: Tensor, b: ArrayLike | Tensor, *, model: str | Model | None = None,
+def matmul(a: Tensor, b: ArrayLike | Tensor, *, model: ModelLike | None = None,
            c: ArrayLike | Tensor | None = None, in_fmt: FormatLike | None = None,
            out_fmt: FormatLike | None = None, progress: bool | None = None) -> Tensor: ...
 @overload
-def matmul(a: ArrayLike, b: Tensor, *, model: str | Model | None = None,
+def matmul(a: ArrayLike, b: Tensor, *, model: ModelLike | None = None,
            c: ArrayLike | Tensor | None = None, in_fmt: FormatLike | None = None,
            out_fmt: FormatLike | None = None, progress: bool | None = None) -> Tensor: ...
 @overload
-def matmul(a: ArrayLike, b: ArrayLike, *, model: str | Model | None = None,
+def matmul(a: ArrayLike, b: ArrayLike, *, model: ModelLike | None = None,
            c: ArrayLike | None = None, in_fmt: FormatLike | None = None,
            out_fmt: FormatLike | None = None,
            progress: bool | None = None) -> NDArray[np.float64] | np.float64: ...
 
 
 @lazy_entry("matmul", 2)
-def matmul(a: ArrayLike | Tensor, b: ArrayLike | Tensor, *, model: str | Model | None = None,
+def matmul(a: ArrayLike | Tensor, b: ArrayLike | Tensor, *, model: ModelLike | None = None,
            c: ArrayLike | Tensor | None = None, in_fmt: FormatLike | None = None,
            out_fmt: FormatLike | None = None, progress: bool | None = None,
            ) -> Tensor | NDArray[np.float64] | np.float64:
