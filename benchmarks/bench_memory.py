@@ -15,7 +15,10 @@ documented bound on it:
 - add: ``lowprec.arith.MEMORY_CHUNKS`` float64 chunks of ``CHUNK`` elements per thread;
 - matmul: ``lowprec.tensorcore.MEMORY_BOUND`` plus what its docstring adds on top (the
   operands rounded into float64, boolean masks of the operands' and output's size);
-- mx.matmul, lstsq, fft: the bound each docstring states (see `_bounded`).
+- mx.matmul, lstsq, fft: the bound each docstring states (see `_bounded`);
+- the instruction models (FP8 operands as ml_dtypes arrays) and ``mx.matmul`` at
+  1024^3: ``MEMORY_BOUND`` plus what ``lp.matmul``'s and ``mx.matmul``'s docstrings
+  add on top.
 
 round and encode see the full range of every integer dtype (64-bit ones need the
 exact ``hi + lo`` split) and long doubles between float64 neighbours; add gets
@@ -63,6 +66,11 @@ def _inputs(dtype, shape, seed, tails=True):
 #: The work sets that were unbounded before (reliability review R3-12, R3-14, R3-16):
 #: label -> (op, size). Each bound is the one its docstring states.
 BOUNDED = {"mx.matmul MXFP8 E4M3": ("mx_matmul", 128),
+           "mx.matmul MXFP8 E4M3, 1024^3": ("mx_matmul:mxfp8_e4m3", 1024),
+           "mx.matmul NVFP4, 1024^3": ("mx_matmul:nvfp4", 1024),
+           "matmul E4M3 b200/tcgen05 1024^3": ("instruction:b200/tcgen05", 1024),
+           "matmul E4M3 h100/wgmma 1024^3": ("instruction:h100/wgmma", 1024),
+           "matmul E4M3FNUZ mi300/mfma 1024^3": ("instruction:mi300/mfma", 1024),
            "linalg.lstsq, b of n columns": ("lstsq", 300),
            "fft.fft BF16, n = 255": ("fft", 255),
            "fft.fft BF16, n = 1023": ("fft", 1023)}
@@ -85,6 +93,29 @@ def _bounded(op, n):
         # float64 arrays of the result's size (six, counted generously).
         return (lambda: lp.mx.matmul(a, b), operands, 8 * n * n,
                 mm.MEMORY_BOUND + operands + 6 * 8 * n * n)
+    if op.startswith("mx_matmul:"):   # (n, n) @ (n, n) of the scheme
+        mm = importlib.import_module("lowprec.tensorcore.driver")
+        scheme = op.partition(":")[2]
+        a = lp.mx.quantize(rng.standard_normal((n, n)), scheme, axis=1)
+        b = lp.mx.quantize(rng.standard_normal((n, n)), scheme, axis=0)
+        operands = 8 * (a.elements.size + b.elements.size + a.scales.size + b.scales.size)
+        return (lambda: lp.mx.matmul(a, b), operands, 8 * n * n,
+                mm.MEMORY_BOUND + operands + 6 * 8 * n * n)
+    if op.startswith("instruction:"):   # (n, n) @ (n, n) FP8 arrays (ml_dtypes)
+        import ml_dtypes
+        mm = importlib.import_module("lowprec.tensorcore.driver")
+        rounding = importlib.import_module("lowprec.rounding")
+        model = op.partition(":")[2]
+        fmt, dtype = (("e4m3fnuz", ml_dtypes.float8_e4m3fnuz) if model == "mi300/mfma"
+                      else ("e4m3", ml_dtypes.float8_e4m3fn))
+        a, b = (np.asarray(lp.round(rng.standard_normal((n, n)), fmt)).astype(dtype)
+                for _ in range(2))
+        # lp.matmul's docstring: MEMORY_BOUND, 8 bytes per entry of a, b and the
+        # result, 2 per row of a and column of b, and lp.round's buffers.
+        return (lambda: lp.matmul(a, b, model=model, progress=False), a.nbytes + b.nbytes,
+                8 * n * n,
+                mm.MEMORY_BOUND + 8 * 3 * n * n + 2 * 2 * n
+                + rounding.WORK_BYTES * lp.threads())
     if op == "lstsq":              # (n, n / 2) with n / 2 right-hand sides, FP32
         la = importlib.import_module("lowprec.linalg")
         m, k = n, n // 2
@@ -189,7 +220,7 @@ def main(quick=False):
     print(f"peak extra memory = peak - result size; {n:,} elements per array "
           f"({side}x{side} for matmul), lp.threads() = {lp.threads()}; "
           f"'x in' = in units of the input's size")
-    header = (f"  {'call':<30} {'dtype':<10} {'in MiB':>7} {'out MiB':>8} "
+    header = (f"  {'call':<34} {'dtype':<10} {'in MiB':>7} {'out MiB':>8} "
               f"{'traced extra':>18} {'RSS extra':>18} {'bound MiB':>9}  verdict")
     labels = {"round": 'lp.round(x, "bf16")', "encode": 'lp.encode(x, "bf16")',
               "add": 'lp.add(x, y, "fp64")',
@@ -202,7 +233,7 @@ def main(quick=False):
             print(header)
         got, err = _measure(op, dtype, size)
         if got is None:
-            print(f"  {label:<30} {dtype:<10} failed: {err}")
+            print(f"  {label:<34} {dtype:<10} failed: {err}")
             continue
         cells, verdict = [], "ok"
         for key in ("traced", "rss"):
@@ -213,7 +244,7 @@ def main(quick=False):
             cells.append(f"{extra / MiB:8.1f} ({extra / got['input']:5.2f}x in)")
             if extra > got["bound"]:
                 verdict = "OVER"
-        print(f"  {label:<30} {dtype:<10} {got['input'] / MiB:7.1f} "
+        print(f"  {label:<34} {dtype:<10} {got['input'] / MiB:7.1f} "
               f"{got['result'] / MiB:8.1f} {cells[0]:>18} {cells[1]:>18} "
               f"{got['bound'] / MiB:9.1f}  {verdict}")
 

@@ -6,8 +6,9 @@ operation a NumPy or ml_dtypes user would run instead.
 - small calls against ml_dtypes' bfloat16 cast and add;
 - matrix products against float64 ``np.matmul`` (one BLAS thread), the instruction
   models' FP8 products and ``lp.mx.matmul`` included (issue 36);
-- one SGD step of a 784-256-10 MLP at batch 64 (``lp.amp.train``) against the same
-  step in NumPy float32 (forward, hand-written backward, update).
+- one SGD step of a 784-256-10 MLP at batch 64 (``lp.amp.train``) under every named
+  policy, the scaled ones (``fp8-delayed``, ``mxfp8``, ``nvfp4``) included, against
+  the same step in NumPy float32 (forward, hand-written backward, update).
 
 The limits are the issue's acceptance figures; ``--quick`` runs smaller sizes and
 checks no limit.
@@ -170,14 +171,18 @@ def numpy_step(params, x, onehot, lr):
             b2 - lr * dz.sum(axis=0)]
 
 
-def _matmul_share(call):
-    """The fraction of ``call``'s time spent in the matrix products (one profiled run)."""
+_DRIVER = os.path.join("tensorcore", "driver.py")
+
+
+def _matmul_share(call, module=_DRIVER):
+    """The fraction of ``call``'s time spent in the matrix products (one profiled run):
+    the ``matmul`` of ``module`` (lp.matmul's driver, or ``"mx.py"``)."""
     profile = cProfile.Profile()
     profile.runcall(call)
     stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
     total = max(v[3] for v in stats.values())
     spent = sum(v[3] for (path, _, fn), v in stats.items()
-                if fn == "matmul" and path.endswith(os.path.join("tensorcore", "driver.py")))
+                if fn == "matmul" and path.endswith(module))
     return spent / total
 
 
@@ -188,7 +193,8 @@ def training(quick):
     labels = rng.integers(0, sizes[-1], batch)
     x32, onehot = x.astype(np.float32), np.eye(sizes[-1], dtype=np.float32)[labels]
     params = [np.asarray(p.value, np.float32) for p in lp.nn.mlp(sizes, rng=0).parameters()]
-    limits = {"fp16-mixed": 20, "fp32": 20, "bf16-mixed": 30}
+    limits = {"fp16-mixed": 20, "fp32": 20, "bf16-mixed": 30, "fp8-delayed": 30,
+              "mxfp8": 50, "nvfp4": 50}
     print(f"  one SGD step of a {'-'.join(map(str, sizes))} MLP at batch {batch} "
           "(lp.amp.train), one BLAS thread; ratio to the same step in NumPy float32")
     print("  (the model is built outside the timing; train's final FP32 evaluation is left "
@@ -213,7 +219,8 @@ def training(quick):
                 r, t, base = ratio(emulated, numpy_steps, rounds=5, inner=1, baseline_inner=10)
                 print(row(f"{name} ({t / 2 * 1e3:.1f} ms per step, NumPy {base / 2 * 1e3:.2f} ms)",
                           r, None if quick else limits.get(name), width=52)
-                      + f"   {_matmul_share(emulated):.0%} in lp.matmul")
+                      + f"   {_matmul_share(emulated):.0%} in lp.matmul, "
+                      f"{_matmul_share(emulated, 'mx.py'):.0%} in lp.mx.matmul")
     finally:
         training_module.evaluate = evaluate
 
