@@ -1,0 +1,482 @@
+"""PyTorch's matrix products through lowprec's hardware models (`emulate`), and the
+choice of model a GPU makes for a dtype (`model_for`).
+
+Inside ``with emulate(gpu="h100"):`` every floating matrix product torch computes on
+CPU tensors is computed by `lowprec.tensorcore.matmul` with the model that GPU's
+cuBLAS reaches for the operands' dtypes. The mode is a `TorchDispatchMode`, so it sits
+below autograd: the backward pass's products go through the same model. This module
+must never be imported by ``import lowprec`` and never imports torch at import time
+(the ``torch`` extra): `model_for` works without torch, and torch is imported when a
+mode is built.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .arith import add, mul
+from .bits import decode
+from .formats import BF16, FP8_E4M3, FP8_E5M2, FP16, FP32, TF32, Format
+from .rounding import round as _round
+from .tensorcore import MODELS, Model, matmul, resolve_model
+
+__all__ = ["emulate", "Emulate", "model_for", "GPUS", "FAST_ACCUM_OFF_INTERVAL"]
+
+#: The GPUs `model_for` knows, each with the name of its model in `lp.MODELS`.
+GPUS: dict[str, str] = {"v100": "v100", "t4": "t4", "a100": "a100", "ada": "ada",
+                        "l4": "ada", "l40": "ada", "h100": "h100", "h200": "h100",
+                        "b200": "b200", "gb200": "b200"}
+
+# torch's and ONNX's dtype names, and lowprec's, for the formats a product may take.
+_DTYPES: dict[str, Format] = {
+    "float16": FP16, "half": FP16, "fp16": FP16,
+    "bfloat16": BF16, "bf16": BF16,
+    "float32": FP32, "float": FP32, "fp32": FP32,
+    "float8_e4m3fn": FP8_E4M3, "e4m3": FP8_E4M3, "float8e4m3fn": FP8_E4M3,
+    "float8_e5m2": FP8_E5M2, "e5m2": FP8_E5M2, "float8e5m2": FP8_E5M2,
+}
+
+# GPUs without the unit: no BF16 and no TF32 before Ampere, no FP8 before Ada.
+_NO_BF16 = {"v100", "t4"}
+_NO_FP8 = {"v100", "t4", "a100"}
+
+
+def _dtype_format(name: Any) -> Format:
+    key = str(name).removeprefix("torch.").lower()
+    if key not in _DTYPES:
+        raise ValueError(f"no GPU matrix-product model for dtype {name!r}; lowprec models "
+                         f"float16, bfloat16, float32, float8_e4m3fn and float8_e5m2")
+    return _DTYPES[key]
+
+
+def model_for(gpu: str, dtype_name: Any, other: Any = None, *,
+              tf32: bool = False) -> tuple[Model, Format]:
+    """The model and input format of the product cuBLAS runs on ``gpu`` for operands of
+    ``dtype_name`` (and ``other``, B's dtype when it differs).
+
+    Returns ``(model, in_fmt)`` to hand to ``lp.matmul(a, b, model=model,
+    in_fmt=in_fmt, out_fmt="fp32")``. The accumulator is FP32 in every case. The
+    choice, per dtype:
+
+    - ``float16``, ``bfloat16``: the GPU's Tensor Core model (`lp.MODELS`). V100 and T4
+      have no BF16 Tensor Cores: their BF16 products are FP32 FMAs, modelled as
+      ``"fp32"`` sequential accumulation (not measured).
+    - ``float32``: the GPU's TF32 model (operands rounded to TF32 to nearest even, as
+      the H200's recorded data show) when ``tf32`` is true and the GPU has TF32 (A100
+      and later); plain FP32 accumulation (``"fp32"``) otherwise.
+    - ``float8_e4m3fn``, ``float8_e5m2``: the GPU's FP8 path (Ada, Hopper, Blackwell).
+      A mixed E5M2 x E4M3 pair runs as FP16 operands (which hold both exactly) through
+      the same FP8 block FMA, which does not depend on the operands' format. E5M2 x
+      E5M2 is refused, as cuBLAS refuses it.
+
+    ``gpu`` is a name of `GPUS` (``"h200"`` is the ``"h100"`` model, its chip).
+    Dtype names are torch's, ONNX's or lowprec's (``"float16"``, ``"torch.bfloat16"``,
+    ``"fp32"``). Raises `ValueError` naming the GPU or dtype it has no model for.
+
+    Examples
+    --------
+    >>> from lowprec.torch import model_for
+    >>> model, fmt = model_for("h100", "bfloat16")
+    >>> model.name, fmt.name
+    ('h100', 'BF16')
+    >>> model, fmt = model_for("a100", "float32", tf32=True)
+    >>> model.name, fmt.name
+    ('a100', 'TF32')
+    >>> model_for("a100", "float32")[0].name
+    'fp32'
+    """
+    key = str(gpu).lower()
+    if key not in GPUS:
+        raise ValueError(f"unknown gpu {gpu!r}; lowprec models {', '.join(GPUS)} "
+                         f"(or pass matmul= any lp.MODELS entry)")
+    name = GPUS[key]
+    fa = _dtype_format(dtype_name)
+    fb = fa if other is None else _dtype_format(other)
+    tc = MODELS[name]
+    if fa in (FP8_E4M3, FP8_E5M2) or fb in (FP8_E4M3, FP8_E5M2):
+        if fa not in (FP8_E4M3, FP8_E5M2) or fb not in (FP8_E4M3, FP8_E5M2):
+            raise ValueError(f"an FP8 product needs two FP8 operands, got {fa.name} x {fb.name}")
+        if name in _NO_FP8:
+            raise ValueError(f"{gpu} has no FP8 Tensor Cores (Ada, Hopper and Blackwell "
+                             f"have); pass matmul= to choose a model")
+        if fa == fb == FP8_E5M2:
+            raise ValueError("cuBLAS has no E5M2 x E5M2 FP8 kernel (torch refuses it); "
+                             "make one operand float8_e4m3fn")
+        if fa == fb:
+            return tc, fa
+        fp8: Any = tc.for_format(FP8_E4M3)
+        return dataclasses.replace(fp8, inputs=(FP16,), variants=()), FP16
+    if fa != fb:
+        raise ValueError(f"operands of two dtypes, {fa.name} x {fb.name}: cuBLAS takes one "
+                         f"(cast one operand)")
+    if fa == FP32:
+        if tf32 and name not in _NO_BF16:
+            return tc, TF32
+        return MODELS["fp32"], FP32
+    if fa == BF16 and name in _NO_BF16:
+        return MODELS["fp32"], BF16
+    return tc, fa
+
+
+# -- the dispatch mode ------------------------------------------------------------------
+
+#: K slice after which `_scaled_mm` without ``use_fast_accum`` promotes the Tensor Core's
+#: partial sum into an FP32 accumulator (DeepSeek-V3's interval of 128 products;
+#: unverified beyond K = 128, where the recorded H200 data give identical bits).
+FAST_ACCUM_OFF_INTERVAL = 128
+
+SplitK = "int | Callable[[int, int, int, str], int | None] | None"
+
+
+class Emulate(contextlib.ContextDecorator):
+    """The context manager and decorator `emulate` returns: entering it pushes a fresh
+    dispatch mode on this thread's stack, leaving pops it."""
+
+    def __init__(self, gpu: str | None = None, *, matmul: Any = None,
+                 operands: Any = None, split_k: Any = None):
+        if (gpu is None) == (matmul is None):
+            raise ValueError("emulate needs exactly one of gpu= (a name of "
+                             "lowprec.torch.GPUS) and matmul= (an lp.MODELS entry or a "
+                             "TensorCoreModel)")
+        if operands is not None:
+            raise NotImplementedError("operands= (the amp recipes) is not implemented "
+                                      "yet; quantize with lowprec.mx and pass matmul=")
+        if gpu is not None and str(gpu).lower() not in GPUS:
+            raise ValueError(f"unknown gpu {gpu!r}; lowprec models {', '.join(GPUS)}")
+        if matmul is not None:
+            matmul = resolve_model(matmul)
+        if split_k is not None and not callable(split_k) and (
+                not isinstance(split_k, int) or isinstance(split_k, bool) or split_k < 1):
+            raise ValueError(f"split_k must be a positive int, a callable (m, n, k, "
+                             f"dtype) -> int or None, or None; got {split_k!r}")
+        self.gpu = None if gpu is None else str(gpu).lower()
+        self.model = matmul
+        self.split_k = split_k
+        self._local = threading.local()
+
+    def __enter__(self) -> Emulate:
+        mode = _mode_class()(self)
+        stack = self._local.__dict__.setdefault("modes", [])
+        mode.__enter__()
+        stack.append(mode)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._local.modes.pop().__exit__(*exc)
+
+    def __repr__(self) -> str:
+        what = f"gpu={self.gpu!r}" if self.gpu else f"matmul={self.model!r}"
+        return f"emulate({what}, split_k={self.split_k!r})"
+
+    # -- the choice of model ---------------------------------------------------------
+
+    def route(self, da: str, db: str) -> tuple[Model, Format]:
+        """(model, in_fmt) for operands of torch dtype names ``da`` and ``db``."""
+        tf32 = _tf32_on()
+        if self.gpu is not None:
+            return model_for(self.gpu, da, None if db == da else db, tf32=tf32)
+        model = self.model
+        fa, fb = _dtype_format(da), _dtype_format(db)
+        if fa != fb:
+            if {fa, fb} <= {FP8_E4M3, FP8_E5M2}:
+                return model, FP16   # both held exactly by FP16 (as model_for's mixed pair)
+            raise ValueError(f"operands of two dtypes, {da} x {db}: cast one operand")
+        if fa == FP32:
+            # A Tensor Core takes FP32 operands only as TF32.
+            try:
+                model.for_format(FP32)
+            except ValueError:
+                return model, TF32
+        return model, fa
+
+
+def emulate(gpu: str | None = None, *, matmul: Any = None, operands: Any = None,
+            split_k: Any = None) -> Emulate:
+    """Run torch's floating matrix products on CPU tensors through a hardware model.
+
+    Inside the block, ``aten.mm``, ``addmm``, ``bmm``, ``baddbmm``, ``mv``, ``addmv``,
+    ``dot`` and ``_scaled_mm`` (what ``@``, ``torch.matmul``, ``F.linear`` and
+    ``torch.einsum`` reach, forward and backward) are computed by
+    `lowprec.tensorcore.matmul` with the chosen model, then cuBLAS's epilogue:
+
+    - the product is accumulated as the model says, to FP32;
+    - ``alpha`` multiplies it in FP32, then ``beta * C`` is added by one FP32 FMA;
+    - the FP32 result is converted once, to nearest even, to the output dtype (the
+      operands' dtype, or ``out_dtype``).
+
+    float64 products are left to torch (they are the reference, not a GPU product).
+    Complex, integer, sparse and non-CPU operands raise `TypeError` naming the op.
+
+    Parameters
+    ----------
+    gpu : str, optional
+        A name of `GPUS`: each product takes the model `model_for` gives for the
+        operands' dtypes. float32 operands are TF32 where
+        ``torch.backends.cuda.matmul.allow_tf32`` is on or
+        ``torch.get_float32_matmul_precision()`` is not ``"highest"``.
+    matmul : str or model, optional
+        Any `lp.MODELS` entry or `TensorCoreModel`, for every product instead.
+    operands : optional
+        Reserved for the amp recipes (not implemented yet).
+    split_k : int or callable, optional
+        cuBLAS's split-K: the product's K is cut into slices of this length, each
+        slice is a product through the model, and the slices' FP32 results are added
+        one after another in FP32. A callable ``(m, n, k, dtype_name)`` returns the
+        slice or None. Default: no split (the kernels of large products).
+
+    Examples
+    --------
+    >>> import torch, lowprec.torch as lpt
+    >>> a = torch.full((1, 32), 1.0, dtype=torch.bfloat16)
+    >>> b = torch.full((32, 1), 2.0**-9, dtype=torch.bfloat16)
+    >>> with lpt.emulate(gpu="h100"):
+    ...     (a @ b).item()
+    0.0625
+    """
+    return Emulate(gpu, matmul=matmul, operands=operands, split_k=split_k)
+
+
+def _tf32_on() -> bool:
+    import torch
+    return bool(torch.backends.cuda.matmul.allow_tf32
+                or torch.get_float32_matmul_precision() != "highest")
+
+
+@functools.cache
+def _fp8_table(fmt: Format) -> np.ndarray:
+    """The float32 value of each of the 256 bit patterns of an FP8 format."""
+    return np.asarray(decode(np.arange(256, dtype=np.uint8), fmt), np.float32)
+
+
+def _dtype_name(t: Any) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def _values(t: Any) -> np.ndarray:
+    """A NumPy array of a CPU tensor's values: a zero-copy view for float16 and float32
+    (strides kept), an exact float32 copy for bfloat16 (the bits shifted into FP32's
+    top half) and FP8 (a table of the 256 values)."""
+    import torch
+    t = t.detach()
+    if t.dtype in (torch.float16, torch.float32, torch.float64):
+        return t.numpy()
+    if t.dtype == torch.bfloat16:
+        bits = t.view(torch.int16).numpy().view(np.uint16)
+        # A BF16 value is the FP32 value whose top 16 bits are its pattern: exact.
+        return (bits.astype(np.uint32) << 16).view(np.float32)
+    return _fp8_table(_dtype_format(_dtype_name(t)))[t.view(torch.uint8).numpy()]
+
+
+def _tensor(d: np.ndarray, dtype: Any) -> Any:
+    """A tensor of ``dtype`` from FP32 values ``d`` (float64 array): rounded once, to
+    nearest even, to the dtype's format, then converted exactly."""
+    import torch
+    name = str(dtype).removeprefix("torch.")
+    if dtype == torch.float32:
+        out = np.asarray(d, np.float32)
+    elif dtype == torch.float16:
+        out = np.asarray(_round(d, FP16), np.float16)
+    elif dtype == torch.bfloat16:
+        with np.errstate(over="ignore"):
+            r = np.asarray(_round(d, BF16), np.float32)
+        # Values already in BF16: the conversion of each is exact.
+        return torch.from_numpy(np.ascontiguousarray(r)).to(torch.bfloat16)
+    else:
+        raise TypeError(f"lowprec.torch gives no {name} output (float32, float16 or "
+                        f"bfloat16)")
+    return torch.from_numpy(np.ascontiguousarray(out))
+
+
+_FLOATS = ("float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2")
+
+
+def _check(op: str, *tensors: Any) -> None:
+    import torch
+    for t in tensors:
+        if t is None or not isinstance(t, torch.Tensor):
+            continue
+        if t.device.type != "cpu":
+            raise TypeError(f"lowprec.torch.emulate cannot emulate {op} on {t.device} "
+                            f"tensors: it emulates CPU tensors (move them with .cpu())")
+        if t.layout != torch.strided:
+            raise TypeError(f"lowprec.torch.emulate cannot emulate {op} on {t.layout} "
+                            f"tensors (make them dense with .to_dense())")
+        if _dtype_name(t) not in _FLOATS:
+            raise TypeError(f"lowprec.torch.emulate cannot emulate {op} on {t.dtype} "
+                            f"operands: it emulates floating products of "
+                            f"{', '.join(_FLOATS)}")
+
+
+def _meta(func: Any, args: tuple, kwargs: dict) -> Any:
+    """The op run on meta tensors: torch's own shape and dtype checks, and the
+    result's shape and dtype."""
+    import torch
+    conv = lambda x: (torch.empty_strided(x.shape, x.stride(), dtype=x.dtype,  # noqa: E731
+                                          device="meta")
+                      if isinstance(x, torch.Tensor) else x)
+    return func(*[conv(a) for a in args], **{k: conv(v) for k, v in kwargs.items()})
+
+
+def _product(em: Emulate, a: np.ndarray, b: np.ndarray, model: Model, fmt: Format,
+             dtype: str, split: int | None) -> Any:
+    """FP32 values of a @ b through ``model``, K cut into slices of ``split`` (each
+    slice's FP32 result added to the previous ones in FP32, left to right)."""
+    k = a.shape[-1]
+    if split is None:
+        split = em.split_k(a.shape[-2] if a.ndim > 1 else 1, b.shape[-1] if b.ndim > 1
+                           else 1, k, dtype) if callable(em.split_k) else em.split_k
+    with np.errstate(all="ignore"):
+        if not split or split >= k:
+            return matmul(a, b, model=model, in_fmt=fmt, out_fmt=FP32)
+        acc = None
+        for i in range(0, k, split):
+            part = matmul(a[..., i:i + split], b[..., i:i + split, :] if b.ndim > 1
+                          else b[i:i + split], model=model, in_fmt=fmt, out_fmt=FP32)
+            acc = part if acc is None else add(acc, part, FP32)
+        return acc
+
+
+def _epilogue(d: Any, c: Any, beta: Any, alpha: Any) -> np.ndarray:
+    """cuBLAS's epilogue in FP32: ``alpha * acc`` rounded to FP32, then ``beta * C``
+    added by one FMA rounded to FP32 (``beta == 0`` ignores C, NaN included)."""
+    from .arith import fma
+    with np.errstate(all="ignore"):
+        if alpha != 1:
+            d = mul(np.float32(alpha), d, FP32)
+        if c is not None and beta != 0:
+            cv = _values(c)
+            d = add(d, cv, FP32) if beta == 1 else fma(np.float32(beta), cv, d, FP32)
+    return np.asarray(d, np.float64)
+
+
+def _run_product(em: Emulate, op: str, a: Any, b: Any, *, c: Any = None, beta: Any = 1,
+                 alpha: Any = 1, out_dtype: Any = None, meta: Any = None) -> Any:
+    _check(op, a, b, c)
+    da, db = _dtype_name(a), _dtype_name(b)
+    model, fmt = em.route(da, db)
+    d = _product(em, _values(a), _values(b), model, fmt, da, None)
+    d = _epilogue(d, c, beta, alpha)
+    dtype = out_dtype if out_dtype is not None else a.dtype
+    out = _tensor(np.broadcast_to(d, meta.shape) if meta is not None else d, dtype)
+    return out.reshape(meta.shape) if meta is not None else out
+
+
+def _scaled_mm(em: Emulate, a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any = None,
+               scale_result: Any = None, out_dtype: Any = None,
+               use_fast_accum: bool = False) -> Any:
+    import torch
+    op = "aten._scaled_mm"
+    _check(op, a, b, scale_a, scale_b, bias)
+    dtype = out_dtype if out_dtype is not None else a.dtype
+    if dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise TypeError(f"{op}: lowprec.torch models FP32, FP16 and BF16 outputs, not "
+                        f"{dtype} (pass out_dtype=torch.float32, float16 or bfloat16)")
+    if scale_result is not None:
+        raise TypeError(f"{op}: scale_result applies to FP8 outputs only, which "
+                        f"lowprec.torch does not model")
+    model, fmt = em.route(_dtype_name(a), _dtype_name(b))
+    split = None if use_fast_accum else FAST_ACCUM_OFF_INTERVAL
+    d: Any = _product(em, _values(a), _values(b), model, fmt, _dtype_name(a), split)
+    sa = np.asarray(scale_a.detach().to(torch.float32).numpy(), np.float64)
+    sb = np.asarray(scale_b.detach().to(torch.float32).numpy(), np.float64)
+    m, n = d.shape
+    with np.errstate(all="ignore"):
+        if sa.size == 1 and sb.size == 1:
+            # Per-tensor scales: alpha = scale_a * scale_b in FP32, then alpha * acc.
+            alpha = mul(sa.reshape(()), sb.reshape(()), FP32)
+            if alpha != 1:
+                d = mul(alpha, d, FP32)
+        elif sa.size == m and sb.size == n:
+            # Row-wise scales: acc * scale_a[m] then * scale_b[n], each in FP32.
+            d = mul(mul(d, sa.reshape(m, 1), FP32), sb.reshape(1, n), FP32)
+        else:
+            raise TypeError(f"{op}: lowprec.torch models per-tensor and row-wise scales "
+                            f"(shapes (1,) and ({m}, 1) x (1, {n})), not "
+                            f"{tuple(scale_a.shape)} x {tuple(scale_b.shape)}")
+        if bias is not None:
+            d = add(d, _values(bias), FP32)
+    return _tensor(np.asarray(d, np.float64), dtype)
+
+
+@functools.cache
+def _mode_class() -> type:
+    """The TorchDispatchMode subclass (built on first use: torch is imported here)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    aten = torch.ops.aten
+
+    def mm(em, a, b, out_dtype=None, *, meta):
+        return _run_product(em, "aten.mm", a, b, out_dtype=out_dtype, meta=meta)
+
+    def bmm(em, a, b, out_dtype=None, *, meta):
+        return _run_product(em, "aten.bmm", a, b, out_dtype=out_dtype, meta=meta)
+
+    def addmm(em, c, a, b, beta=1, alpha=1, out_dtype=None, *, meta):
+        return _run_product(em, "aten.addmm", a, b, c=c, beta=beta, alpha=alpha,
+                            out_dtype=out_dtype, meta=meta)
+
+    def baddbmm(em, c, a, b, beta=1, alpha=1, out_dtype=None, *, meta):
+        return _run_product(em, "aten.baddbmm", a, b, c=c, beta=beta, alpha=alpha,
+                            out_dtype=out_dtype, meta=meta)
+
+    def mv(em, a, v, *, meta):
+        return _run_product(em, "aten.mv", a, v, meta=meta)
+
+    def addmv(em, c, a, v, beta=1, alpha=1, *, meta):
+        return _run_product(em, "aten.addmv", a, v, c=c, beta=beta, alpha=alpha, meta=meta)
+
+    def dot(em, a, b, *, meta):
+        return _run_product(em, "aten.dot", a, b, meta=meta)
+
+    handlers: dict[Any, Callable] = {
+        aten.mm.default: mm, aten.mm.dtype: mm,
+        aten.bmm.default: bmm, aten.bmm.dtype: bmm,
+        aten.addmm.default: addmm, aten.addmm.dtype: addmm,
+        aten.baddbmm.default: baddbmm, aten.baddbmm.dtype: baddbmm,
+        aten.mv.default: mv, aten.addmv.default: addmv,
+        aten.dot.default: dot, aten.vdot.default: dot,
+    }
+    refused = {aten._int_mm.default: "an integer product",
+               aten.addbmm.default: "a sum of batched products",
+               aten._addmm_activation.default: "a fused product and activation"}
+    # Ops whose outputs torch itself computes and the bridge must not: products in
+    # other forms. Each is refused by name rather than computed in float32.
+    for name in ("mm.out", "bmm.out", "addmm.out", "baddbmm.out", "mv.out", "dot.out",
+                 "addmm_.default", "baddbmm_.default", "addmv_.default"):
+        pkt, _, ov = name.partition(".")
+        refused[getattr(getattr(aten, pkt), ov)] = "a product written into a given tensor"
+
+    class _Mode(TorchDispatchMode):
+        def __init__(self, em):
+            super().__init__()
+            self.em = em
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            handler = handlers.get(func)
+            if handler is not None:
+                if any(isinstance(x, torch.Tensor) and x.dtype == torch.float64
+                       for x in args[:3]) and func is not aten.mm.dtype:
+                    _check(str(func), *[x for x in args if isinstance(x, torch.Tensor)])
+                    return func(*args, **kwargs)     # float64: torch's own, the reference
+                tensors = [x for x in args if isinstance(x, torch.Tensor)]
+                _check(str(func.overloadpacket), *tensors)
+                meta = _meta(func, args, kwargs)
+                return handler(self.em, *args, **kwargs, meta=meta)
+            if func is aten._scaled_mm.default:
+                _meta(func, args, kwargs)
+                return _scaled_mm(self.em, *args, **kwargs)
+            if func in refused:
+                raise TypeError(f"lowprec.torch.emulate cannot emulate {func} "
+                                f"({refused[func]}); call the out-of-place op")
+            return func(*args, **kwargs)
+
+    return _Mode
