@@ -11,7 +11,7 @@ from .rounding import MODES, round, round_exact, threads
 from .bits import decode, encode, fields
 from .arith import add, cumsum, div, dot, fma, mul, sqrt, sub, sum
 from .tensorcore import MODELS, TensorCoreModel
-from .tensors import Tensor, context, get_context, matmul, result_format, tensor
+from .tensors import Context, Tensor, context, get_context, matmul, result_format, tensor
 from .teaching import Explanation, explain
 from . import amp, fft, linalg, mx, nn, testing  # noqa: F401  (public modules, imported with the package)
 from .array_api import array_namespace
@@ -28,7 +28,7 @@ __all__ = [
     "fields",
     "add", "sub", "mul", "div", "sqrt", "fma", "sum", "cumsum", "dot",
     "matmul", "TensorCoreModel", "MODELS",
-    "Tensor", "tensor", "context", "get_context", "result_format",
+    "Tensor", "tensor", "Context", "context", "get_context", "result_format",
     "explain", "Explanation",
     "array_namespace", "sweep",
     "amp", "linalg", "nn",

@@ -26,33 +26,62 @@ from ..status import recording
 from ..tensorcore import ModelLike, resolve_model
 from ..types import Mode, RNGLike
 
-__all__ = ["context", "get_context", "round_ctx", "copy_rounds"]
+__all__ = ["Context", "context", "get_context", "round_ctx", "copy_rounds"]
 
 
 @dataclass(frozen=True)
-class _Context:
+class Context:
+    """The defaults that Tensor operations round with, as `get_context` returns them.
+
+    A context is frozen. `context` sets new defaults for a block by making a new one.
+
+    Attributes
+    ----------
+    mode : str
+        The rounding mode (one of `lowprec.MODES`).
+    rng : numpy.random.Generator or None
+        The generator that ``mode="sr"`` draws from. An int seed given to `context`
+        is already a generator here.
+    matmul : str or Model
+        The model of `lowprec.matmul` (a name of `lowprec.MODELS`, or a model).
+    subnormals : bool or None
+        Whether results keep subnormals. None follows the format.
+    saturate : bool
+        Whether overflow saturates to the format's largest finite value.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> lp.get_context()
+    Context(mode='rne', rng=None, matmul='fp32', subnormals=None, saturate=False)
+    >>> with lp.context(mode="rz"):
+    ...     lp.get_context().mode
+    'rz'
+    """
+
     mode: Mode = "rne"
     rng: np.random.Generator | None = None
     matmul: ModelLike = "fp32"
     subnormals: bool | None = None
     saturate: bool = False
 
-    def kwargs(self):
+    def kwargs(self) -> dict[str, Any]:
+        """The options every rounding takes from the context: rng, subnormals, saturate."""
         return dict(rng=self.rng, subnormals=self.subnormals, saturate=self.saturate)
 
 
-_CONTEXT: ContextVar[_Context] = ContextVar("lowprec_context", default=_Context())
+_CONTEXT: ContextVar[Context] = ContextVar("lowprec_context", default=Context())
 
 
-def get_context() -> _Context:
-    """The active defaults (mode, rng, matmul, subnormals, saturate)."""
+def get_context() -> Context:
+    """The active defaults (mode, rng, matmul, subnormals, saturate), as a `Context`."""
     return _CONTEXT.get()
 
 
 @contextlib.contextmanager
 def context(*, mode: Mode | None = None, rng: RNGLike = None,
             matmul: ModelLike | None = None, subnormals: bool | None = None,
-            saturate: bool | None = None) -> Iterator[_Context]:
+            saturate: bool | None = None) -> Iterator[Context]:
     """Set Tensor defaults for a block: ``with lp.context(mode="sr", rng=0):``.
 
     Unset fields keep the enclosing values; on exit the enclosing context is
