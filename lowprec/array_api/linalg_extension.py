@@ -256,7 +256,10 @@ class Linalg:
         if a.shape[axis] != 3 or b.shape[axis] != 3:
             raise ValueError("cross needs vectors of 3 elements along axis")
         va, vb = np.moveaxis(a._a, axis, -1), np.moveaxis(b._a, axis, -1)
-        w = lambda v: ns._wrap(v, d)  # noqa: E731
+
+        def w(v):
+            return ns._wrap(v, d)
+
 
         def c(i, j):   # a_i b_j - a_j b_i: two rounded products, one rounded difference
             return ns.subtract(ns.multiply(w(va[..., i]), w(vb[..., j])),

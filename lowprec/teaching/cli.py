@@ -108,11 +108,16 @@ def format_table(style: str = "table", formats: Iterable[FormatLike] | None = No
         return out.getvalue().rstrip("\n")
     widths = [max(len(r[i]) for r in [columns, *rows]) for i in range(len(columns))]
     if style == "markdown":
-        line = lambda r: " | ".join(c.ljust(w) for c, w in zip(r, widths))  # noqa: E731
+        def cells(r):
+            return " | ".join(c.ljust(w) for c, w in zip(r, widths))
+
         sep = "|-" + "-|-".join("-" * w for w in widths) + "-|"
-        return "\n".join([f"| {line(columns)} |", sep, *(f"| {line(r)} |" for r in rows)])
+        return "\n".join([f"| {cells(columns)} |", sep, *(f"| {cells(r)} |" for r in rows)])
+
     # Two spaces between columns, no rules: the narrow table then fits 100 columns.
-    line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    def line(r):
+        return "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
+
     return "\n".join([line(columns), line(["-" * w for w in widths]), *map(line, rows)])
 
 
@@ -357,7 +362,10 @@ def _value_table(value, fmts):
         raised = ", ".join(k for k, v in e.flags.items() if v) or "-"
         rows.append((fmt.name, repr(e.rounded), bits, rel, raised))
     widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
-    line = lambda r: " | ".join(c.ljust(w) for c, w in zip(r, widths))  # noqa: E731
+
+    def line(r):
+        return " | ".join(c.ljust(w) for c, w in zip(r, widths))
+
     return "\n".join([line(header), "-+-".join("-" * w for w in widths), *map(line, rows)])
 
 
@@ -434,7 +442,10 @@ class _Error(Exception):
 def _aligned(header, rows):
     """Columns two spaces apart under a header and a rule, as `format_table` prints."""
     widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
-    line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+
+    def line(r):
+        return "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
+
     return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
 
 

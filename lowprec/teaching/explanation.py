@@ -319,7 +319,9 @@ class Explanation:
         else:
             rows.append(["value", f"nan ({_NAN_RULE[fmt.kind]})"])
         if self.below is not None or self.above is not None:
-            show = lambda v: "none" if v is None else repr(v)  # noqa: E731
+            def show(v):
+                return "none" if v is None else repr(v)
+
             rows.append(["neighbours", f"{show(self.below)} < {r!r} < {show(self.above)}"])
         if self.ulp is not None:
             e = math.frexp(self.ulp)[1] - 1

@@ -269,13 +269,19 @@ class Instruction:
             return fused.nv_fused(a, b, c, fa, fb, out, self.fraction_bits, self.out_mode(out))
         if alg == "nv-mx":
             sb_, n = self.scale_block, a.shape[1]
-            per = lambda s: np.repeat(s[:, j // sb_:(j + n) // sb_], sb_, axis=1)  # noqa: E731
+
+            def per(s):
+                return np.repeat(s[:, j // sb_:(j + n) // sb_], sb_, axis=1)
+
             return fused.nv_fused(a, b, c, fa, fb, out, self.fraction_bits,
                                   self.out_mode(out), per(sa), per(sb))
         if alg == "nv-fp4":
             sb_, n = self.scale_block, a.shape[1]
             reps = sb_ // 16
-            per = lambda s: np.repeat(s[:, j // sb_:(j + n) // sb_], reps, axis=1)  # noqa: E731
+
+            def per(s):
+                return np.repeat(s[:, j // sb_:(j + n) // sb_], reps, axis=1)
+
             return fused.nv_block_fp4(a, b, c, per(sa), per(sb), self.scales[0],
                                       self.fraction_bits)
         if alg == "fma-chain":

@@ -491,7 +491,10 @@ def _contract(x, tx, y, ty, keep, size):
     summed = [c for c in tx if c in ty and c not in keep]
     free_a = [c for c in tx if c not in ty]
     free_b = [c for c in ty if c not in tx]
-    n = lambda cs: int(np.prod([size[c] for c in cs]))   # noqa: E731
+
+    def n(cs):
+        return int(np.prod([size[c] for c in cs]))
+
     # Size-1 axes broadcast against the other operand's: values repeated, exact.
     x = np.broadcast_to(x, [size[c] for c in tx])
     y = np.broadcast_to(y, [size[c] for c in ty])

@@ -44,7 +44,9 @@ def holds(big: Format, small: Format) -> bool:
     >>> holds(lp.FP32, lp.BF16), holds(lp.FP16, lp.BF16)
     (True, False)
     """
-    reach = lambda f: f.emin - (f.mantissa_bits if f.subnormals else 0)  # noqa: E731
+    def reach(f):   # the exponent of the format's smallest nonzero magnitude
+        return f.emin - (f.mantissa_bits if f.subnormals else 0)
+
     return (big.p >= small.p and big.max >= small.max and reach(big) <= reach(small)
             and (big.has_inf or not small.has_inf) and (big.has_nan or not small.has_nan)
             and (big.has_negative_zero or not small.has_negative_zero))
