@@ -7,9 +7,12 @@ same values (the contract of the bridge), forward and backward."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
+import lowprec as lp
 from helpers import DATA, fp32_bits, from_fp32_bits
 from peers import optional, requires
 
@@ -219,3 +222,305 @@ def test_every_recorded_scaled_mm_published_row_through_the_bridge(fp8, fmt):
                     got[o, fa].append(torch.diagonal(d))
     for (o, fa), parts in got.items():
         assert np.array_equal(_bits(torch.cat(parts))[:i.size], fp8[f"{key}_{o}_fa{fa}"])
+
+
+# -- each op against lp.matmul with the same model on the same values --------------------
+
+FMT = {"bfloat16": "bf16", "float16": "fp16", "float32": "tf32"}
+
+
+def _data(shape, dtype, adversarial, rng):
+    """Random values of ``dtype``; with ``adversarial``, a third of them replaced by
+    ±0, subnormals, the largest finite value, halfway cases, inf and NaN."""
+    x = rng.standard_normal(shape)
+    if adversarial and x.size:
+        fi = torch.finfo(dtype)
+        pool = np.array([0.0, -0.0, fi.smallest_normal / 4, -fi.smallest_normal * 3 / 8,
+                         float(fi.max), -float(fi.max), 1.0, fi.eps / 2, 1 + fi.eps,
+                         -(1 + fi.eps / 2), np.inf, -np.inf, np.nan, 2.0**-3])
+        pick = rng.random(shape) < 1 / 3
+        x[pick] = rng.choice(pool, size=int(pick.sum()))
+    return torch.from_numpy(x).to(dtype)
+
+
+def _np(t):
+    return t.detach().double().numpy()
+
+
+def _want(a, b, c=None, beta=1, alpha=1, *, dtype, tf32=True):
+    """The product as lp.matmul's h100 model computes it, then cuBLAS's epilogue."""
+    name = str(dtype).removeprefix("torch.")
+    model, fmt = ("h100", FMT[name]) if name != "float32" or tf32 else ("fp32", "fp32")
+    with np.errstate(all="ignore"):
+        d = lp.matmul(_np(a), _np(b), model=model, in_fmt=fmt, out_fmt="fp32")
+        if alpha != 1:
+            d = lp.mul(alpha, d, "fp32")
+        if c is not None and beta != 0:
+            d = lp.add(d, _np(c), "fp32") if beta == 1 else lp.fma(beta, _np(c), d, "fp32")
+        return lp.round(d, {"bfloat16": "bf16", "float16": "fp16"}.get(name, "fp32"))
+
+
+def assert_same_values(got, want):
+    from helpers import assert_same
+    assert got.shape == np.shape(want), (got.shape, np.shape(want))
+    assert_same(_np(got), want)
+
+
+DT = ["bfloat16", "float16", "float32"]
+
+
+@pytest.mark.parametrize("dtype", DT)
+@pytest.mark.parametrize("adversarial", [False, True])
+@pytest.mark.parametrize("shape", [(5, 33, 7), (0, 4, 3), (3, 0, 2), (1, 1, 1), (4, 70, 0)])
+def test_mm_equals_lp_matmul(dtype, adversarial, shape, tf32_on):
+    rng = np.random.default_rng(sum(shape) + 7 * adversarial)
+    dt = getattr(torch, dtype)
+    m, k, n = shape
+    a, b = _data((m, k), dt, adversarial, rng), _data((k, n), dt, adversarial, rng)
+    with lpt.emulate(gpu="h100"):
+        got = torch.mm(a, b)
+    assert got.dtype == dt
+    assert_same_values(got, _want(a, b, dtype=dt))
+
+
+@pytest.mark.parametrize("dtype", DT)
+def test_fp32_without_tf32_is_plain_fp32_accumulation(dtype, tf32_off):
+    rng = np.random.default_rng(3)
+    dt = getattr(torch, dtype)
+    a, b = _data((6, 40), dt, True, rng), _data((40, 5), dt, True, rng)
+    with lpt.emulate(gpu="a100"):
+        got = a @ b
+    model = "fp32" if dtype == "float32" else "a100"
+    fmt = "fp32" if dtype == "float32" else FMT[dtype]
+    with np.errstate(all="ignore"):
+        want = lp.round(lp.matmul(_np(a), _np(b), model=model, in_fmt=fmt, out_fmt="fp32"),
+                        {"bfloat16": "bf16", "float16": "fp16"}.get(dtype, "fp32"))
+    assert_same_values(got, want)
+
+
+@pytest.mark.parametrize("dtype", DT)
+@pytest.mark.parametrize("adversarial", [False, True])
+@pytest.mark.parametrize("beta, alpha", [(1, 1), (0.5, 1), (1, -2.0), (0, 3.0)])
+def test_addmm_and_baddbmm_follow_the_cublas_epilogue(dtype, adversarial, beta, alpha, tf32_on):
+    rng = np.random.default_rng(11)
+    dt = getattr(torch, dtype)
+    a, b = _data((4, 24), dt, adversarial, rng), _data((24, 6), dt, adversarial, rng)
+    bias = _data((6,), dt, adversarial, rng)
+    with lpt.emulate(gpu="h100"):
+        got = torch.addmm(bias, a, b, beta=beta, alpha=alpha)
+    assert_same_values(got, _want(a, b, bias, beta, alpha, dtype=dt))
+    A, B = _data((3, 4, 24), dt, adversarial, rng), _data((3, 24, 6), dt, adversarial, rng)
+    C = _data((3, 1, 6), dt, adversarial, rng)
+    with lpt.emulate(gpu="h100"):
+        got = torch.baddbmm(C, A, B, beta=beta, alpha=alpha)
+    assert_same_values(got, _want(A, B, C, beta, alpha, dtype=dt))
+
+
+@pytest.mark.parametrize("dtype", DT)
+def test_strides_batches_vectors_and_broadcasting(dtype, tf32_on):
+    rng = np.random.default_rng(5)
+    dt = getattr(torch, dtype)
+    a = _data((9, 40), dt, True, rng)[:, ::2]            # non-contiguous rows
+    b = _data((6, 20), dt, True, rng).t()                # transposed
+    x = _data((2, 1, 3, 20), dt, False, rng)
+    y = _data((4, 20, 5), dt, False, rng)
+    v = _data((20,), dt, True, rng)
+    with lpt.emulate(gpu="h100"):
+        got = {"mm": a @ b, "bcast": x @ y, "mv": a @ v, "dot": v @ v,
+               "einsum": torch.einsum("bik,bkj->bij", y.transpose(1, 2), y),
+               "linear": torch.nn.functional.linear(x, b.t()),
+               "addmv": torch.addmv(v[:9], a, v)}
+    assert_same_values(got["mm"], _want(a, b, dtype=dt))
+    assert_same_values(got["bcast"], _want(x, y, dtype=dt))
+    assert_same_values(got["mv"], _want(a, v, dtype=dt))
+    assert_same_values(got["dot"], _want(v, v, dtype=dt))
+    assert_same_values(got["einsum"], _want(y.transpose(1, 2), y, dtype=dt))
+    assert_same_values(got["linear"], _want(x, b, dtype=dt))
+    assert_same_values(got["addmv"], _want(a, v, v[:9], dtype=dt))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_backward_products_equal_lp_matmul(dtype):
+    rng = np.random.default_rng(9)
+    dt = getattr(torch, dtype)
+    a = _data((5, 30), dt, True, rng).requires_grad_()
+    b = _data((30, 4), dt, True, rng).requires_grad_()
+    g = _data((5, 4), dt, True, rng)
+    with lpt.emulate(gpu="h100"):
+        (a @ b).backward(g)
+    assert_same_values(a.grad, _want(g, b.detach().t(), dtype=dt))
+    assert_same_values(b.grad, _want(a.detach().t(), g, dtype=dt))
+
+
+def test_mlp_gradients_equal_a_hand_written_lp_matmul_backward():
+    rng = np.random.default_rng(1)
+    bf = torch.bfloat16
+    lin1, lin2 = torch.nn.Linear(12, 16).to(bf), torch.nn.Linear(16, 3).to(bf)
+    x = _data((8, 12), bf, False, rng)
+    r = torch.from_numpy(rng.standard_normal((8, 3)))
+    with lpt.emulate(gpu="h100"):
+        out = lin2(torch.relu(lin1(x)))
+        (out.float() * r.float()).sum().backward()
+    W1, b1, W2, b2 = (p.detach() for p in (lin1.weight, lin1.bias, lin2.weight, lin2.bias))
+    h = torch.from_numpy(np.asarray(_want(x, W1.t(), b1, dtype=bf), np.float32)).to(bf)
+    hr = torch.relu(h)
+    o = _want(hr, W2.t(), b2, dtype=bf)
+    assert_same_values(out, o)
+    g = r.float().to(bf)                                 # the grad of out.float()
+    assert_same_values(lin2.weight.grad, _want(g.t(), hr, dtype=bf))
+    dh = torch.from_numpy(np.asarray(_want(g, W2, dtype=bf), np.float32)).to(bf)
+    dh = dh * (h > 0)
+    assert_same_values(lin1.weight.grad, _want(dh.t(), x, dtype=bf))
+
+
+def _train(ctx, seed=0, steps=6):
+    import contextlib
+    torch.manual_seed(seed)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
+                              torch.nn.Linear(128, 10))
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    x, y = torch.randn(128, 64), torch.randint(0, 10, (128,))
+    losses = []
+    with ctx or contextlib.nullcontext():
+        for _ in range(steps):
+            opt.zero_grad()
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = torch.nn.functional.cross_entropy(net(x), y)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    return losses, [p.detach().clone() for p in net.parameters()]
+
+
+def test_training_is_deterministic_and_differs_from_plain_torch():
+    losses, params = _train(lpt.emulate(gpu="h100"))
+    again, params_again = _train(lpt.emulate(gpu="h100"))
+    assert losses == again
+    assert all(torch.equal(p, q) for p, q in zip(params, params_again))
+    # The H100's products differ from the CPU's in a few BF16 outputs a step: the
+    # weights part at once, the losses later; FP16 accumulation parts at once.
+    plain_losses, plain = _train(None)
+    assert not all(torch.equal(p, q) for p, q in zip(params, plain))
+    assert losses != _train(lpt.emulate(matmul="fp16"))[0]
+
+
+def test_outside_the_block_nothing_changes(tf32_on):
+    rng = np.random.default_rng(2)
+    a, b = _data((16, 64), torch.float32, False, rng), _data((64, 16), torch.float32, False, rng)
+    before = (a @ b).clone()
+    with lpt.emulate(gpu="h100"):
+        inside = a @ b                # TF32 operands
+    after = a @ b
+    assert torch.equal(before.view(torch.int32), after.view(torch.int32))
+    assert not torch.equal(before, inside)
+
+
+def test_the_mode_is_thread_local(tf32_on):
+    rng = np.random.default_rng(4)
+    a, b = _data((16, 64), torch.float32, False, rng), _data((64, 16), torch.float32, False, rng)
+    plain = a @ b
+    entered, done, got = threading.Event(), threading.Event(), {}
+
+    def emulated():
+        with lpt.emulate(gpu="h100"):
+            got["inside"] = a @ b
+            entered.set()
+            done.wait(10)
+
+    t = threading.Thread(target=emulated)
+    t.start()
+    entered.wait(10)
+    got["other"] = a @ b              # this thread, while the other is in its block
+    done.set()
+    t.join()
+    assert torch.equal(got["other"], plain)
+    assert not torch.equal(got["inside"], plain)
+
+
+def test_the_decorator_form():
+    @lpt.emulate(matmul="fp16")
+    def f(a, b):
+        return a @ b
+    a = torch.full((1, 4096), 1.0, dtype=torch.float16)
+    b = torch.full((4096, 1), 1.0, dtype=torch.float16)
+    assert f(a, b).item() == 2048.0       # FP16 accumulation stalls at 2048
+    assert (a @ b).item() == 4096.0
+
+
+def test_float64_products_are_torch_own():
+    a, b = torch.randn(4, 5, dtype=torch.float64), torch.randn(5, 3, dtype=torch.float64)
+    with lpt.emulate(gpu="h100"):
+        got = a @ b
+    assert torch.equal(got, a @ b)
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: (torch.ones(2, 2, dtype=torch.complex64),) * 2, "complex64"),
+    (lambda: (torch.ones(2, 2, dtype=torch.int64),) * 2, "int64"),
+    (lambda: (torch.eye(2).to_sparse(), torch.ones(2, 2)), "sparse"),
+    (lambda: (torch.ones(2, 2, device="meta"),) * 2, "meta"),
+])
+def test_what_cannot_be_emulated_says_so(make, match):
+    a, b = make()
+    with lpt.emulate(gpu="h100"), pytest.raises(TypeError, match=f"aten.mm.*{match}|{match}"):
+        torch.mm(a, b)
+
+
+def test_bad_options_say_so():
+    with pytest.raises(ValueError, match="exactly one of gpu= .* and matmul="):
+        lpt.emulate()
+    with pytest.raises(ValueError, match="unknown gpu"):
+        lpt.emulate(gpu="k80")
+    with pytest.raises(ValueError, match="split_k"):
+        lpt.emulate(gpu="h100", split_k=0)
+
+
+# -- _scaled_mm: scales, bias and fast accumulation ----------------------------------------
+
+def _fp8(shape, dtype, rng):
+    return torch.from_numpy(rng.standard_normal(shape) * 4).to(dtype)
+
+
+@pytest.mark.parametrize("rowwise", [False, True])
+@pytest.mark.parametrize("out", ["float32", "bfloat16"])
+def test_scaled_mm_scales_and_bias(rowwise, out):
+    rng = np.random.default_rng(6)
+    e4 = torch.float8_e4m3fn
+    a, b = _fp8((32, 64), e4, rng), _fp8((48, 64), e4, rng).t()
+    if rowwise:
+        sa = torch.from_numpy(rng.random((32, 1)) + 0.5).float()
+        sb = torch.from_numpy(rng.random((1, 48)) + 0.5).float()
+    else:
+        sa, sb = torch.tensor(0.3), torch.tensor(1.7)
+    bias = torch.from_numpy(rng.standard_normal(48)).to(getattr(torch, out))
+    with lpt.emulate(gpu="h100"):
+        got = torch._scaled_mm(a, b, sa, sb, bias=bias, out_dtype=getattr(torch, out))
+    d = lp.matmul(_np(a), _np(b), model="h100", in_fmt="e4m3", out_fmt="fp32")
+    if rowwise:
+        d = lp.mul(lp.mul(d, _np(sa), "fp32"), _np(sb), "fp32")
+    else:
+        d = lp.mul(lp.mul(_np(sa), _np(sb), "fp32"), d, "fp32")
+    d = lp.add(d, _np(bias), "fp32")
+    assert_same_values(got, lp.round(d, {"float32": "fp32", "bfloat16": "bf16"}[out]))
+
+
+def test_scaled_mm_without_fast_accum_promotes_every_128_products():
+    rng = np.random.default_rng(8)
+    e4, one = torch.float8_e4m3fn, torch.tensor(1.0)
+    a, b = _fp8((16, 384), e4, rng), _fp8((16, 384), e4, rng).t()
+    with lpt.emulate(gpu="h100"):
+        slow = torch._scaled_mm(a, b, one, one, out_dtype=torch.float32)
+        fast = torch._scaled_mm(a, b, one, one, out_dtype=torch.float32, use_fast_accum=True)
+    A, B = _np(a), _np(b)
+    parts = [lp.matmul(A[:, i:i + 128], B[i:i + 128], model="h100", in_fmt="e4m3")
+             for i in range(0, 384, 128)]
+    assert_same_values(slow, lp.add(lp.add(parts[0], parts[1], "fp32"), parts[2], "fp32"))
+    assert_same_values(fast, lp.matmul(A, B, model="h100", in_fmt="e4m3"))
+    assert not torch.equal(slow, fast)
+
+
+def test_scaled_mm_refuses_fp8_output():
+    e4, one = torch.float8_e4m3fn, torch.tensor(1.0)
+    a = torch.ones(16, 16).to(e4)
+    with lpt.emulate(gpu="h100"), pytest.raises(TypeError, match="out_dtype"):
+        torch._scaled_mm(a, a.t(), one, one)
