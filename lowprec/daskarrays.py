@@ -1,3 +1,6 @@
+# One module (~930 lines): the Dask mirror of lowprec's API, one thin function per
+# operation plus LazyTensor, all built on the same private graph helpers (_as_dask,
+# _sample, _blocks); split, they would have to publish those helpers.
 """Dask arrays in, Dask arrays out (the ``dask`` extra): lowprec's operations on
 chunked arrays, lazily, bit for bit the NumPy call on the gathered arrays.
 
