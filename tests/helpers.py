@@ -1,5 +1,6 @@
-"""The suite's shared helpers, defined once: comparisons of floating-point results and
-oracles that decode bit patterns from a format's definition alone.
+"""The suite's shared helpers, defined once: comparisons of floating-point results, FP32
+bit patterns, the data paths and a checker of HTML displays (the oracles are in
+tests/oracles/).
 
 The vocabulary of equality, each checking shapes where it says so:
 
@@ -15,9 +16,7 @@ peer.
 
 from __future__ import annotations
 
-import functools
 import math
-from fractions import Fraction
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -25,7 +24,7 @@ import numpy as np
 
 __all__ = ["same", "all_same", "assert_same", "assert_bits", "assert_values",
            "equal_or_both_nan", "assert_bitwise_equal", "fp32_bits", "from_fp32_bits",
-           "decode_layout", "decode_by_definition", "TESTS", "ROOT", "DATA", "parse_html"]
+           "TESTS", "ROOT", "DATA", "parse_html"]
 
 #: The tests directory, the repository root, and the recorded measurements.
 TESTS = Path(__file__).resolve().parent
@@ -104,36 +103,6 @@ def fp32_bits(x):
 def from_fp32_bits(bits):
     """The float64 values of FP32 bit patterns (uint32)."""
     return bits.view(np.float32).astype(np.float64)
-
-
-# -- decoding by the definition (DESIGN.md's format table) -------------------------------
-
-@functools.cache
-def decode_layout(e, m, bias, subnormals=True, kind="ieee"):
-    """Finite non-negative values, as sorted Fractions, of the format with ``e`` exponent
-    bits, ``m`` mantissa bits, ``bias`` and ``kind``, from every bit pattern with the sign
-    bit clear: exponent field 0 is zero and the subnormals (none without ``subnormals``);
-    an 'ieee' format's top exponent field is inf and NaN, an 'fn' format's all-ones
-    pattern is NaN; 'fnuz' and 'finite' formats have no special positive pattern."""
-    top, out = 2**e - 1, set()
-    for code in range(2 ** (e + m)):
-        E, M = divmod(code, 2**m)
-        if (kind == "ieee" and E == top) or (kind == "fn" and E == top and M == 2**m - 1):
-            continue                                       # inf and NaN
-        if E == 0:
-            if M and not subnormals:
-                continue                                   # no subnormals
-            out.add(Fraction(M, 2**m) * Fraction(2) ** (1 - bias))
-        else:
-            out.add((1 + Fraction(M, 2**m)) * Fraction(2) ** (E - bias))
-    return tuple(sorted(out))
-
-
-def decode_by_definition(fmt):
-    """`decode_layout` of a format object's own parameters (its fields, not its derived
-    constants)."""
-    return decode_layout(fmt.exponent_bits, fmt.mantissa_bits, fmt.bias, fmt.subnormals,
-                         fmt.kind)
 
 
 # -- HTML displays ----------------------------------------------------------------------

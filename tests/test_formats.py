@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import lowprec as lp
-from helpers import decode_layout, parse_html
+from helpers import parse_html
+from oracles.decode import decode_layout
 from peers import ml_dtypes, np_dtype, requires_ml_dtypes
 
 ORACLE_DTYPES = {

@@ -3,11 +3,11 @@
 * Published GPU measurements (tests/data/tensorcore, Khattak & Mikaitis, BSD-2-Clause):
   every row of every file, bit for bit, by the model TENSORCORE.md §6 names.
 * The vectors of TENSORCORE.md §5 (V100's non-monotonic sum).
-* `exact`, `fp32` and `fp16` against loops on `Fraction`s, each addition rounded by
-  the test's own Fraction rounding (itself checked against NumPy's casts), zeros
-  signed by IEEE 754's rules written out here; NumPy float32 loops where they are exact.
+* `exact`, `fp32` and `fp16` against loops on `Fraction`s (tests/oracles/loops.py),
+  whose Fraction rounding is checked here against NumPy's casts; NumPy float32 loops
+  where they are exact.
 * The block-FMA models against a slow scalar reference of TENSORCORE.md §2 and §4
-  written here on Python integers and Fractions, sharing no code with lowprec.tensorcore.
+  (tests/oracles/block_fma.py), sharing no code with lowprec.tensorcore.
 * Shapes against np.matmul on integer data (exact in float64), and NumPy's errors.
 """
 
@@ -29,41 +29,23 @@ from hypothesis import strategies as st
 import lowprec as lp
 from helpers import DATA, assert_bitwise_equal, assert_same
 from lowprec.tensorcore import matmul  # the kernel itself (lp.matmul may wrap it for Tensors)
+from oracles.block_fma import reference_dot
+from oracles.loops import (
+    FP16_GRID,
+    FP32_GRID,
+    exact_loop,
+    round_fraction,
+    round_signed,
+    sequential_loop,
+    signed,
+)
 from peers import ml_dtypes, requires_ml_dtypes
 
 DATA = DATA / "tensorcore"
 FILES = sorted(DATA.glob("*.npz"))
 
 
-# -- Fraction rounding, the test's own -----------------------------------------------
-
-def _floor_log2(q):
-    e = q.numerator.bit_length() - q.denominator.bit_length()
-    return e if Fraction(2) ** e <= q else e - 1
-
-
-def round_fraction(q, p, emin, emax, mode="rne"):
-    """Round the exact rational q to a binary format with p significant bits,
-    smallest normal 2**emin (subnormals below it), largest exponent emax; "rne" or
-    "rz". Overflow gives ±inf under "rne" and ±max under "rz" (IEEE 754)."""
-    q = Fraction(q)
-    if q == 0:
-        return 0.0
-    sign, q = (-1 if q < 0 else 1), abs(q)
-    quantum = Fraction(2) ** (max(_floor_log2(q), emin) - (p - 1))
-    n, r = divmod(q, quantum)
-    if mode == "rne" and (2 * r > quantum or (2 * r == quantum and n % 2 == 1)):
-        n += 1
-    value = n * quantum
-    top = (2 - Fraction(2) ** (1 - p)) * Fraction(2) ** emax
-    if value > top:
-        return sign * (math.inf if mode == "rne" else float(top))
-    return sign * float(value)
-
-
-FP32_GRID = dict(p=24, emin=-126, emax=127)
-FP16_GRID = dict(p=11, emin=-14, emax=15)
-
+# -- the Fraction rounding of the loops, against NumPy's casts ---------------------------
 
 @given(st.floats(allow_nan=False, allow_infinity=False))
 def test_round_fraction_matches_numpy_casts(x):
@@ -278,68 +260,6 @@ def operands(draw, fmt, max_k=24, finite=True, max_mn=3):
     return a, b, c
 
 
-# Signed exact values: (Fraction, sign bit). The sign bit matters only for zeros; the
-# rules are IEEE 754 §6.3, written out here.
-
-def _signed(x):
-    return Fraction(x), math.copysign(1.0, x) < 0
-
-
-def _product(x, y):
-    """The exact product; a zero product's sign is the exclusive or of the factors'."""
-    return Fraction(x) * Fraction(y), (math.copysign(1.0, x) < 0) != (math.copysign(1.0, y) < 0)
-
-
-def _exact_add(s, t):
-    """s + t in exact arithmetic, signed as IEEE 754 §6.3 signs a sum: a nonzero sum
-    has its own sign; two zeros of one sign keep it (-0 + -0 = -0); any other exact
-    zero is +0 under rounding to nearest (x + (-x) = +0, +0 + -0 = +0)."""
-    (q, q_neg), (r, r_neg) = s, t
-    v = q + r
-    if v != 0:
-        return v, v < 0
-    if q == 0 and r == 0 and q_neg == r_neg:
-        return v, q_neg
-    return v, False
-
-
-def _round_signed(s, grid):
-    """RN of a signed exact value; a zero result is signed like the exact value
-    (§6.3: 'the zero is signed like the exact result')."""
-    q, neg = s
-    return math.copysign(round_fraction(q, **grid), -1.0 if neg else 1.0)
-
-
-def _sequential_oracle(a, b, c, grid, final=None):
-    """acc = RN(acc + p_k) from acc = c (c = None: +0, a loop from 0.0), zeros
-    signed step by step; ``final``: one more rounding of the result."""
-    m, n = a.shape[0], b.shape[1]
-    out = np.empty((m, n))
-    for i in range(m):
-        for j in range(n):
-            acc = 0.0 if c is None else _round_signed(_signed(c[i, j]), grid)
-            for k in range(a.shape[1]):
-                acc = _round_signed(_exact_add(_signed(acc), _product(a[i, k], b[k, j])),
-                                    grid)
-                if math.isinf(acc):
-                    break   # past the range: finite products leave it infinite
-            out[i, j] = acc if final is None else _round_signed(_signed(acc), final)
-    return out
-
-
-def _exact_oracle(a, b, c, grid):
-    """The same additions in exact arithmetic (signed zeros by the same rules), then
-    one rounding."""
-    m, n = a.shape[0], b.shape[1]
-    out = np.empty((m, n))
-    for i in range(m):
-        for j in range(n):
-            acc = _signed(0.0 if c is None else _round_signed(_signed(c[i, j]), grid))
-            for k in range(a.shape[1]):
-                acc = _exact_add(acc, _product(a[i, k], b[k, j]))
-            out[i, j] = _round_signed(acc, grid)
-    return out
-
 
 @requires_ml_dtypes
 @pytest.mark.oracle
@@ -350,7 +270,7 @@ def test_fp32_model_is_a_float32_loop_of_exact_products(case):
     fmt, (a, b, c) = case
     c = np.array([[float(np.float32(v)) for v in row] for row in c])
     got = matmul(a, b, model="fp32", c=c, in_fmt=fmt)
-    assert_bitwise_equal(got, _sequential_oracle(a, b, c, FP32_GRID))
+    assert_bitwise_equal(got, sequential_loop(a, b, c, FP32_GRID))
 
 
 BF16_GRID = dict(p=8, emin=-126, emax=127)
@@ -367,11 +287,11 @@ def test_a_hand_built_bf16_accumulator_is_a_bf16_loop_of_exact_products(case):
     # MODELS) rounds each addition to its own format; it used to round to FP16.
     from lowprec.tensorcore.models import Accumulating
     fmt, (a, b, c) = case
-    c = np.vectorize(lambda v: _round_signed(_signed(v), BF16_GRID))(c)
+    c = np.vectorize(lambda v: round_signed(signed(v), BF16_GRID))(c)
     c[~np.isfinite(c)] = 0.0
     model = Accumulating(lp.BF16, "bf16-loop")
     got = matmul(a, b, model=model, c=c, in_fmt=fmt, out_fmt="bf16")
-    assert_bitwise_equal(got, _sequential_oracle(a, b, c, BF16_GRID))
+    assert_bitwise_equal(got, sequential_loop(a, b, c, BF16_GRID))
 
 
 @requires_ml_dtypes
@@ -381,11 +301,11 @@ def test_a_hand_built_bf16_accumulator_is_a_bf16_loop_of_exact_products(case):
     lambda f: st.tuples(st.just(f), operands(f))))
 def test_fp16_model_is_an_fp16_loop_of_exact_products(case):
     fmt, (a, b, c) = case
-    c = np.vectorize(lambda v: _round_signed(_signed(v), FP16_GRID))(c)
+    c = np.vectorize(lambda v: round_signed(signed(v), FP16_GRID))(c)
     c[~np.isfinite(c)] = 0.0
     got = matmul(a, b, model="fp16", c=c, in_fmt=fmt)
     assert got.dtype == np.float64
-    assert_bitwise_equal(got, _sequential_oracle(a, b, c, FP16_GRID))
+    assert_bitwise_equal(got, sequential_loop(a, b, c, FP16_GRID))
 
 
 @requires_ml_dtypes
@@ -397,10 +317,10 @@ def test_fp16_model_is_an_fp16_loop_of_exact_products(case):
 def test_exact_model_is_the_fraction_dot_product_rounded_once(case, out):
     fmt, (a, b, c) = case
     grid = FP32_GRID if out == "fp32" else FP16_GRID
-    c = np.vectorize(lambda v: _round_signed(_signed(v), grid))(c)
+    c = np.vectorize(lambda v: round_signed(signed(v), grid))(c)
     c[~np.isfinite(c)] = 0.0
     got = matmul(a, b, model="exact", c=c, in_fmt=fmt, out_fmt=out)
-    assert_bitwise_equal(got, _exact_oracle(a, b, c, grid))
+    assert_bitwise_equal(got, exact_loop(a, b, c, grid))
 
 
 def test_exact_model_survives_cancellation_beyond_float64():
@@ -444,9 +364,9 @@ def test_zero_signs_follow_ieee_additions(case, run):
     model, out, grid, final = run
     got = matmul(a, b, model=model, c=c, in_fmt=fmt, out_fmt=out)
     if model == "exact":
-        assert_bitwise_equal(got, _exact_oracle(a, b, c, grid))
+        assert_bitwise_equal(got, exact_loop(a, b, c, grid))
     else:
-        assert_bitwise_equal(got, _sequential_oracle(a, b, c, grid, final))
+        assert_bitwise_equal(got, sequential_loop(a, b, c, grid, final))
 
 
 @pytest.mark.parametrize("fmt, out, x", [("fp32", "fp32", 2.0**-100),
@@ -463,9 +383,9 @@ def test_a_negative_result_that_rounds_to_zero_is_minus_zero(model, fmt, out, x)
     for aa, bb in ((a[:, :1], b[:1]), (a, b), (a[:, ::-1], b[::-1])):
         got = matmul(aa, bb, model=model, in_fmt=fmt, out_fmt=out)
         if acc is None:
-            want = _exact_oracle(aa, bb, None, grid)
+            want = exact_loop(aa, bb, None, grid)
         else:
-            want = _sequential_oracle(aa, bb, None, acc, grid if acc != grid else None)
+            want = sequential_loop(aa, bb, None, acc, grid if acc != grid else None)
         if aa.shape[1] == 1:
             assert np.signbit(want[0, 0])   # the oracle's -0, before any cancellation
         assert_bitwise_equal(got, want)
@@ -478,7 +398,7 @@ def test_exact_model_sign_where_float64_bounds_straddle_zero():
     b = np.array([[2.0**-76], [-(2.0**-106)], [2.0**-76]])
     for perm in ([0, 1, 2], [1, 0, 2], [0, 2, 1]):
         got = matmul(a[:, perm], b[perm], model="exact", in_fmt="fp32")
-        assert_bitwise_equal(got, _exact_oracle(a[:, perm], b[perm], None, FP32_GRID))
+        assert_bitwise_equal(got, exact_loop(a[:, perm], b[perm], None, FP32_GRID))
         assert np.signbit(got[0, 0])
 
 
@@ -492,8 +412,8 @@ def test_exact_zero_sums_and_sums_of_negative_zeros(model):
               np.array([[-0.0, 0.0]] * 4)):
         got = matmul(a, b, model=model, c=c, in_fmt="fp16")
         grid = FP16_GRID if model == "fp16" else FP32_GRID
-        want = (_exact_oracle(a, b, c, grid) if model == "exact"
-                else _sequential_oracle(a, b, c, grid))
+        want = (exact_loop(a, b, c, grid) if model == "exact"
+                else sequential_loop(a, b, c, grid))
         assert_bitwise_equal(got, want)
         # NumPy's float32 loop is exact on these small integers: the same signs.
         acc = np.zeros((4, 2), np.float32) if c is None else c.astype(np.float32)
@@ -513,7 +433,7 @@ def test_exact_model_zero_signs_do_not_come_from_blas(monkeypatch):
     b = np.array([[3.0, -0.0], [3.0, 0.0], [-0.0, 1.0]])
     for c in (None, np.zeros((3, 2)), np.full((3, 2), -0.0)):
         got = matmul(a, b, model="exact", c=c, in_fmt="fp16")
-        assert_bitwise_equal(got, _exact_oracle(a, b, c, FP32_GRID))
+        assert_bitwise_equal(got, exact_loop(a, b, c, FP32_GRID))
 
 
 def test_exact_sums_past_float64s_range_are_infinite():
@@ -528,7 +448,7 @@ def test_exact_sums_past_float64s_range_are_infinite():
         for sign in (1.0, -1.0):
             with np.errstate(over="ignore", invalid="ignore"):
                 got = matmul(a, sign * b, model="exact", in_fmt=fmt)
-            assert_bitwise_equal(got, _exact_oracle(a, sign * b, None, FP32_GRID))
+            assert_bitwise_equal(got, exact_loop(a, sign * b, None, FP32_GRID))
 
 
 @pytest.mark.parametrize("model", ["exact", "fp32", "fp16"])
@@ -548,7 +468,7 @@ def test_negative_zero_sums_in_stacks_and_chunks(model, monkeypatch):
         monkeypatch.setattr(mm, "MEMORY_BOUND", bound)
         got = matmul(a, b, model=model, c=c, in_fmt="fp16")
         for i in range(3):
-            oracle = _exact_oracle if model == "exact" else _sequential_oracle
+            oracle = exact_loop if model == "exact" else sequential_loop
             assert_bitwise_equal(got[i], oracle(a[i], b, c, grid))
 
 
@@ -568,7 +488,7 @@ def test_exact_model_into_a_format_without_negative_zero():
     assert got[0, 0] == 0 and not np.signbit(got[0, 0])
 
 
-def test_fp32_model_matches_numpy_float32_on_a_larger_product():
+def test_fp32_model_matches_numpy_float32_on_a_largerproduct():
     # FP16 products are exact float32s and float32 addition is one IEEE rounding, so
     # NumPy's own float32 loop is the oracle here.
     rng = np.random.default_rng(1)
@@ -581,96 +501,6 @@ def test_fp32_model_matches_numpy_float32_on_a_larger_product():
 
 
 # -- a scalar reference of the block FMA (TENSORCORE.md §2, §4) --------------------------
-
-IN_BITS = {"fp16": (10, -14), "bf16": (7, -126), "tf32": (10, -126),
-           "e4m3": (3, -6), "e5m2": (2, -14)}     # fraction bits f, emin
-
-
-def _decompose(x, fmt):
-    """|x| = S * 2**(e - f) with e = max(floor(log2|x|), emin): (S, e)."""
-    f, emin = IN_BITS[fmt]
-    e = max(_floor_log2(Fraction(abs(x))), emin)
-    S = Fraction(abs(x)) / Fraction(2) ** (e - f)
-    assert S.denominator == 1
-    return int(S), e
-
-
-def _ref_round_out(value, out, out_rz_bits, mode="rz"):
-    """§2.7/§2.8 on an exact Fraction: FP32 by ``mode`` keeping out_rz_bits fraction
-    bits (FP32 subnormals), or FP16 RNE; beyond the range is ±inf."""
-    if value == 0:
-        return 0.0
-    if out == "fp16":
-        return round_fraction(value, **FP16_GRID)
-    if abs(value) >= 2**128:
-        return math.copysign(math.inf, value)
-    d = round_fraction(value, out_rz_bits + 1, -126, 127, mode=mode)
-    return math.copysign(math.inf, d) if abs(d) > 2**127 * (2 - 2.0**-out_rz_bits) else d
-
-
-def _ref_block(pairs, c, fmt, F, elim, out, out_rz_bits, mode="rz"):
-    """One block FMA d = c + sum a_i b_i by the letter of §2, on one output."""
-    specials = [x for ab in pairs for x in ab] + [c]
-    if any(math.isnan(x) for x in specials):
-        return math.nan
-    infs = []
-    for x, y in pairs:
-        if math.isinf(x) or math.isinf(y):
-            if x == 0 or y == 0:
-                return math.nan
-            infs.append(math.copysign(1, x) * math.copysign(1, y))
-    if math.isinf(c):
-        infs.append(math.copysign(1, c))
-    if infs:
-        return math.nan if len(set(infs)) > 1 else infs[0] * math.inf
-    f = IN_BITS[fmt][0]
-    terms = []   # (sign, exact magnitude, exponent)
-    for x, y in pairs:
-        if x == 0 or y == 0:
-            continue
-        (sa, ea), (sb, eb) = _decompose(x, fmt), _decompose(y, fmt)
-        mag = Fraction(sa * sb) * Fraction(2) ** (ea + eb - 2 * f)
-        sign = 1 if (x > 0) == (y > 0) else -1
-        terms.append((sign, mag, ea + eb))
-    if c != 0:
-        terms.append((1 if c > 0 else -1, abs(Fraction(c)),
-                      max(_floor_log2(abs(Fraction(c))), -126)))
-    if not terms:
-        return 0.0
-    E = max(e for _, _, e in terms)
-    if elim is not None:
-        E = max(E, elim)
-    total = sum(s * math.floor(m * Fraction(2) ** (F - E)) for s, m, _ in terms)
-    return _ref_round_out(Fraction(total) * Fraction(2) ** (E - F), out, out_rz_bits, mode)
-
-
-def reference_dot(a_row, b_col, c, fmt, params, out):
-    """One output of a block-FMA model: chained blocks, or the §4 split."""
-    elim = params["elim_fp16"] if out == "fp16" else params["elim"]
-    rz_bits = params.get("out_bits", 23)
-    F, k, K = params["F"], params["block"], len(a_row)
-    d = c
-    if params.get("split"):
-        for j0 in range(0, K, 32):
-            idx = range(j0, min(j0 + 32, K))
-            g1 = [(a_row[i], b_col[i]) for i in idx if i % 4 < 2]
-            g2 = [(a_row[i], b_col[i]) for i in idx if i % 4 >= 2]
-            d1 = _ref_block(g1, 0.0, fmt, F, elim, out, rz_bits)
-            d2 = _ref_block(g2, d1, fmt, F, elim, out, rz_bits)
-            if math.isnan(d2) or math.isnan(d) or (math.isinf(d2) and math.isinf(d)
-                                                    and d2 != d):
-                d = math.nan
-            elif math.isinf(d2) or math.isinf(d):
-                d = d2 if math.isinf(d2) else d
-            else:   # one correctly rounded (RNE) addition
-                d = round_fraction(Fraction(d2) + Fraction(d),
-                                   **(FP16_GRID if out == "fp16" else FP32_GRID))
-        return d
-    for j0 in range(0, K, k):
-        pairs = [(a_row[i], b_col[i]) for i in range(j0, min(j0 + k, K))]
-        d = _ref_block(pairs, d, fmt, F, elim, out, rz_bits, params.get("mode", "rz"))
-    return d
-
 
 # The parameters of TENSORCORE.md §3, restated from the spec (not read from lowprec/tensorcore/).
 SPEC = {
@@ -843,10 +673,10 @@ def test_chunks_do_not_change_results(monkeypatch):
                         want = reference_dot(list(a[i, m]), list(b[:, n]), c[m, n], "fp16",
                                              params, "fp32")
                     elif model == "exact":
-                        want = _exact_oracle(a[i, m:m + 1], b[:, n:n + 1],
+                        want = exact_loop(a[i, m:m + 1], b[:, n:n + 1],
                                              c[m:m + 1, n:n + 1], FP32_GRID)[0, 0]
                     else:
-                        want = _sequential_oracle(a[i, m:m + 1], b[:, n:n + 1],
+                        want = sequential_loop(a[i, m:m + 1], b[:, n:n + 1],
                                                   c[m:m + 1, n:n + 1], FP32_GRID)[0, 0]
                     assert got[i, m, n] == want, (model, i, m, n)
 
@@ -1244,7 +1074,7 @@ def test_exact_sums_of_rows_longer_than_a_span(monkeypatch):
     monkeypatch.setattr(ex, "_exact_round", spy)
     for out, grid in (("fp32", FP32_GRID), ("fp16", FP16_GRID)):
         got = matmul(a, b, model="exact", c=c, in_fmt="fp16", out_fmt=out)
-        assert_bitwise_equal(got, _exact_oracle(a, b, c, grid))
+        assert_bitwise_equal(got, exact_loop(a, b, c, grid))
     assert blocks_seen and min(blocks_seen) > 10      # the sums did go span by span
 
 

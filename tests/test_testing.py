@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import lowprec as lp
-from helpers import decode_by_definition
 from lowprec import testing as lpt
+from oracles.decode import decode_by_definition
 from peers import ml_dtypes
 
 # Formats whose midpoints were not all ties: an fn format's NaN slot, and formats

@@ -1,8 +1,7 @@
 """Instruction models of matrix units against MMA-Sim's vectors (tests/data/mma) and
-against a step-by-step reference of the fused dot-add written on Fractions."""
+against step-by-step references of the fused dot-add (tests/oracles/instructions.py)."""
 
 import math
-from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -11,6 +10,7 @@ import lowprec as lp
 from helpers import DATA, ROOT
 from lowprec.teaching.cli import main
 from lowprec.tensorcore.catalogue import UNITS
+from oracles.instructions import amx_reference, multipass_reference, nv_reference
 from peers import ml_dtypes, requires_ml_dtypes
 
 DATA = DATA / "mma"
@@ -59,41 +59,7 @@ def test_the_command_line_replays(capsys):
     assert main(["replay", str(DATA / "a100_mma_f16_f16.npz"), "--model", "h100"]) == 2
 
 
-# -- a reference of README §5.2 on Fractions, for matmul's chaining and padding ------
-
-def _split(x, emin):
-    """(s, e) with x = s * 2**e, e = max(floor(log2|x|), emin); a zero gets -126."""
-    if x == 0:
-        return Fraction(0), -126
-    e = max(math.frexp(x)[1] - 1, emin)
-    return Fraction(x) / Fraction(2) ** e, e
-
-
-def _round_fp16(v):
-    return float(lp.round(float(v), "fp16")) if v else 0.0   # exact v: one rounding
-
-
-def nv_reference(a, b, c, block, F, emin_in):
-    """MMA-Sim's NVIDIA fused dot-add, chained over groups of ``block`` (zero-padded),
-    FP16 output, computed term by term on Fractions."""
-    d = c
-    for j in range(0, len(a), block):
-        ga, gb = list(a[j:j + block]), list(b[j:j + block])
-        ga += [0.0] * (block - len(ga))
-        gb += [0.0] * (block - len(gb))
-        terms = []
-        for x, y in zip(ga, gb):
-            (sx, ex), (sy, ey) = _split(x, emin_in), _split(y, emin_in)
-            terms.append((sx * sy, ex + ey))
-        terms.append(_split(d, -14))
-        E = max(e for _, e in terms)
-        total = Fraction(0)
-        for s, e in terms:
-            t = s * Fraction(2) ** (F + e - E)
-            total += math.trunc(t)                       # toward zero, F bits below 2**E
-        d = _round_fp16(total * Fraction(2) ** (E - F))
-    return d
-
+# -- matmul's chaining and padding against README §5.2 on Fractions -------------------
 
 @pytest.mark.parametrize("model, block, F", [("a100/mma", 8, 24), ("v100/mma", 4, 23),
                                              ("b200/tcgen05", 16, 25)])
@@ -137,33 +103,6 @@ def test_the_docs_table_is_the_catalogue():
 
 # -- AMX TDPBF16PS against a Fraction reference of the SDM's description ------------
 
-def _rne32(q):
-    """q (a Fraction) rounded to nearest even into FP32, subnormals kept, >= 2**128 inf."""
-    if q == 0:
-        return 0.0
-    m = abs(q)
-    e = m.numerator.bit_length() - m.denominator.bit_length()
-    if Fraction(2) ** e > m:
-        e -= 1                                    # now 2**e <= m < 2**(e + 1)
-    quantum = Fraction(2) ** (max(e, -126) - 23)
-    v = round(m / quantum) * quantum              # Fraction's round: ties to even
-    return math.copysign(math.inf if v >= 2**128 else float(v), q)
-
-
-def amx_reference(a, b, c):
-    daz = lambda x: math.copysign(0.0, x) if abs(x) < 2.0**-126 else x   # noqa: E731
-    ftz = lambda x: math.copysign(0.0, x) if abs(x) < 2.0**-126 else x   # noqa: E731
-    acc = ftz(c)
-    for x, y in zip(a, b):
-        x, y = daz(x), daz(y)
-        exact = Fraction(acc) + Fraction(x) * Fraction(y)
-        r = _rne32(exact)
-        if exact == 0:                            # IEEE: x + y = 0 exactly is +0 (RNE)
-            r = -0.0 if (math.copysign(1, acc) < 0 and math.copysign(1, x * y) < 0) else 0.0
-        acc = ftz(r)
-    return acc
-
-
 def test_amx_tdpbf16ps_against_the_reference():
     rng = np.random.default_rng(32)
     n, K = 300, 32
@@ -197,30 +136,6 @@ def test_fp8_promotion_adds_the_partial_sums_in_fp32():
 
 
 # -- XLA multi-pass algorithms against plain float32 arithmetic ---------------------
-
-def multipass_reference(a, b, c, split, pieces, terms):
-    """The description in float32 NumPy (ml_dtypes' RNE casts for the splits): pieces
-    by rounding what is left, each pass a left-to-right float32 accumulation onto the
-    previous, NaN -> 0 before hi * hi, then + c."""
-    f32 = np.float32
-
-    def parts(x):
-        out, rest = [], x.astype(f32)
-        for _ in range(pieces):
-            p = split(rest)
-            out.append(p)
-            rest = (rest - p).astype(f32)
-        return out
-
-    pa, pb = parts(a), parts(b)
-    acc = np.zeros((a.shape[0], b.shape[1]), f32)
-    for n, (i, j) in enumerate(terms):
-        if n == len(terms) - 1:
-            acc = np.where(np.isnan(acc), f32(0), acc)
-        for k in range(a.shape[1]):       # products of two 8-bit pieces: exact in float32
-            acc = (acc + pa[i][:, k:k + 1] * pb[j][k:k + 1, :]).astype(f32)
-    return (acc + c.astype(f32)).astype(f32).astype(np.float64)
-
 
 def _to_bf16(x):
     return x.astype(ml_dtypes.bfloat16).astype(np.float32)

@@ -1,7 +1,7 @@
 """The fast paths of lowprec.tensorcore against the semantics they must keep, bit for bit.
 
 * `fp32` and `fp16` (`Sequential`) against an exact step-by-step loop on `Fraction`s
-  written here, on adversarial data: FP32 inputs whose float64 sums land on FP32
+  (tests/oracles/loops.py), on adversarial data: FP32 inputs whose float64 sums land on FP32
   midpoints (where one cast would round the wrong way), products past FP32's range
   and below its subnormals, the overflow threshold, BF16 data whose exponents do and
   do not allow float32 arithmetic in one call, signed zeros; and on larger random and
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import sys
-from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -25,57 +24,13 @@ import pytest
 import lowprec as lp
 from helpers import assert_bitwise_equal, assert_same
 from lowprec.tensorcore import matmul
+from oracles.loops import FP16_GRID, FP32_GRID, fma_loop
 
 FP32_MAX = (2 - 2.0**-23) * 2.0**127
 
 
 def _module(name):
     return sys.modules[f"lowprec.tensorcore.{name}"]
-
-
-# -- an exact loop, the test's own -----------------------------------------------------
-
-def _round(q, p, emin, emax):
-    """RNE of the rational q (nonzero) to p bits, subnormals below 2**emin, inf past
-    the top (IEEE 754)."""
-    sign, q = (-1.0 if q < 0 else 1.0), abs(q)
-    e = q.numerator.bit_length() - q.denominator.bit_length()
-    e = e if Fraction(2) ** e <= q else e - 1
-    quantum = Fraction(2) ** (max(e, emin) - p + 1)
-    n, r = divmod(q, quantum)
-    if 2 * r > quantum or (2 * r == quantum and n % 2 == 1):
-        n += 1
-    value = n * quantum
-    if value > (2 - Fraction(2) ** (1 - p)) * Fraction(2) ** emax:
-        return sign * math.inf
-    return sign * float(value)
-
-
-def _loop(a, b, c, p, emin, emax):
-    """acc = RN(acc + a[i, k] * b[k, j]) from acc = c, in exact arithmetic, zeros
-    signed as IEEE 754 §6.3 says; finite operands."""
-    out = np.empty((a.shape[0], b.shape[1]))
-    for i in range(a.shape[0]):
-        for j in range(b.shape[1]):
-            acc = float(c[i, j])
-            for k in range(a.shape[1]):
-                x, y = float(a[i, k]), float(b[k, j])
-                if math.isinf(acc):
-                    continue                    # finite products leave it infinite
-                q = Fraction(acc) + Fraction(x) * Fraction(y)
-                if q != 0:
-                    r = _round(q, p, emin, emax)
-                    acc = r if r != 0 else math.copysign(0.0, float(q))
-                else:
-                    zero_p = math.copysign(1.0, x) * math.copysign(1.0, y)
-                    both_negative = math.copysign(1.0, acc) < 0 and zero_p < 0
-                    acc = -0.0 if both_negative else 0.0
-            out[i, j] = acc
-    return out
-
-
-FP32_LOOP = dict(p=24, emin=-126, emax=127)
-FP16_LOOP = dict(p=11, emin=-14, emax=15)
 
 
 # -- adversarial data ----------------------------------------------------------------
@@ -154,7 +109,7 @@ def test_a_float64_sum_on_an_fp32_midpoint_rounds_as_the_exact_sum(monkeypatch):
     for x, y in ((a, b), (big, tail)):
         c = np.zeros((x.shape[0], y.shape[1]))
         assert_bitwise_equal(matmul(x, y, model="fp32", in_fmt="fp32"),
-                             _loop(x, y, c, **FP32_LOOP))
+                             fma_loop(x, y, c, **FP32_GRID))
 
 
 @pytest.mark.parametrize("K", [1, 2, 3, 31, 33])
@@ -165,7 +120,7 @@ def test_fp32_inputs_against_the_exact_loop(K, data):
     a, b = (_fp32_ties if data == "ties" else _fp32_mixture)(rng, m, K, n)
     c = rng.choice([0.0, -0.0, 1.0, -2.0**-140, 3.0], (m, n))
     got = matmul(a, b, model="fp32", c=c, in_fmt="fp32")
-    assert_bitwise_equal(got, _loop(a, b, c, **FP32_LOOP))
+    assert_bitwise_equal(got, fma_loop(a, b, c, **FP32_GRID))
 
 
 @pytest.mark.parametrize("bound", [None, 3000])
@@ -208,7 +163,7 @@ def test_an_inexact_float64_sum_on_a_subnormal_midpoint():
     a, b, c = np.array([[(1 + u) * 2.0**-75]]), np.array([[(1 - u) * 2.0**-75]]), [[acc]]
     got = matmul(a, b, model="fp32", c=c, in_fmt="fp32")
     assert got[0, 0] == acc
-    assert_bitwise_equal(got, _loop(a, b, np.array(c), **FP32_LOOP))
+    assert_bitwise_equal(got, fma_loop(a, b, np.array(c), **FP32_GRID))
 
 
 # -- the fp32 model on BF16 and TF32 inputs: float32 where the data allow ---------------
@@ -224,7 +179,7 @@ def test_bf16_products_that_float32_cannot_form(a, b, c, want):
     a, b, c = np.array(a), np.array(b), np.full((1, 1), c)
     got = matmul(a, b, model="fp32", c=c, in_fmt="bf16")
     assert got[0, 0] == want
-    assert_bitwise_equal(got, _loop(a, b, c, **FP32_LOOP))
+    assert_bitwise_equal(got, fma_loop(a, b, c, **FP32_GRID))
 
 
 @pytest.mark.parametrize("fmt", ["bf16", "tf32"])
@@ -250,7 +205,7 @@ def test_narrow_inputs_whose_exponents_do_and_do_not_fit_float32(fmt, K):
         a[0, :3], b[:3, 1] = [2.0**127 * (2 - 2.0**-7), -2.0**64, 1.0], [1.0, 2.0**64, 0.0]
         c[0, 1] = 0.0
     got = matmul(a, b, model="fp32", c=c, in_fmt=fmt)
-    assert_bitwise_equal(got, _loop(a, b, c, **FP32_LOOP))
+    assert_bitwise_equal(got, fma_loop(a, b, c, **FP32_GRID))
 
 
 def test_the_plan_takes_float32_only_where_every_product_is_a_normal_float32():
@@ -289,7 +244,7 @@ def test_fp16_model_against_the_exact_loop(K):
     b[:, 0] = rng.choice([0.0, -0.0, 2.0**-24], K)    # zeros, subnormal sums
     c = rng.choice([0.0, -0.0, 1.0, 65504.0, -2.0**-24], (m, n))
     got = matmul(a, b, model="fp16", c=c, in_fmt="fp16")
-    assert_bitwise_equal(got, _loop(a, b, c, **FP16_LOOP))
+    assert_bitwise_equal(got, fma_loop(a, b, c, **FP16_GRID))
 
 
 def test_fp16_model_against_the_plain_loop(monkeypatch):
@@ -308,7 +263,7 @@ def test_fp16_model_against_the_plain_loop(monkeypatch):
     # without inf or NaN operands are also held to the exact loop.
     rows, cols = [i for i in range(10) if i != 1], [j for j in range(12) if j != 3]
     assert_bitwise_equal(got[np.ix_(rows, cols)],
-                         _loop(a[rows], b[:, cols], c[np.ix_(rows, cols)], **FP16_LOOP))
+                         fma_loop(a[rows], b[:, cols], c[np.ix_(rows, cols)], **FP16_GRID))
 
 
 # -- round_fp16, whose passes depend on the values -------------------------------------
@@ -458,7 +413,7 @@ def test_einsum_path_against_the_exact_loop(monkeypatch, fmt, m, n, K):
     c = np.zeros((m, n))
     got = matmul(a, b, model="fp32", c=c, in_fmt=fmt)
     assert calls, "the chunks did not take einsum"
-    assert_bitwise_equal(got, _loop(a, b, c, **FP32_LOOP))
+    assert_bitwise_equal(got, fma_loop(a, b, c, **FP32_GRID))
 
 
 @pytest.mark.parametrize("a, b, want", [
@@ -474,7 +429,7 @@ def test_einsum_path_at_the_ends_of_float32(monkeypatch, a, b, want):
     got = matmul(a, b, model="fp32", in_fmt="bf16")
     assert calls
     assert list(got[0]) == [want, want]
-    assert_bitwise_equal(got, _loop(a, b, np.zeros(got.shape), **FP32_LOOP))
+    assert_bitwise_equal(got, fma_loop(a, b, np.zeros(got.shape), **FP32_GRID))
 
 
 @pytest.mark.parametrize("fmt", ["fp16", "bf16"])
@@ -508,7 +463,7 @@ def test_factors_that_float32_cannot_hold_take_float64(fmt, x, y):
             if way == "steps":
                 patch.setattr(_module("sequential"), "einsum_adds_in_order", lambda: False)
             got = matmul(a, b, model="fp32", in_fmt=fmt)
-        assert_bitwise_equal(got, _loop(a, b, np.zeros((2, 2)), **FP32_LOOP))
+        assert_bitwise_equal(got, fma_loop(a, b, np.zeros((2, 2)), **FP32_GRID))
 
 
 @pytest.mark.parametrize("fmt", ["fp16", "bf16"])
@@ -527,7 +482,7 @@ def test_einsum_path_with_a_bias_against_the_exact_loop(monkeypatch, fmt, shape)
     got = matmul(a, b, model="fp32", c=c, in_fmt=fmt)
     assert calls
     for i, ai in enumerate(a if shape == "stack" else [a]):
-        want = _loop(ai, b, np.broadcast_to(c, (m, n)), **FP32_LOOP)
+        want = fma_loop(ai, b, np.broadcast_to(c, (m, n)), **FP32_GRID)
         assert_bitwise_equal(got[i] if shape == "stack" else got, want)
 
 
@@ -547,7 +502,7 @@ def test_einsum_path_with_any_c_against_the_exact_loop(monkeypatch, K, bound):
     c = rng.choice([1.0, -3.0, 2.0**24 + 2, 0.0, 5 * 2.0**-140, 0.1], (21, 5))
     got = matmul(a, b, model="fp32", c=c, in_fmt="bf16")
     assert calls and (bound is None or len(calls) > 2)
-    assert_bitwise_equal(got, _loop(a, b, lp.round(c, "fp32"), **FP32_LOOP))
+    assert_bitwise_equal(got, fma_loop(a, b, lp.round(c, "fp32"), **FP32_GRID))
 
 
 @pytest.mark.parametrize("case", ["-0", "-0 bias", "inf bias", "inf", "nan", "range",
@@ -594,7 +549,7 @@ def test_einsum_path_blocks_of_one_column_and_one_output(monkeypatch, m):
     got = matmul(a, b, model="fp32", in_fmt="bf16")
     assert len(calls) == 3
     assert not got.any()
-    assert_bitwise_equal(got, _loop(a, b, np.zeros((m, 11)), **FP32_LOOP))
+    assert_bitwise_equal(got, fma_loop(a, b, np.zeros((m, 11)), **FP32_GRID))
 
 
 def _in_k_order(x, y):
