@@ -3,7 +3,7 @@
 Two steps, so that the GPU time is short and the comparison can be redone anywhere::
 
     python3 scripts/torch_fp8_check.py measure tests/data/torch-h200   # torch and a GPU
-    python -m pytest tests/test_torch_h200.py                         # lowprec, anywhere
+    python -m pytest tests/peers/test_torch_h200.py                         # lowprec, anywhere
 
 ``measure`` multiplies E4M3 and E5M2 matrices with small K (at most 128, so that cuBLAS
 has no reason to split K) through ``torch._scaled_mm`` with unit scales, for FP32, FP16
@@ -17,7 +17,7 @@ random off-diagonal outputs; the E5M2 rows go through the mixed path where B's r
 exactly representable in E4M3. Every call is guarded: a failure is recorded in the
 JSON's ``notes`` and the rest goes on.
 
-The comparison is ``tests/test_torch_h200.py``: the ``h100`` model on the same
+The comparison is ``tests/peers/test_torch_h200.py``: the ``h100`` model on the same
 operands, mixed operands through a copy of it that takes FP16 inputs (FP16 holds every
 E4M3 and E5M2 value; the FP8 block FMA does not depend on which FP8 format an operand
 came from), FP16/BF16 output as the FP32 result rounded once (scripts/README.md).

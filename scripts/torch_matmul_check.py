@@ -3,14 +3,14 @@
 Two steps, so that the GPU time is short and the comparison can be redone anywhere::
 
     python3 scripts/torch_matmul_check.py measure tests/data/torch-h200   # torch and a GPU
-    python -m pytest tests/test_torch_h200.py                            # lowprec, anywhere
+    python -m pytest tests/peers/test_torch_h200.py                            # lowprec, anywhere
 
 ``measure`` multiplies FP16, BF16 and TF32 matrices with small K (at most 128, so that
 cuBLAS has no reason to split K) and saves the operands' bit patterns and the GPU's
 results: FP32 output (``torch.mm(..., out_dtype=torch.float32)`` for FP16/BF16, plain
 FP32 ``matmul`` with TF32 allowed) and the operands' own format (FP32 accumulation,
 then one conversion in cuBLAS's epilogue). It also multiplies the published H100 rows
-of ``tests/data/tensorcore`` (c = 0). The comparison is ``tests/test_torch_h200.py``,
+of ``tests/data/tensorcore`` (c = 0). The comparison is ``tests/peers/test_torch_h200.py``,
 which runs the ``h100`` model on the same operands (scripts/README.md).
 """
 import json

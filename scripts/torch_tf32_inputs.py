@@ -3,12 +3,12 @@
 Two steps, like ``torch_matmul_check.py``::
 
     python3 scripts/torch_tf32_inputs.py measure tests/data/torch-h200   # torch and a GPU
-    python -m pytest tests/test_torch_h200.py                           # lowprec, anywhere
+    python -m pytest tests/peers/test_torch_h200.py                           # lowprec, anywhere
 
 ``measure`` multiplies FP32 matrices with full 24-bit significands (standard normal)
 with ``allow_tf32`` on, for K in 16 and 64, as 1024 x K x 1024 products (whose leading
 64 x 64 block is kept) and as 64 x K x 64 products on their own. The comparison is
-``tests/test_torch_h200.py``: the ``h100`` model on the operands rounded to TF32 to
+``tests/peers/test_torch_h200.py``: the ``h100`` model on the operands rounded to TF32 to
 nearest even reproduces the GPU, truncated (or, at K = 64, ties-away) operands do not
 (scripts/README.md).
 """

@@ -25,7 +25,7 @@ CHUNK = 1 << 17  # elements per chunk: the working buffers stay in cache
 #: Bound on the extra memory of one `round` or `encode` call beyond its result, per
 #: thread: at most `WORK_BUFFERS` work buffers of `CHUNK` float64 values (16 MiB),
 #: whatever the input's size and dtype, for contiguous input (other input is first
-#: copied in its own dtype). Checked by tests/test_memory.py and
+#: copied in its own dtype). Checked by tests/test_rounding.py and
 #: ``python benchmarks/run.py memory``.
 WORK_BUFFERS = 16
 

@@ -6,7 +6,7 @@ the outputs of a chunk: unnormalised exact products, terms truncated to F bits b
 the block's reference exponent, an exact sum, one rounding per block (`_to_output`).
 The fast roundings here (`round_fp16`, the RZ mask and the float32 cast of
 `_to_output`) each implement the one kernel's rule (`lowprec.round`) on the inputs
-they receive, and tests/test_matmul.py holds them equal to it. Shared with the other
+they receive, and tests/test_tensorcore.py holds them equal to it. Shared with the other
 kernels: `k_spans` (spans of K under the call's memory bound), `pow2`, `round_fp16`
 and `products_fit_float32`. A kernel: ndarrays and `Format`\\ s in, float64
 ndarrays out; it never imports `Tensor` or reads a context default.

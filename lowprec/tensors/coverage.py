@@ -152,7 +152,7 @@ def support_table() -> str:
         "",
         "Generated from `lowprec.tensors.HANDLED_FUNCTIONS`, `HANDLED_UFUNCS` and",
         "`lowprec.tensors.coverage.REFUSED` by `lowprec.tensors.coverage.support_table()`",
-        f"with NumPy {version} (`tests/test_numpy_support.py` holds this page equal to it).",
+        f"with NumPy {version} (`tests/tensors/test_functions.py` holds this page equal to it).",
         "Every public function of `numpy`, `numpy.linalg` and `numpy.fft` is in exactly",
         "one class below: handled, refused (`TypeError`: `numpy.X is not implemented for",
         "lowprec.Tensor (why); see docs/numpy-support.md`), or not dispatched. In every",
