@@ -449,10 +449,21 @@ def _mode_class() -> type:
                aten._addmm_activation.default: "a fused product and activation"}
     # Ops whose outputs torch itself computes and the bridge must not: products in
     # other forms. Each is refused by name rather than computed in float32.
+    for op in ("convolution.default", "convolution_backward.default", "_convolution.default"):
+        pkt, _, ov = op.partition(".")
+        refused[getattr(getattr(aten, pkt), ov)] = (
+            "a convolution: lowprec.torch does not emulate convolutions yet")
+    for op in ("_scaled_dot_product_flash_attention_for_cpu.default",
+               "_scaled_dot_product_flash_attention_for_cpu_backward.default"):
+        pkt, _, ov = op.partition(".")
+        refused[getattr(getattr(aten, pkt), ov)] = (
+            "torch's fused attention kernel; wrap the call in torch.nn.attention."
+            "sdpa_kernel(SDPBackend.MATH) so that its products reach the mode")
     for name in ("mm.out", "bmm.out", "addmm.out", "baddbmm.out", "mv.out", "dot.out",
                  "addmm_.default", "baddbmm_.default", "addmv_.default"):
         pkt, _, ov = name.partition(".")
-        refused[getattr(getattr(aten, pkt), ov)] = "a product written into a given tensor"
+        refused[getattr(getattr(aten, pkt), ov)] = ("a product written into a given "
+                                                    "tensor; call the out-of-place op")
 
     class _Mode(TorchDispatchMode):
         def __init__(self, em):
@@ -476,7 +487,7 @@ def _mode_class() -> type:
                 return _scaled_mm(self.em, *args, **kwargs)
             if func in refused:
                 raise TypeError(f"lowprec.torch.emulate cannot emulate {func} "
-                                f"({refused[func]}); call the out-of-place op")
+                                f"({refused[func]})")
             return func(*args, **kwargs)
 
     return _Mode

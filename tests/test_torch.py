@@ -466,6 +466,32 @@ def test_what_cannot_be_emulated_says_so(make, match):
         torch.mm(a, b)
 
 
+def test_fused_kernels_it_cannot_see_into_say_so():
+    q = torch.randn(1, 2, 8, 16)
+    with lpt.emulate(gpu="h100"), pytest.raises(TypeError, match="sdpa_kernel"):
+        torch.nn.functional.scaled_dot_product_attention(q, q, q)
+    x, w = torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3)
+    with lpt.emulate(gpu="h100"), pytest.raises(TypeError, match="convolution"):
+        torch.nn.functional.conv2d(x, w)
+
+
+def test_attention_math_path_products_reach_the_mode():
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    rng = np.random.default_rng(12)
+    q, k, v = (_data((1, 2, 64, 16), torch.float16, False, rng).requires_grad_()
+               for _ in range(3))
+    f = torch.nn.functional.scaled_dot_product_attention
+    with sdpa_kernel(SDPBackend.MATH):
+        plain = f(q, k, v)
+        with lpt.emulate(matmul="fp16"):
+            out = f(q, k, v)
+            out.float().sum().backward()
+            again = f(q, k, v)
+    assert torch.equal(out, again)
+    assert not torch.equal(out, plain)          # FP16 accumulation
+    assert q.grad is not None and torch.isfinite(q.grad).all()
+
+
 def test_bad_options_say_so():
     with pytest.raises(ValueError, match="exactly one of gpu= .* and matmul="):
         lpt.emulate()
