@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import lowprec as lp
+from helpers import assert_bits
 from lowprec.arith import sequential as seqmod
 from lowprec.engine.plan import plan as make_plan
 
@@ -22,16 +23,6 @@ FORMATS = ("FP16", "BF16", "FP32", "FP8_E4M3", "FP8_E5M2")
 MODES = ("rne", "rna", "rz", "ru", "rd", "ro", "sr")
 NAN = np.float64(np.nan)
 NEG_NAN = -NAN
-
-
-def assert_bits(got, want, *context):
-    got = np.ascontiguousarray(got, np.float64).view(np.uint64).ravel()
-    want = np.ascontiguousarray(want, np.float64).view(np.uint64).ravel()
-    bad = np.flatnonzero(got != want)
-    if bad.size:
-        i = bad[:5]
-        raise AssertionError(f"{bad.size} differ at {i}: got {got.view(np.float64)[i]} "
-                             f"want {want.view(np.float64)[i]} ({context})")
 
 
 def special_sets(name, n=40, seed=0):

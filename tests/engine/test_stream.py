@@ -10,13 +10,10 @@ import numpy as np
 import pytest
 
 import lowprec as lp
+from helpers import assert_bits
 from lowprec.engine import parallel
 
 N = 400_000
-
-
-def same(a, b):
-    return np.array_equal(np.asarray(a).view(np.uint64), np.asarray(b).view(np.uint64))
 
 
 def _data(seed=0, n=N):
@@ -53,13 +50,13 @@ def test_same_for_any_chunk_size_and_thread_count(fmt, restore_chunk_and_threads
 def test_prefixes_and_offsets(fmt):
     x = _data(1)
     whole = lp.round(x, fmt, "sr", rng=3, sr_bits=9)
-    assert same(lp.round(x[:200_000], fmt, "sr", rng=3, sr_bits=9), whole[:200_000])
+    assert_bits(lp.round(x[:200_000], fmt, "sr", rng=3, sr_bits=9), whole[:200_000])
     for a, b in ((1, 5), (4097, 70_001), (399_990, N)):
         part = lp.round(x[a:b], fmt, "sr", rng=3, sr_bits=9, offset=a)
-        assert same(part, whole[a:b]), (a, b)
+        assert_bits(part, whole[a:b], f"{a}:{b}")
     # 2-D: C order, as the flattened array
     y = x[:1000].reshape(20, 50)
-    assert same(lp.round(y, fmt, "sr", rng=3, sr_bits=9).ravel(),
+    assert_bits(lp.round(y, fmt, "sr", rng=3, sr_bits=9).ravel(),
                 lp.round(x[:1000], fmt, "sr", rng=3, sr_bits=9))
 
 
@@ -175,11 +172,11 @@ def test_fp64_target_extended_paths_by_position(restore_chunk_and_threads):
         whole = fn(*args, "fp64", "sr", rng=3, **kw)
         for chunk in (2 ** 10, 2 ** 12):
             parallel.CHUNK = chunk
-            assert same(fn(*args, "fp64", "sr", rng=3, **kw), whole), (fn.__name__, chunk)
+            assert_bits(fn(*args, "fp64", "sr", rng=3, **kw), whole, f"{fn.__name__} {chunk}")
         parallel.CHUNK = 2 ** 16
         for lo, hi in ((1, 7), (1001, 4999)):
             part = fn(*(v[lo:hi] for v in args), "fp64", "sr", rng=3, offset=lo, **kw)
-            assert same(part, whole[lo:hi]), (fn.__name__, lo)
+            assert_bits(part, whole[lo:hi], f"{fn.__name__} {lo}")
     # no word repeats every 4096 elements of the exact path
     r = lp.add(np.full(9000, 2**53 + 1, np.int64), np.full(9000, 0.5), "fp64", "sr", rng=1)
     assert not np.array_equal(r[:900], r[4096:4996])
