@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from collections.abc import Hashable
+from typing import Any
 
 _ALL: weakref.WeakSet[Latest] = weakref.WeakSet()
 
@@ -16,19 +18,19 @@ class Latest:
     forked child replaces (a thread of the parent may have held it). Two threads may
     build one key's value at once: the values are equal, the cache keeps one."""
 
-    def __init__(self, size):
+    def __init__(self, size: int) -> None:
         self.size = size
-        self.items = {}
+        self.items: dict[Hashable, Any] = {}
         self.lock = threading.Lock()
         _ALL.add(self)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.items)
 
-    def get(self, key):
+    def get(self, key: Hashable) -> Any:
         return self.items.get(key)
 
-    def put(self, key, value):
+    def put(self, key: Hashable, value: Any) -> Any:
         with self.lock:
             while len(self.items) >= self.size:
                 del self.items[next(iter(self.items))]
@@ -36,7 +38,7 @@ class Latest:
         return value
 
 
-def _new_locks():
+def _new_locks() -> None:
     for cache in _ALL:
         cache.lock = threading.Lock()
 

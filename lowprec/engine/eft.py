@@ -8,7 +8,10 @@ would (for formats of at most 51 bits).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import NDArray
 
 from .float64 import operand
 
@@ -20,15 +23,18 @@ _SPLIT_ADD = operand(1 << 26)
 _SPLIT_MASK = operand(0xFFFF_FFFF_F800_0000)      # clears the low 27 of 52 fraction bits
 _SIGN_SHIFT = operand(63)
 
+#: The float64 arrays every transform reads and writes.
+F64 = NDArray[np.float64]
 
-def two_sum(a, b):
+
+def two_sum(a: F64, b: F64) -> tuple[F64, F64]:
     """TwoSum (Knuth): s + t == a + b exactly and s == fl(a + b), for finite s."""
     s = a + b
     bb = s - a
     t = (a - (s - bb)) + (b - bb)
     return s, t
 
-def two_sum_into(a, b, bufs):
+def two_sum_into(a: F64, b: F64, bufs: Any) -> tuple[F64, F64]:
     """TwoSum (Knuth) in work buffers: (s, t) with s == fl(a + b) and s + t == a + b
     exactly, for finite s; overwrites ``a`` and ``b`` (t is returned in ``b``)."""
     s, bb = bufs.tmp[:a.size], bufs.tmp2[:a.size]
@@ -41,7 +47,7 @@ def two_sum_into(a, b, bufs):
     return s, b
 
 
-def two_sum_err(a, b, s, t, tmp):
+def two_sum_err(a: F64, b: F64, s: F64, t: F64, tmp: F64) -> F64:
     """t = a + b - s exactly, for s == fl(a + b) (Knuth's TwoSum, into ``t``)."""
     np.subtract(s, a, out=tmp)                 # b' = s - a
     np.subtract(s, tmp, out=t)                 # a' = s - b'
@@ -51,7 +57,7 @@ def two_sum_err(a, b, s, t, tmp):
     return t
 
 
-def split(a, hi, lo):
+def split(a: F64, hi: F64, lo: F64) -> None:
     """a == hi + lo with hi and lo of at most 26 significant bits each."""
     hb = hi.view(_U)
     # Rounding the bit pattern at bit 26 (ties away) leaves 26 significant bits in hi;
@@ -61,7 +67,8 @@ def split(a, hi, lo):
     np.subtract(a, hi, out=lo)
 
 
-def two_prod_err(a, b, p, e, w1, w2, w3, w4):
+def two_prod_err(a: F64, b: F64, p: F64, e: F64,
+                 w1: F64, w2: F64, w3: F64, w4: F64) -> F64:
     """e = a*b - p exactly, for p == fl(a*b) (Dekker), unless the range forbids it.
 
     Exact when |p| is in [2**-960, 2**1021] and a, b are finite below 2**1023.99;
@@ -80,14 +87,14 @@ def two_prod_err(a, b, p, e, w1, w2, w3, w4):
     return e
 
 
-def two_prod_err_alloc(a, b, p):
+def two_prod_err_alloc(a: F64, b: F64, p: F64) -> F64:
     """`two_prod_err` in buffers of its own: e = a*b - p exactly, as that says."""
     e = np.empty_like(p)
     w = [np.empty_like(p) for _ in range(4)]
     return two_prod_err(a, b, p, e, *w)
 
 
-def three_sum(p, e, c):
+def three_sum(p: F64, e: F64, c: F64) -> tuple[F64, F64]:
     """(s, d): s a faithful rounding of p + e + c, d with the sign of p + e + c - s.
 
     Needs |e| <= ulp(p)/2 (e is p's product error) and no overflow."""
@@ -96,7 +103,7 @@ def three_sum(p, e, c):
     return s3, t3 + t2
 
 
-def three_sum_parts(p, e, c):
+def three_sum_parts(p: F64, e: F64, c: F64) -> tuple[F64, F64, F64]:
     """(s, t, u): p + e + c == s + t + u exactly, s faithful, |t + u| < ulp(s)."""
     s1, t1 = two_sum(p, c)                # p + c == s1 + t1
     s2, t2 = two_sum(t1, e)               # t1 + e == s2 + t2
@@ -107,7 +114,7 @@ def three_sum_parts(p, e, c):
     return s3, t3, t2
 
 
-def odd(hi, lo, out):
+def odd(hi: F64, lo: F64, out: F64) -> F64:
     """Round-to-odd of the exact value ``v`` at float64's precision.
 
     ``hi`` is either float64 neighbour of ``v`` (a faithful rounding; ±0 carries

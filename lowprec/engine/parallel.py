@@ -12,6 +12,8 @@ import concurrent.futures
 import os
 import threading
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -34,11 +36,11 @@ WORK_BYTES = WORK_BUFFERS * 8 * CHUNK
 #: Elements per thread below which `round` uses fewer threads.
 PARALLEL_MIN = 1 << 20
 
-_POOL = None
+_POOL: concurrent.futures.ThreadPoolExecutor | None = None
 
 _POOL_LOCK = threading.Lock()
 
-def _default_threads():
+def _default_threads() -> int:
     env = os.environ.get("LOWPREC_NUM_THREADS", "").strip()
     if env:
         if not env.isdigit() or int(env) < 1:
@@ -93,7 +95,7 @@ def threads(n: int | None = None) -> int:
         _THREADS = int(n)
     return previous
 
-def _forget_pool():
+def _forget_pool() -> None:
     # A forked child inherits the pool object but not its threads, and a lock that a
     # thread of the parent may have held.
     global _POOL, _POOL_LOCK
@@ -102,7 +104,7 @@ def _forget_pool():
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pool)
 
-def _pool(n):
+def _pool(n: int) -> concurrent.futures.ThreadPoolExecutor:
     """A shared pool of at least ``n`` worker threads.
 
     A pool too small for ``n`` is replaced, never shut down: another call may still
@@ -114,7 +116,9 @@ def _pool(n):
             _POOL = concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="lowprec")
         return _POOL
 
-def in_spans(plan, n, counting, task):
+def in_spans(plan: Any, n: int, counting: bool,
+             task: Callable[[Any, tuple[int, int], dict[str, int] | None], object],
+             ) -> dict[str, int] | None:
     """Run ``task(plan, (start, stop), counts)`` over ``range(n)`` cut into spans of
     whole chunks, one per thread (`threads`), and return the summed flag counts
     (None, and each task's ``counts`` None, unless ``counting``).
@@ -143,9 +147,11 @@ def in_spans(plan, n, counting, task):
         future.result()
     if not counting or len(tallies) == 1:
         return tallies[0]
-    return {k: sum(t[k] for t in tallies) for k in FLAG_NAMES}
+    counted = [t for t in tallies if t is not None]      # every span's, when counting
+    return {k: sum(t[k] for t in counted) for k in FLAG_NAMES}
 
-def _in_errstate(task, plan, span, tally):
+def _in_errstate(task: Callable[[Any, tuple[int, int], dict[str, int] | None], object],
+                 plan: Any, span: tuple[int, int], tally: dict[str, int] | None) -> None:
     """``task`` on a worker thread, where the caller's `np.errstate` does not reach."""
     with np.errstate(all="ignore"):   # inf - inf inside the kernels is expected
         task(plan, span, tally)

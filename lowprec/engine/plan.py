@@ -10,6 +10,8 @@ that calls and threads share it; only "sr" attaches its stream of random words
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..formats import Format, FormatLike
@@ -31,7 +33,8 @@ class Plan:
     options (`cached_plan`) and read-only after, as calls and threads share them.
     ``stream`` is None but on the per-call copy that "sr" makes (`with_stream`)."""
 
-    def __init__(self, fmt, mode, subnormals, saturate, sr_bits):
+    def __init__(self, fmt: Format, mode: Mode, subnormals: bool | None, saturate: bool,
+                 sr_bits: int | None) -> None:
         self.fmt, self.mode, self.saturate = fmt, mode, bool(saturate)
         self.subnormals = fmt.subnormals if subnormals is None else bool(subnormals)
         m = fmt.mantissa_bits
@@ -86,12 +89,12 @@ class Plan:
                         "ro": "none", "ru": "pos", "rd": "neg"}[mode]
         self.__dict__["_frozen"] = True
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> None:
         if self.__dict__.get("_frozen"):
             raise AttributeError(f"a Plan is shared by calls and threads: {name} is read-only")
         object.__setattr__(self, name, value)
 
-    def with_stream(self, stream):
+    def with_stream(self, stream: Any) -> Plan:
         """A copy of this plan that draws the words of ``stream`` (one call's, or one
         chunk's or subset's: `engine.stream.Stream`, `At`)."""
         twin = object.__new__(Plan)
@@ -108,7 +111,8 @@ _PLANS = Latest(128)
 # that passed `plan`'s checks with exactly these types (a str spec or a Format, bools).
 _CHECKED = Latest(128)
 
-def cached_plan(fmt, mode, subnormals, saturate, sr_bits):
+def cached_plan(fmt: Format, mode: Mode, subnormals: bool | None, saturate: bool,
+                sr_bits: int | None) -> Plan:
     """The `Plan` of checked options (``subnormals`` a bool or None, ``saturate`` a
     bool), built on first use; its ``stream`` is None."""
     key = (fmt, fmt.name, mode, subnormals, saturate, sr_bits)
