@@ -334,11 +334,13 @@ def _product(em: Emulate, a: np.ndarray, b: np.ndarray, model: Model, fmt: Forma
                            else 1, k, dtype) if callable(em.split_k) else em.split_k
     with np.errstate(all="ignore"):
         if not split or split >= k:
-            return matmul(a, b, model=model, in_fmt=fmt, out_fmt=FP32)
+            return matmul(a, b, model=model, in_fmt=fmt, out_fmt=FP32,
+                          progress=False)
         acc = None
         for i in range(0, k, split):
             part = matmul(a[..., i:i + split], b[..., i:i + split, :] if b.ndim > 1
-                          else b[i:i + split], model=model, in_fmt=fmt, out_fmt=FP32)
+                          else b[i:i + split], model=model, in_fmt=fmt, out_fmt=FP32,
+                          progress=False)
             acc = part if acc is None else add(acc, part, FP32)
         return acc
 
