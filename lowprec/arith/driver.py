@@ -1,10 +1,14 @@
 """The chunk driver every operation runs through: operands, work buffers, the plan.
 
-`apply` converts the operands to float64 a chunk at a time, runs a kernel on each
-chunk and rounds its ``(hi, lo)`` pairs once into the result, across threads, with
-the flag counts: the memory beyond the result stays at most `MEMORY_CHUNKS` chunks
-per thread. It must never hold a whole float64 copy of an operand, never round a
-result twice and never modify its inputs.
+`apply` runs an operation chunk by chunk, across threads:
+
+- it converts the operands to float64, one chunk at a time;
+- it runs a kernel on each chunk;
+- it rounds the kernel's ``(hi, lo)`` pairs once into the result, with the flag counts.
+
+The memory beyond the result stays at most `MEMORY_CHUNKS` chunks per thread. The
+driver must never hold a whole float64 copy of an operand. It must never round a
+result twice, and never modify its inputs.
 """
 
 from __future__ import annotations

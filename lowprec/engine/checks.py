@@ -1,10 +1,13 @@
 """Argument checks shared by every layer: one rule, one message, for each kind of option.
 
-A wrong-typed option must never change a result silently (``subnormals="no"`` is
-truthy, ``mode=""`` is falsy): each check here raises `TypeError` naming the
-argument for a value of the wrong type and `ValueError` for a value of the right
-type that is not allowed. `broadcast_shape` checks that operand shapes broadcast, for
-any number of dimensions. This module imports only `lowprec.types` and holds no state.
+A wrong-typed option must never change a result silently. (``subnormals="no"`` is
+truthy, and ``mode=""`` is falsy.) Each check raises:
+
+- `TypeError`, naming the argument, for a value of the wrong type;
+- `ValueError` for a value of the right type that is not allowed.
+
+`broadcast_shape` checks that operand shapes broadcast, for any number of dimensions.
+This module imports only `lowprec.types` and holds no state.
 """
 
 from __future__ import annotations

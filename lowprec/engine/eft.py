@@ -1,9 +1,11 @@
 """Error-free transformations on float64 arrays, and round-to-odd of their results.
 
-TwoSum gives ``s + t == a + b`` exactly, Dekker's product (each factor split into two
-halves of 26 bits) ``p + e == a*b``, three TwoSums ``s + t + u == p + e + c``; `odd`
-turns an exact ``hi + lo`` into one float64 value that rounds, once, as ``hi + lo``
-would (for formats of at most 51 bits).
+- TwoSum gives ``s + t == a + b`` exactly.
+- Dekker's product gives ``p + e == a*b`` exactly. It splits each factor into two
+  halves of 26 bits.
+- Three TwoSums give ``s + t + u == p + e + c`` exactly.
+- `odd` turns an exact ``hi + lo`` into one float64 value. That value rounds once as
+  ``hi + lo`` would, for formats of at most 51 bits.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """`ignore` and `restore`: ``np.errstate(all="ignore")`` at a fraction of its cost.
 
-A kernel computes inf - inf, 0 * inf and x / 0 on purpose, so every call runs its
-NumPy operations with floating-point errors ignored. ``np.errstate`` builds its
-error state on every entry (about 2 us, more than the work of a call on ten
-elements); `ignore` sets one built at import, through the context variable that
-``np.errstate`` itself sets (NumPy >= 2.0), and falls back to entering an
-``np.errstate`` where that variable is not found. The state is the calling
-thread's; ``restore`` (in a ``finally``) puts the previous one back.
+A kernel computes inf - inf, 0 * inf and x / 0 on purpose. So every call runs its
+NumPy operations with floating-point errors ignored. ``np.errstate`` builds its error
+state on every entry, which costs about 2 us: more than the work of a call on ten
+elements. `ignore` instead sets a state built at import. It goes through the context
+variable that ``np.errstate`` itself sets (NumPy >= 2.0). Where that variable is not
+found, it falls back to entering an ``np.errstate``. The state is the calling
+thread's, and ``restore`` (in a ``finally``) puts the previous one back.
 """
 
 from __future__ import annotations

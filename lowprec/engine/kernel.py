@@ -1,17 +1,24 @@
-"""The one rounding kernel: exact real values -> values of a `Format`, any mode.
+"""The one rounding kernel: exact real values -> values of a `Format`, in any mode.
 
-Every rounding in lowprec goes through `round_into` (one chunk of float64 values),
-driven by `run` (a whole input, chunk by chunk, on the span machinery of
-`parallel`) or `finish` (an exact ``hi + lo`` pair). Two exact methods, chosen per
-mode: the scaling path multiplies each element by a power of two so that the
-format's quantum becomes 1, rounds to an integer with a NumPy ufunc (``rint``,
-``trunc``, ``floor``, ``ceil``) and scales back; the encoding path (rz, rna, ro, sr,
-for elements in the normal range) works on the float64 bit pattern with integer adds
-and masks (rne adds and subtracts a magic constant instead). Formats of at most 3
-mantissa bits (FP8, FP6, FP4) then round, in every deterministic mode, by looking up
-the top 16 bits of each encoding in a table those methods computed. Each element is
-rounded once; the kernel never reads a global default that could change a result and
-never modifies its input.
+Every rounding in lowprec goes through `round_into`, which rounds one chunk of float64
+values. Two drivers call it:
+
+- `run` rounds a whole input, chunk by chunk, on the span machinery of `parallel`;
+- `finish` rounds an exact ``hi + lo`` pair.
+
+Each mode uses one of two exact methods:
+
+- The scaling path multiplies each element by a power of two so that the format's
+  quantum becomes 1. It rounds to an integer with a NumPy ufunc (``rint``, ``trunc``,
+  ``floor``, ``ceil``) and scales back.
+- The encoding path works on the float64 bit pattern with integer adds and masks. It
+  serves rz, rna, ro and sr for elements in the normal range. For rne it adds and
+  subtracts a magic constant instead.
+
+Formats of at most 3 mantissa bits (FP8, FP6, FP4) round by table in every
+deterministic mode. The table maps the top 16 bits of each encoding to the result
+those methods compute. Each element is rounded once. The kernel never reads a global
+default that could change a result, and never modifies its input.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
-"""`LAZY` and `lazy_entry`: where a public entry point (`lp.round`, `lp.add`, `lp.sum`,
-`lp.tensor`, `lp.matmul`, ...) hands Dask arrays to `lowprec.daskarrays`, which fills
-`LAZY` when it is imported (``import lowprec`` does). Nothing here imports Dask or
-computes; with no Dask operand the entry point runs as it is.
+"""`LAZY` and `lazy_entry`: where public entry points hand Dask arrays to `daskarrays`.
+
+The entry points are `lp.round`, `lp.add`, `lp.sum`, `lp.tensor`, `lp.matmul` and the
+like. `lowprec.daskarrays` fills `LAZY` when it is imported, and ``import lowprec``
+imports it. Nothing here imports Dask or computes. With no Dask operand, the entry
+point runs as it is.
 """
 
 from __future__ import annotations

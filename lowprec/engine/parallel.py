@@ -1,9 +1,9 @@
 """The span machinery every chunked kernel runs on: chunk size, threads, worker pool.
 
-Work is cut into chunks of `CHUNK` elements (the working buffers stay in cache) and,
-for large inputs, into one contiguous span of whole chunks per thread (`threads`);
-results and flags never depend on the number of threads. Tests patch `CHUNK` and
-`PARALLEL_MIN` here, the one place every kernel reads them from.
+Work is cut into chunks of `CHUNK` elements, so that the working buffers stay in
+cache. A large input is also cut into spans of whole chunks, one per thread
+(`threads`). Results and flags never depend on the number of threads. Tests patch
+`CHUNK` and `PARALLEL_MIN` here, the one place every kernel reads them from.
 """
 
 from __future__ import annotations

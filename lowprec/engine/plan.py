@@ -1,11 +1,13 @@
 """`plan`: the one validation of a rounding's options, and the constants it needs.
 
-Every entry point that rounds (`lp.round`, `lp.round_exact`, `lp.encode`, the
-arithmetic) calls `plan` with (format, mode, rng, subnormals, saturate, sr_bits): a
-wrong-typed option is a `TypeError` naming it, whatever the mode. The constants of a
-rounding are computed once per set of options and cached: a `Plan` is read-only, so
-that calls and threads share it; only "sr" attaches its stream of random words
-(`engine/stream.py`), per call, to a copy of its own (`Plan.with_stream`).
+Every entry point that rounds calls `plan` with (format, mode, rng, subnormals,
+saturate, sr_bits). These are `lp.round`, `lp.round_exact`, `lp.encode` and the
+arithmetic. A wrong-typed option is a `TypeError` naming it, whatever the mode.
+
+The constants of a rounding are computed once per set of options, and cached. A
+`Plan` is read-only, so calls and threads share it. Only "sr" needs more: each call
+attaches its stream of random words (`engine/stream.py`) to a copy of its own
+(`Plan.with_stream`).
 """
 
 from __future__ import annotations

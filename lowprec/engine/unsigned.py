@@ -1,11 +1,15 @@
 """Rounding into unsigned formats (the block scales `E8M0` and `UE4M3`).
 
-An unsigned format is rounded into through a signed twin with the same positive values
-(`twin`) and then its own rules (`settle`): a negative value that does not round to
-zero has no value and gives NaN, a zero result is +0, and a format without zero
-(`E8M0`) sends an exact zero to NaN, a positive underflow to its least value and an
-overflow to NaN (to its max with ``saturate``), as ml_dtypes' ``float8_e8m0fnu``
-conversion does. It computes on float64 arrays only and must never hold state.
+A value is rounded through a signed twin with the same positive values (`twin`). The
+unsigned format's own rules then apply (`settle`):
+
+- a negative value that does not round to zero has no value, and gives NaN;
+- a zero result is +0;
+- in a format without zero (`E8M0`), an exact zero gives NaN, a positive underflow
+  the least value, and an overflow NaN (the max with ``saturate``).
+
+These rules are those of ml_dtypes' ``float8_e8m0fnu`` conversion. The module computes
+on float64 arrays only and must never hold state.
 """
 
 from __future__ import annotations

@@ -1,12 +1,17 @@
-"""`matmul`: the entry point of the matrix products, from operands to the result.
+r"""`matmul`: the entry point of the matrix products, from operands to the result.
 
-It reads the operands (Tensors duck-typed, plain arrays, dtypes that name a format),
-settles the input and output formats and the model's parameters for them, the
-shapes (NumPy's matmul rules, broadcast batches), rounds the operands and c, and
-runs the model's kernel (`BlockFMA`, `Sequential` or `Exact`) on chunks of outputs so
-that the work buffers stay under `MEMORY_BOUND`; it records the flags once. It takes
-ndarrays and `Format`\\ s, returns float64 ndarrays, and must never import `Tensor`,
-read a context default or keep state between calls.
+In order, it:
+
+- reads the operands (Tensors duck-typed, plain arrays, dtypes that name a format);
+- settles the input and output formats, and the model's parameters for them;
+- settles the shapes (NumPy's matmul rules, broadcast batches);
+- rounds the operands and c;
+- runs the model's kernel (`BlockFMA`, `Sequential` or `Exact`) on chunks of outputs,
+  so that the work buffers stay under `MEMORY_BOUND`;
+- records the flags once.
+
+It takes ndarrays and `Format`\ s, and returns float64 ndarrays. It must never import
+`Tensor`, read a context default, or keep state between calls.
 """
 
 from __future__ import annotations

@@ -1,12 +1,14 @@
 """`Tensor`: an n-dimensional array of values of one format, emulated or refused.
 
-A `Tensor` holds a float64 ndarray whose every element is a value of its
-`Format`. Operations unwrap, call a kernel (`rounding`, `arith`, `matmul`) and
-rewrap; they never compute in float64 and hand back a plain array. NumPy calls
-reach it through ``__array_ufunc__`` and ``__array_function__``, each with one
-table of what is handled; everything else raises `TypeError` naming the call. The
-tables are defined here empty and filled by `ufuncs` and `functions` (which import
-this module: the Tensor never imports them). Defaults come from `defaults`.
+A `Tensor` holds a float64 ndarray whose every element is a value of its `Format`.
+Operations unwrap, call a kernel (`rounding`, `arith`, `matmul`) and rewrap. They
+never compute in float64 and hand back a plain array.
+
+NumPy calls reach a Tensor through ``__array_ufunc__`` and ``__array_function__``.
+Each has one table of what is handled, and everything else raises `TypeError` naming
+the call. The tables are defined here, empty. `ufuncs` and `functions` fill them:
+they import this module, and the Tensor never imports them. Defaults come from
+`defaults`.
 """
 
 from __future__ import annotations
