@@ -220,7 +220,7 @@ def nv_fused(A: np.ndarray, B: np.ndarray, c: np.ndarray, fa: Format, fb: Format
         A0, B0 = A0 * sa0[:, None], B0 * sb0[None, :]
     nza, ea, la = _exponents(A if A0 is A else np.where(np.isfinite(A), A, 0.0), fa)
     nzb, eb, lb = _exponents(B if B0 is B else np.where(np.isfinite(B), B, 0.0), fb)
-    if esa is not None:     # the scale exponents join every product's (README §5.4)
+    if esa is not None and esb is not None:     # the scales' exponents join (README §5.4)
         ea, la, eb, lb = ea + esa[:, None], la + esa[:, None], eb + esb[None, :], lb + esb
     cfin = np.isfinite(c).all()
     c0 = c if cfin else np.where(np.isfinite(c), c, 0.0)
@@ -279,7 +279,7 @@ def nv_fused(A: np.ndarray, B: np.ndarray, c: np.ndarray, fa: Format, fb: Format
                 s = tuple(np.repeat(x, k, axis=1) for x in s)
             return fused.nv_fused(ra, rb, cc, fa, fb, fc, F, out, *s)
         _reference(kernel, need, A, B, c, d, bound, 16 * k + 128 * (k + 1) + 64,
-                   None if sa is None else (sa[:, None], sb[None, :]))
+                   None if sa is None or sb is None else (sa[:, None], sb[None, :]))
     return d
 
 

@@ -243,10 +243,12 @@ class Instruction:
                 d = fastgroups.nv_fused(A, B, d, fa, fb, out, self.fraction_bits,
                                         self.out_mode(out), bound=bound)
             elif alg == "nv-mx":
+                assert sa is not None and sb is not None and self.scale_block is not None
                 s = j // self.scale_block          # one scale per group (`fastgroups.covers`)
                 d = fastgroups.nv_fused(A, B, d, fa, fb, out, self.fraction_bits,
                                         self.out_mode(out), sa[:, s], sb[s], bound=bound)
             elif alg == "nv-fp4":
+                assert sa is not None and sb is not None and self.scale_block is not None
                 sb_ = self.scale_block
                 reps = sb_ // 16
                 qa = np.repeat(sa[:, j // sb_:(j + k) // sb_], reps, axis=1)
