@@ -313,7 +313,7 @@ def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "fl
             # clamps it, for blocks whose amax is below about 6 / FP32's max.
             enc = np.minimum(np.asarray(quiet(_round, 1.0 / (scale * ts), FP32)), _FP32_MAX)
         enc = np.where(scale > 0, enc, 0.0)
-        y = np.asarray(quiet(_mul, v, enc[..., None], FP32))    # one rounding of v * enc
+        y = _times_fp32(v, enc[..., None])                      # one rounding of v * enc
     if any_special:
         y = np.where(special[..., None], 0.0, y)     # a NaN scale decides those blocks
     if elem == "int8":
@@ -332,6 +332,28 @@ def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "fl
     scodes = np.asarray(encode(scale, sfmt))
     return BlockScaled(scheme, codes.reshape(v.shape[:-2] + (v.shape[-2] * block,)), scodes,
                        elem, sfmt, block, axis, arr.shape, ts)
+
+
+_LOW23 = np.uint64((1 << 23) - 1)
+
+
+def _times_fp32(v, enc):
+    """fl32(v * enc) of float64 values ``v`` and FP32 values ``enc`` (broadcast), rounded
+    to nearest even once, quietly: `lowprec.arith.mul`'s result.
+
+    Where every ``v`` has the low 23 bits of its float64 fraction clear (FP32, BF16
+    and FP16 data), its significand has at most 29 bits, so the float64 product with
+    a 24-bit ``enc`` is exact (at most 53 bits) unless it leaves float64's normal
+    range. An overflow is infinite in both. An exact product below 2**-1022 rounds to
+    a zero of its sign in FP32, as the float64 product does, whatever it rounded to.
+    So one rounding of the float64 product to FP32 is the correctly rounded result.
+    Other data takes `lowprec.arith.mul`.
+    """
+    if np.bitwise_and(v.view(np.uint64), _LOW23).any():
+        return np.asarray(quiet(_mul, v, enc, FP32))
+    with np.errstate(over="ignore", invalid="ignore"):     # inf * 0: NaN, as mul gives
+        p = v * enc
+    return np.asarray(quiet(_round, p, FP32))
 
 
 # Multiples of 2**-7 below 2 (its subnormals and first binade): MXINT8's integers / 128.

@@ -396,3 +396,73 @@ def test_matmul_memory_stays_within_the_bound(scheme, monkeypatch):
         tracemalloc.stop()
     operands = 2 * 8 * (M + N) * K          # decoded elements and their temporaries
     assert peak <= bound + operands, peak
+
+
+def nvfp4_codes_by_arith(x, q, mode="rne", rng=None):
+    """NVFP4's element codes recomputed from the stored scales with `lp.mul` (the
+    correctly rounded FP32 product of any float64 values) and `lp.encode`."""
+    v = q.blocked(x)
+    scale = q.scales
+    with np.errstate(divide="ignore", over="ignore"):
+        enc = np.minimum(lp.round(1.0 / (scale * q.tensor_scale), "fp32"), F32_MAX)
+    enc = np.where(scale > 0, enc, 0.0)
+    with np.errstate(all="ignore"):
+        y = lp.mul(v, enc[..., None], "fp32")
+    y = np.where(np.isnan(scale)[..., None], 0.0, y)
+    return lp.encode(y, "e2m1", mode, rng=rng, saturate=True).reshape(q.codes.shape)
+
+
+def few_bit_operands(rng, shape):
+    """Data the FP32 product of NVFP4 quantization takes as float64 products: BF16,
+    FP16 and FP32 values over a wide range, float64 subnormals of few bits, values
+    on the FP32 rounding midpoints once scaled, ±0, and NaN and inf blocks."""
+    x = np.asarray(lp.round(rng.standard_normal(shape) * 2.0 ** rng.integers(-60, 60, shape),
+                            "fp32"))
+    flat = x.reshape(-1)
+    flat[:16] = np.asarray(lp.round(flat[:16], "bf16"))
+    flat[16:32] = np.asarray(lp.round(flat[16:32] * 2.0**-40, "fp16"))
+    flat[32:48] = 2.0**-1060 * rng.integers(-7, 8, 16)           # subnormal float64
+    flat[48:64] = (1 + 2.0**-24 * (2 * rng.integers(0, 2**20, 16) + 1)) * 2.0**-3
+    flat[64:80] = [0.0, -0.0] * 8
+    flat[80], flat[100] = np.nan, -np.inf
+    return x
+
+
+@pytest.mark.parametrize("tensor_scale", [None, 2.0**-128, 1e-30, 1.0, 3e38])
+def test_nvfp4_fp32_product_equals_the_correctly_rounded_one(tensor_scale):
+    """The FP32 product v * encode_scale of NVFP4 quantization, taken as one float64
+    product where v has few bits, equals `lp.mul`'s correctly rounded product on
+    few-bit and full float64 data (the general path), with tensor scales that make
+    products overflow FP32 or underflow, in both rounding modes of the recipe."""
+    rng = np.random.default_rng(21)
+    shape = (6, 80)
+    for x in (few_bit_operands(rng, shape), rng.standard_normal(shape) * 1e3,
+              np.asarray(lp.round(rng.standard_normal(shape), "bf16"))):
+        for axis in (0, 1):
+            for mode in ("rne", "sr"):
+                with np.errstate(all="ignore"):
+                    q = lp.mx.quantize(x, "nvfp4", axis=axis, tensor_scale=tensor_scale,
+                                       mode=mode, rng=5)
+                # The same draws for "sr": one per element, in the blocked order.
+                want = nvfp4_codes_by_arith(x, q, mode, rng=5)
+                assert np.array_equal(q.codes, want)
+
+
+def test_fp32_product_helper_on_edges():
+    """`_times_fp32` against `lp.mul` and Fraction on products at FP32's overflow
+    threshold, its subnormal range and float64's, and exact midpoints."""
+    big = float(np.finfo(np.float32).max)
+    v = np.array([big, -big, 2.0**-149, 2.0**-150, 3 * 2.0**-151, 2.0**-1074 * 2**23,
+                  1 + 2.0**-24, -(1 + 3 * 2.0**-24), 0.0, -0.0, 2.0**-1022, 6.0,
+                  # Full float64 values whose float64 product with 1 - 2**-24 is an
+                  # FP32 midpoint the exact product is not on: rounding twice errs.
+                  float.fromhex("0x1.a30feca30fecap+0"), float.fromhex("0x1.82d9d882d9d88p+0"),
+                  -float.fromhex("0x1.4ecdea4ecdea5p+0")])
+    for e in (1.0, 1 - 2.0**-24, 1 + 2.0**-23, 0.5, 2.0**-126, 2.0**100,
+              2.0**126 * (2 - 2.0**-23)):
+        with np.errstate(all="ignore"):
+            got = lp.mx._times_fp32(v, np.float64(e))
+            want = lp.mul(v, e, "fp32")
+        assert np.array_equal(got.view(np.int64), np.asarray(want).view(np.int64)), e
+        for g, x in zip(got, v):
+            assert g == reference_round(Fraction(x) * Fraction(e), "fp32")
