@@ -76,15 +76,8 @@ class _Counts:
     def __init__(self):
         self.c = {k: np.zeros(6, dtype=np.int64) for k in KINDS}
 
-    def add(self, kind, clipped_blocks, clipped, values, q):
-        """Count one quantization: ``clipped_blocks`` (bools, one per block),
-        ``clipped`` (bools, one per value), the ``values`` and their quantized ``q``."""
-        nonzero = values != 0
-        self.add_totals(kind, (clipped_blocks.size, clipped_blocks.sum(), clipped.size,
-                               clipped.sum(), nonzero.sum(), (nonzero & (q == 0)).sum()))
-
-    def add_totals(self, kind, totals):
-        """Count one quantization by its six totals (the order of `take`'s counts)."""
+    def add(self, kind, totals):
+        """Count one quantization of ``kind`` by its six totals, in the order above."""
         self.c[kind] += totals
 
     def take(self):
@@ -259,13 +252,20 @@ class _PerTensor:
         fmt = self.recipe.formats[kind]
         s = self.scales[kind]
         x = v.values
-        self.pending[kind] = _fl32(np.max(np.abs(x), initial=0.0))
+        amax = float(np.max(np.abs(x), initial=0.0))
+        self.pending[kind] = _fl32(amax)
         # x * s is exact in float64 (24 + 24 bits), so this is fl32(v * scale).
         scaled = np.asarray(quiet(_round, x * s, FP32))
         # Values of fmt already (its underflows are flagged): wrapped, not rounded again.
         q = Tensor(np.asarray(_round(scaled, fmt, saturate=True)), fmt)
-        clipped = np.abs(scaled) > fmt.max
-        self.counts.add(kind, np.array([clipped.any()]), clipped, x, q.values)
+        # Rounding is monotone, so max |scaled| is fl32(amax * s): at most fmt.max, no
+        # value is clipped (a NaN or inf amax takes the elementwise count).
+        clipped = 0 if _fl32(amax * s) <= fmt.max else \
+            np.count_nonzero(np.abs(scaled) > fmt.max)
+        # A zero x quantizes to zero: the flushed values are the other zeros of q.
+        zeros = x.size - np.count_nonzero(x)
+        self.counts.add(kind, (1, int(clipped > 0), x.size, clipped, x.size - zeros,
+                               q.values.size - np.count_nonzero(q.values) - zeros))
         return q, _fl32(1.0 / s)                               # s > 0 is an FP32 value
 
     @staticmethod
@@ -407,7 +407,7 @@ class _Blocked:
         sr = kind == "dy" and self.recipe.grad_mode == "sr"
         q = mx.quantize(v, scheme, axis=axis, scale_rule=self.recipe.scale_rule,
                         mode="sr" if sr else "rne", rng=self.rng if sr else None)
-        self.counts.add_totals(kind, _block_totals(q, v))
+        self.counts.add(kind, _block_totals(q, v))
         return q
 
     def _product(self, a, b, c=None):

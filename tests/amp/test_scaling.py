@@ -126,6 +126,51 @@ def test_delayed_scaling_counts_a_clipped_tensor():
     assert math.isnan(fractions(q.counts.take())["x"]["clipped"])   # counts start again
 
 
+def per_tensor_counts_by_elementwise_rule(x, s, fmt):
+    """The six counts of one per-tensor FP8 quantization with scale ``s``, value by
+    value: clipped where |fl32(x * s)| exceeds the format's max, flushed where a
+    nonzero x quantizes to zero (ml_dtypes' casts, saturated, as the oracle)."""
+    scaled = (x * s).astype(np.float32).astype(np.float64)
+    e4m3 = fmt == lp.FP8_E4M3
+    dtype = ml_dtypes.float8_e4m3fn if e4m3 else ml_dtypes.float8_e5m2
+    top = 448.0 if e4m3 else 57344.0
+    q = np.clip(scaled, -top, top).astype(dtype).astype(np.float64)
+    clipped = np.abs(scaled) > top
+    nonzero = x != 0
+    return [1, int(clipped.any()), x.size, clipped.sum(), nonzero.sum(),
+            (nonzero & (q == 0)).sum()]
+
+
+@requires_ml_dtypes
+@pytest.mark.parametrize("fp8_format", ["hybrid", "e4m3"])
+def test_per_tensor_counts_equal_the_elementwise_rule(fp8_format):
+    """DelayedScaling's counts (clipped tensors and values, flushed values) equal the
+    value-by-value rule over steps whose scales come from earlier amaxes, on random
+    and adversarial operands: values clipped or not by a hair, flushed, zeros, NaN
+    and inf."""
+    rng = np.random.default_rng(5)
+    r = lp.amp.DelayedScaling(fp8_format=fp8_format, history=2).quantizer()
+    w = lp.tensor(np.ones((3, 1)), "fp32")
+    fmts = lp.amp.DelayedScaling(fp8_format=fp8_format).formats
+    steps = [rng.standard_normal((4, 3)), rng.standard_normal((4, 3)) * 3,
+             np.array([[448.0, 449.0, 1e-12], [0.0, -0.0, 2.0], [-3.0, 1e-30, 5.0],
+                       [7.0, 1.0, -2.0]]),
+             np.array([[np.nan, 1.0, 0.0], [1.0, 1.0, 1.0], [np.inf, 2.0, 0.0],
+                       [1.0, 2.0, 3.0]]),
+             rng.standard_normal((4, 3)) * 1e3, np.array([[0.0, 0.0, 0.0]] * 4)]
+    for x in steps:
+        x = np.asarray(lp.round(x, "fp32"))
+        r.forward(lp.tensor(x, "fp32"), w, None)
+        r.backward(lp.tensor(x[:, :1] * 1e-3, "fp32"), True)
+        got = r.counts.take()
+        want_x = per_tensor_counts_by_elementwise_rule(x, r.scales["x"], fmts["x"])
+        assert got["x"].tolist() == want_x
+        dy = np.asarray(lp.round(x[:, :1] * 1e-3, "fp32"))
+        want_dy = per_tensor_counts_by_elementwise_rule(dy, r.scales["dy"],
+                                                        fmts["dy"])
+        assert got["dy"].tolist() == want_dy
+
+
 # -- block scaling ------------------------------------------------------------------------
 
 def ref_mxfp8(v, axis):
