@@ -493,3 +493,12 @@ def _mode_class() -> type:
             return func(*args, **kwargs)
 
     return _Mode
+
+
+def __getattr__(name: str) -> Any:
+    # `compare` lives in lowprec/torchcompare.py, a layer below this module (it runs
+    # `emulate`): loaded on first use of the name, never when this module is imported.
+    if name == "compare":
+        import importlib
+        return importlib.import_module(".torchcompare", __package__).compare
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
