@@ -2,7 +2,9 @@
 bit patterns, the data paths and a checker of HTML displays (the oracles are in
 tests/oracles/).
 
-The vocabulary of equality, each checking shapes where it says so:
+The vocabulary of equality, each checking shapes first (no broadcasting: reshape the
+expectation explicitly) and showing the first five mismatches, with the matching elements
+of any further arguments (the inputs, say):
 
 - `assert_bits`: float64 bit patterns, NaN payloads included;
 - `assert_same`: NaN equals NaN, and signed zeros must agree;
@@ -22,9 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["same", "all_same", "assert_same", "assert_bits", "assert_values",
-           "equal_or_both_nan", "assert_bitwise_equal", "fp32_bits", "from_fp32_bits",
-           "TESTS", "ROOT", "DATA", "parse_html"]
+__all__ = ["assert_bits", "assert_same", "assert_values", "equal_or_both_nan", "fp32_bits",
+           "from_fp32_bits", "TESTS", "ROOT", "DATA", "parse_html"]
 
 #: The tests directory, the repository root, and the recorded measurements.
 TESTS = Path(__file__).resolve().parent
@@ -34,63 +35,56 @@ DATA = TESTS / "data"
 
 # -- comparisons -----------------------------------------------------------------------
 
-def same(a, b):
-    """Elementwise: equal as floats, any NaN equal to any NaN, zeros of equal sign."""
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return (np.isnan(a) & np.isnan(b)) | ((a == b) & (np.signbit(a) == np.signbit(b)))
-
-
-def all_same(a, b):
-    """Whether `same` holds for every element (after broadcasting): one bool."""
-    return bool(np.all(same(a, b)))
-
-
-def assert_same(got, want, *context):
-    """Assert `same` everywhere; the message shows the first five mismatches, with the
-    matching elements of each array in ``context`` (the inputs, say)."""
-    ok = same(got, want)
-    if not ok.all():
-        i = np.flatnonzero(~ok.reshape(-1))[:5]
-        pieces = [repr(np.asarray(c).reshape(-1)[i] if np.size(c) > 1 else c) for c in context]
-        raise AssertionError(f"{(~ok).sum()} mismatches; got {np.asarray(got).reshape(-1)[i]!r}"
-                             f" want {np.asarray(want).reshape(-1)[i]!r} for {pieces}")
-
-
 def _shapes(got, want):
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
     assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"
     return got, want
 
 
+def _check(ok, got, want, context):
+    """Raise unless ``ok`` everywhere; the message shows the first five mismatches, with
+    the matching elements of each array in ``context`` (the inputs, say)."""
+    if not ok.all():
+        i = np.flatnonzero(~ok.reshape(-1))[:5]
+        pieces = [repr(_at(c, i, got.shape)) for c in context]
+        raise AssertionError(f"{(~ok).sum()} mismatches at {i}: got {got.reshape(-1)[i]!r}"
+                             f" want {want.reshape(-1)[i]!r} for {pieces}")
+
+
+def _at(c, i, shape):
+    """The elements ``i`` of ``c`` where it has the compared shape, else all of ``c``."""
+    try:
+        if shape and np.shape(c) == shape:
+            return np.asarray(c).reshape(-1)[i]
+    except ValueError:          # a ragged tuple
+        pass
+    return c
+
+
 def assert_bits(got, want, *context):
     """Assert equal shapes and equal float64 bit patterns: the signs of zeros and NaN
-    payloads included. The message shows the first five mismatches, with the matching
-    elements of each array in ``context`` (the inputs, say)."""
+    payloads included."""
     got, want = _shapes(got, want)
-    bad = np.flatnonzero(got.view(np.uint64).ravel() != want.view(np.uint64).ravel())[:5]
-    if bad.size:
-        pieces = [repr(np.asarray(c).reshape(-1)[bad] if np.size(c) > 1 else c)
-                  for c in context]
-        raise AssertionError(f"bit patterns differ at {bad}: got {got.ravel()[bad]!r} "
-                             f"want {want.ravel()[bad]!r} for {pieces}")
+    _check(got.view(np.uint64) == want.view(np.uint64), got, want, context)
 
 
-def assert_values(got, want):
+def assert_same(got, want, *context):
+    """Assert equal shapes and values, any NaN equal to any NaN, zeros of equal sign."""
+    got, want = _shapes(got, want)
+    _check((np.isnan(got) & np.isnan(want))
+           | ((got == want) & (np.signbit(got) == np.signbit(want))), got, want, context)
+
+
+def assert_values(got, want, *context):
     """Assert equal shapes and values, NaN equal to NaN and the sign of zero ignored (where
     NumPy itself leaves the sign unspecified)."""
     got, want = _shapes(got, want)
-    assert np.array_equal(got, want, equal_nan=True), f"{got!r} != {want!r}"
+    _check((np.isnan(got) & np.isnan(want)) | (got == want), got, want, context)
 
 
 def equal_or_both_nan(a, b):
     """Two scalars: ``a == b`` (so 0.0 equals -0.0), or both NaN."""
     return a == b or (math.isnan(a) and math.isnan(b))
-
-
-def assert_bitwise_equal(got, expected):
-    """Assert equal shapes and equal float64 bit patterns: infinities, the signs of
-    zeros and NaN payloads included."""
-    assert np.array_equal(np.asarray(got).view(np.uint64), np.asarray(expected).view(np.uint64))
 
 
 # -- FP32 bit patterns (the form the GPU measurements are stored in) ---------------------

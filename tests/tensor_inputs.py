@@ -14,7 +14,7 @@ import numpy as np
 import lowprec as lp
 from lowprec import testing as lpt
 
-__all__ = ["draw", "same", "rr"]
+__all__ = ["draw", "rr"]
 
 
 def draw(fmt, shape, seed, scale=None, *, cap=4.0, share=8, ones=0.2):
@@ -27,12 +27,6 @@ def draw(fmt, shape, seed, scale=None, *, cap=4.0, share=8, ones=0.2):
     x[rng.random(shape) < ones] = 1.0
     v = np.asarray(lp.round(x, fmt))
     return np.where(np.isfinite(v), v, 1.0)
-
-
-def same(a, b):
-    """Equal shapes and values (NaN equal to NaN; the sign of zero not compared)."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=True))
 
 
 def rr(x, fmt):

@@ -27,7 +27,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import lowprec as lp
-from helpers import DATA, assert_bitwise_equal, assert_same
+from helpers import DATA, assert_bits, assert_same
 from lowprec.tensorcore import matmul  # the kernel itself (lp.matmul may wrap it for Tensors)
 from oracles.block_fma import reference_dot
 from oracles.loops import (
@@ -270,7 +270,7 @@ def test_fp32_model_is_a_float32_loop_of_exact_products(case):
     fmt, (a, b, c) = case
     c = np.array([[float(np.float32(v)) for v in row] for row in c])
     got = matmul(a, b, model="fp32", c=c, in_fmt=fmt)
-    assert_bitwise_equal(got, sequential_loop(a, b, c, FP32_GRID))
+    assert_bits(got, sequential_loop(a, b, c, FP32_GRID))
 
 
 BF16_GRID = dict(p=8, emin=-126, emax=127)
@@ -291,7 +291,7 @@ def test_a_hand_built_bf16_accumulator_is_a_bf16_loop_of_exact_products(case):
     c[~np.isfinite(c)] = 0.0
     model = Accumulating(lp.BF16, "bf16-loop")
     got = matmul(a, b, model=model, c=c, in_fmt=fmt, out_fmt="bf16")
-    assert_bitwise_equal(got, sequential_loop(a, b, c, BF16_GRID))
+    assert_bits(got, sequential_loop(a, b, c, BF16_GRID))
 
 
 @requires_ml_dtypes
@@ -305,7 +305,7 @@ def test_fp16_model_is_an_fp16_loop_of_exact_products(case):
     c[~np.isfinite(c)] = 0.0
     got = matmul(a, b, model="fp16", c=c, in_fmt=fmt)
     assert got.dtype == np.float64
-    assert_bitwise_equal(got, sequential_loop(a, b, c, FP16_GRID))
+    assert_bits(got, sequential_loop(a, b, c, FP16_GRID))
 
 
 @requires_ml_dtypes
@@ -320,7 +320,7 @@ def test_exact_model_is_the_fraction_dot_product_rounded_once(case, out):
     c = np.vectorize(lambda v: round_signed(signed(v), grid))(c)
     c[~np.isfinite(c)] = 0.0
     got = matmul(a, b, model="exact", c=c, in_fmt=fmt, out_fmt=out)
-    assert_bitwise_equal(got, exact_loop(a, b, c, grid))
+    assert_bits(got, exact_loop(a, b, c, grid))
 
 
 def test_exact_model_survives_cancellation_beyond_float64():
@@ -364,9 +364,9 @@ def test_zero_signs_follow_ieee_additions(case, run):
     model, out, grid, final = run
     got = matmul(a, b, model=model, c=c, in_fmt=fmt, out_fmt=out)
     if model == "exact":
-        assert_bitwise_equal(got, exact_loop(a, b, c, grid))
+        assert_bits(got, exact_loop(a, b, c, grid))
     else:
-        assert_bitwise_equal(got, sequential_loop(a, b, c, grid, final))
+        assert_bits(got, sequential_loop(a, b, c, grid, final))
 
 
 @pytest.mark.parametrize("fmt, out, x", [("fp32", "fp32", 2.0**-100),
@@ -388,7 +388,7 @@ def test_a_negative_result_that_rounds_to_zero_is_minus_zero(model, fmt, out, x)
             want = sequential_loop(aa, bb, None, acc, grid if acc != grid else None)
         if aa.shape[1] == 1:
             assert np.signbit(want[0, 0])   # the oracle's -0, before any cancellation
-        assert_bitwise_equal(got, want)
+        assert_bits(got, want)
 
 
 def test_exact_model_sign_where_float64_bounds_straddle_zero():
@@ -398,7 +398,7 @@ def test_exact_model_sign_where_float64_bounds_straddle_zero():
     b = np.array([[2.0**-76], [-(2.0**-106)], [2.0**-76]])
     for perm in ([0, 1, 2], [1, 0, 2], [0, 2, 1]):
         got = matmul(a[:, perm], b[perm], model="exact", in_fmt="fp32")
-        assert_bitwise_equal(got, exact_loop(a[:, perm], b[perm], None, FP32_GRID))
+        assert_bits(got, exact_loop(a[:, perm], b[perm], None, FP32_GRID))
         assert np.signbit(got[0, 0])
 
 
@@ -414,12 +414,12 @@ def test_exact_zero_sums_and_sums_of_negative_zeros(model):
         grid = FP16_GRID if model == "fp16" else FP32_GRID
         want = (exact_loop(a, b, c, grid) if model == "exact"
                 else sequential_loop(a, b, c, grid))
-        assert_bitwise_equal(got, want)
+        assert_bits(got, want)
         # NumPy's float32 loop is exact on these small integers: the same signs.
         acc = np.zeros((4, 2), np.float32) if c is None else c.astype(np.float32)
         for k in range(3):
             acc = acc + a[:, k, None].astype(np.float32) * b[None, k, :].astype(np.float32)
-        assert_bitwise_equal(got, acc.astype(np.float64))
+        assert_bits(got, acc.astype(np.float64))
     assert np.signbit(matmul(a, b, model=model, c=np.full((4, 2), -0.0), in_fmt="fp16")[0])\
         .tolist() == [True, False]
 
@@ -433,7 +433,7 @@ def test_exact_model_zero_signs_do_not_come_from_blas(monkeypatch):
     b = np.array([[3.0, -0.0], [3.0, 0.0], [-0.0, 1.0]])
     for c in (None, np.zeros((3, 2)), np.full((3, 2), -0.0)):
         got = matmul(a, b, model="exact", c=c, in_fmt="fp16")
-        assert_bitwise_equal(got, exact_loop(a, b, c, FP32_GRID))
+        assert_bits(got, exact_loop(a, b, c, FP32_GRID))
 
 
 def test_exact_sums_past_float64s_range_are_infinite():
@@ -448,7 +448,7 @@ def test_exact_sums_past_float64s_range_are_infinite():
         for sign in (1.0, -1.0):
             with np.errstate(over="ignore", invalid="ignore"):
                 got = matmul(a, sign * b, model="exact", in_fmt=fmt)
-            assert_bitwise_equal(got, exact_loop(a, sign * b, None, FP32_GRID))
+            assert_bits(got, exact_loop(a, sign * b, None, FP32_GRID))
 
 
 @pytest.mark.parametrize("model", ["exact", "fp32", "fp16"])
@@ -469,15 +469,15 @@ def test_negative_zero_sums_in_stacks_and_chunks(model, monkeypatch):
         got = matmul(a, b, model=model, c=c, in_fmt="fp16")
         for i in range(3):
             oracle = exact_loop if model == "exact" else sequential_loop
-            assert_bitwise_equal(got[i], oracle(a[i], b, c, grid))
+            assert_bits(got[i], oracle(a[i], b, c, grid))
 
 
 @pytest.mark.parametrize("model", ["exact", "fp32", "fp16"])
 def test_no_products_give_c(model):
     c = np.array([[-0.0, 0.0, -2.0]])
     got = matmul(np.zeros((1, 0)), np.zeros((0, 3)), model=model, c=c, in_fmt="fp16")
-    assert_bitwise_equal(got, c)
-    assert_bitwise_equal(matmul(np.zeros((1, 0)), np.zeros((0, 3)), model=model, in_fmt="fp16"),
+    assert_bits(got, c)
+    assert_bits(matmul(np.zeros((1, 0)), np.zeros((0, 3)), model=model, in_fmt="fp16"),
           np.matmul(np.zeros((1, 0)), np.zeros((0, 3))))   # NumPy's empty sum: +0
 
 
@@ -1074,7 +1074,7 @@ def test_exact_sums_of_rows_longer_than_a_span(monkeypatch):
     monkeypatch.setattr(ex, "_exact_round", spy)
     for out, grid in (("fp32", FP32_GRID), ("fp16", FP16_GRID)):
         got = matmul(a, b, model="exact", c=c, in_fmt="fp16", out_fmt=out)
-        assert_bitwise_equal(got, exact_loop(a, b, c, grid))
+        assert_bits(got, exact_loop(a, b, c, grid))
     assert blocks_seen and min(blocks_seen) > 10      # the sums did go span by span
 
 

@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lowprec as lp
-from helpers import all_same as same  # one bool: every element the same
 from helpers import assert_same, parse_html
 from lowprec import testing as lpt
 from peers import ml_dtypes, requires_ml_dtypes
@@ -89,11 +88,11 @@ def test_arithmetic_operators_are_correctly_rounded(fmt, mode, data):
         root = np.sqrt(abs(ta))
     for op, t in results.items():
         assert t.fmt == fmt
-        assert same(t.values, expected_op(op, a, b, fmt, mode)), op
+        assert_same(t.values, expected_op(op, a, b, fmt, mode), op)
         kernel = getattr(lp, op)(a, b, fmt, mode)
-        assert same(t.values, kernel)
-    assert same(square.values, expected_op("mul", a, a, fmt, mode))
-    assert same(root.values, lp.sqrt(np.abs(a), fmt, mode))
+        assert_same(t.values, kernel)
+    assert_same(square.values, expected_op("mul", a, a, fmt, mode))
+    assert_same(root.values, lp.sqrt(np.abs(a), fmt, mode))
 
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
@@ -103,9 +102,10 @@ def test_exact_and_rounded_once_ufuncs(fmt, data):
     a = data.draw(fmt_values(fmt, 8))
     b = data.draw(fmt_values(fmt, 8))
     ta, tb = lp.tensor(a, fmt), lp.tensor(b, fmt)
-    assert same((-ta).values, -a) and same(abs(ta).values, np.abs(a))
-    assert same(np.maximum(ta, tb).values, np.maximum(a, b))
-    assert same(np.minimum(ta, tb).values, np.minimum(a, b))
+    assert_same((-ta).values, -a)
+    assert_same(abs(ta).values, np.abs(a))
+    assert_same(np.maximum(ta, tb).values, np.maximum(a, b))
+    assert_same(np.minimum(ta, tb).values, np.minimum(a, b))
     for ufunc in (np.less, np.less_equal, np.equal, np.not_equal, np.greater, np.greater_equal):
         r = ufunc(ta, tb)
         assert isinstance(r, np.ndarray) and r.dtype == bool
@@ -113,7 +113,7 @@ def test_exact_and_rounded_once_ufuncs(fmt, data):
     for ufunc in (np.exp, np.tanh, np.sin, np.log1p):
         with np.errstate(all="ignore"):
             expected = [ref(float(v), fmt, "rne") for v in ufunc(np.abs(a))]
-        assert same(ufunc(abs(ta)).values, expected), ufunc.__name__
+        assert_same(ufunc(abs(ta)).values, expected, ufunc.__name__)
 
 
 def test_operations_never_modify_inputs_and_values_are_read_only():
@@ -123,7 +123,8 @@ def test_operations_never_modify_inputs_and_values_are_read_only():
     for f in (lambda: t + t, lambda: t * 3, lambda: np.exp(t), lambda: t.sum(),
               lambda: np.concatenate([t, t]), lambda: t @ t, lambda: t.astype("e4m3")):
         f()
-    assert same(t.values, before) and a.tolist() == [0.1, 0.2, 0.3]
+    assert_same(t.values, before)
+    assert a.tolist() == [0.1, 0.2, 0.3]
     with pytest.raises(ValueError, match="read-only"):
         t.values[0] = 1.0
 
@@ -153,7 +154,7 @@ def test_matmul_accumulates_in_fp32(fmt, data):
     ta, tb = lp.tensor(a, fmt), lp.tensor(b, fmt)
     for r in (ta @ tb, np.matmul(ta, tb), np.dot(ta, tb)):
         assert r.fmt == lp.FP32
-        assert same(r.values, float32_loop(a, b))
+        assert_same(r.values, float32_loop(a, b))
 
 
 def test_context_matmul_model_is_used():
@@ -163,9 +164,10 @@ def test_context_matmul_model_is_used():
     with lp.context(matmul="a100"):
         r = a @ b
     expected = lp.matmul(a.values, b.values, model="a100", in_fmt="fp16")
-    assert isinstance(expected, np.ndarray) and same(r.values, expected)
+    assert isinstance(expected, np.ndarray)
+    assert_same(r.values, expected)
     # The context changed something: the default fp32 model differs on this data.
-    assert not same(r.values, (a @ b).values)
+    assert not np.array_equal(r.values, (a @ b).values, equal_nan=True)
 
 
 def test_promotion_table():
@@ -199,7 +201,7 @@ def test_scalars_and_plain_arrays_take_the_tensor_format():
     # 0.1 enters as BF16(0.1), then one rounding of the sum.
     expected = [lpt.reference_round(Fraction(v) + Fraction(lpt.reference_round(0.1, lp.BF16)),
                                     lp.BF16) for v in (1.0, 2.0)]
-    assert same(r.values, expected)
+    assert_same(r.values, expected)
     assert (np.array([1.0, 1.0]) * t).fmt is lp.BF16
     assert (2 ** -10 - t).fmt is lp.BF16
 
@@ -208,7 +210,7 @@ def test_indexing_views_setitem_iteration():
     t = lp.tensor(np.arange(12.0).reshape(3, 4) / 10, "bf16")
     row = t[1]
     assert row.fmt is lp.BF16 and row.shape == (4,)
-    assert same(t[:, ::2].values, t.values[:, ::2])
+    assert_same(t[:, ::2].values, t.values[:, ::2])
     t[0, 0] = 0.1
     assert t[0, 0].values == lpt.reference_round(0.1, lp.BF16)
     with lp.context(mode="ru"):
@@ -263,12 +265,13 @@ def test_unsupported_calls_raise_type_error_naming_them():
 def test_conversions():
     t = lp.tensor([0.1, 1e-5, 300.0], "bf16")
     assert t.astype("e4m3").fmt is lp.FP8_E4M3
-    assert same(t.to_numpy(np.float32), t.values.astype(np.float32))
+    assert_same(t.to_numpy(np.float32), t.values.astype(np.float32))
     h = t.to_numpy(np.float16)   # BF16 -> FP16 is one rounding of the exact value
-    assert same(h.astype(np.float64), [lpt.reference_round(v, lp.FP16) for v in t.values])
+    assert_same(h.astype(np.float64), [lpt.reference_round(v, lp.FP16) for v in t.values])
     b = lp.tensor([0.1, 2.0], "e4m3").to_numpy(ml_dtypes.bfloat16)
     assert b.dtype == ml_dtypes.bfloat16 and b.astype(float).tolist() == [0.1015625, 2.0]
-    assert np.asarray(t).dtype == np.float64 and same(np.asarray(t), t.values)
+    assert np.asarray(t).dtype == np.float64
+    assert_same(np.asarray(t), t.values)
     assert "fmt=BF16" in repr(t) and t.dtype is lp.BF16 and t.bits.dtype == np.uint16
 
 
@@ -334,16 +337,16 @@ def test_stochastic_context_is_seeded():
         a = lp.tensor(x, "bf16")
     with lp.context(mode="sr", rng=5):
         b = lp.tensor(x, "bf16")
-    assert same(a.values, b.values)
+    assert_same(a.values, b.values)
 
 
 # -- plain operands in comparisons and selections --------------------------------------
 
 def test_comparisons_and_selections_use_plain_operands_exactly():
     t = lp.tensor([1.0, -2.0], "e4m3")
-    assert same(np.clip(t, 0, None).values, [1.0, 0.0])          # ReLU idiom
-    assert same(np.clip(t, 0).values, [1.0, 0.0])
-    assert same(np.maximum(t, -np.inf).values, [1.0, -2.0])
+    assert_same(np.clip(t, 0, None).values, [1.0, 0.0])
+    assert_same(np.clip(t, 0).values, [1.0, 0.0])
+    assert_same(np.maximum(t, -np.inf).values, [1.0, -2.0])
     assert (t < np.inf).all() and (lp.tensor([6.0], "fp4") < 7.0).all()
     assert (lp.tensor([1.0], "bf16") < 1.001).all()
     # A selected plain value is rounded into the format once (1000 overflows E4M3).
@@ -353,8 +356,8 @@ def test_comparisons_and_selections_use_plain_operands_exactly():
 def test_sum_and_mean_over_several_axes():
     x = np.arange(24.0).reshape(2, 3, 4)
     t = lp.tensor(x, "fp16")
-    assert same(t.sum(axis=(0, 2)).values, x.sum(axis=(0, 2)))
-    assert same(np.mean(t, axis=(0, 2)).values, x.mean(axis=(0, 2)))
+    assert_same(t.sum(axis=(0, 2)).values, x.sum(axis=(0, 2)))
+    assert_same(np.mean(t, axis=(0, 2)).values, x.mean(axis=(0, 2)))
 
 
 def test_where_with_plain_branches_and_dot_limits():
@@ -368,8 +371,9 @@ def test_where_with_plain_branches_and_dot_limits():
 def test_reciprocal_is_one_correct_rounding_and_results_are_copies():
     x = lp.tensor([3.0, 7.0], "fp16")
     with lp.context(mode="ru"):
-        assert same(np.reciprocal(x).values, [lpt.reference_round(Fraction(1, 3), lp.FP16, "ru"),
-                                              lpt.reference_round(Fraction(1, 7), lp.FP16, "ru")])
+        assert_same(np.reciprocal(x).values,
+                    [lpt.reference_round(Fraction(1, 3), lp.FP16, "ru"),
+                     lpt.reference_round(Fraction(1, 7), lp.FP16, "ru")])
     u = lp.tensor([1.0, 2.0], "bf16")
     v = +u
     v[0] = 7.0
@@ -384,12 +388,12 @@ def test_matmul_rounds_plain_operands_with_rne_whatever_the_mode():
     p = [[1.001], [1.001]]
     with lp.context(mode="ru"):
         r = t @ p
-    assert same(r.values, lp.matmul(t.values, p, in_fmt="bf16"))
+    assert_same(r.values, lp.matmul(t.values, p, in_fmt="bf16"))
 
 
 def test_tensor_from_tensor_honours_rng():
     a = lp.tensor(np.full(1000, 1 + 2**-9), "fp32")
-    assert same(lp.tensor(a, "bf16", "sr", rng=0).values, lp.tensor(a, "bf16", "sr", rng=0).values)
+    assert_same(lp.tensor(a, "bf16", "sr", rng=0).values, lp.tensor(a, "bf16", "sr", rng=0).values)
 
 
 # -- option types and arguments --------------------------------------------------------
@@ -450,13 +454,14 @@ def test_matmul_wrapper_refuses_bad_model_type():
 
 
 def in_format(t, fmt=None):
-    """t is a Tensor (of fmt) whose float64 values are all values of its format, by
-    the Fraction reference."""
+    """Assert that t is a Tensor (of fmt) whose float64 values are all values of its
+    format, by the Fraction reference; True (for ``assert in_format(t) and ...``)."""
     assert isinstance(t, lp.Tensor)
     assert fmt is None or t.fmt == fmt
     v = np.asarray(t)
     assert t.values.dtype == np.float64
-    return same([lpt.reference_round(x, t.fmt) for x in v.ravel()], v.ravel())
+    assert_same([lpt.reference_round(x, t.fmt) for x in v.ravel()], v.ravel())
+    return True
 
 
 T16 = [65504.0, 1.0 + 2.0**-10, -3.0]   # FP16 values; 65504 is not a BF16 value
@@ -520,7 +525,8 @@ def test_dtype_where_initial_that_cannot_be_emulated_are_refused(call, name):
 def test_concatenate_keeps_casting_and_axis():
     t = lp.tensor(T16, "fp16")
     r = np.concatenate([t, t], axis=None, casting="no")
-    assert in_format(r, lp.FP16) and same(r.values, T16 * 2)
+    assert in_format(r, lp.FP16)
+    assert_same(r.values, T16 * 2)
     assert in_format(np.hstack([t, [0.1]]), lp.FP16)   # 0.1 enters as FP16(0.1)
 
 
@@ -531,13 +537,13 @@ def test_max_min_initial_is_rounded_into_the_format(fn, initial):
     r = fn(t, initial=initial)
     pick = max if fn in (np.max, np.amax) else min
     assert in_format(r, lp.FP16)
-    assert same(r.values, pick(lpt.reference_round(initial, lp.FP16), 3.0 if pick is max else 1.0))
+    assert_same(r.values, pick(lpt.reference_round(initial, lp.FP16), 3.0 if pick is max else 1.0))
     r = fn(t, None, None, False, initial)                # positional initial
     assert in_format(r, lp.FP16)
     r = fn(t, where=[False, False, False], initial=initial)   # nothing but initial
-    assert same(r.values, lpt.reference_round(initial, lp.FP16))
+    assert_same(r.values, lpt.reference_round(initial, lp.FP16))
     with lp.context(mode="rz"):
-        assert same(fn(t, where=[False] * 3, initial=initial).values,
+        assert_same(fn(t, where=[False] * 3, initial=initial).values,
                     lpt.reference_round(initial, lp.FP16, "rz"))
 
 
@@ -574,17 +580,16 @@ def test_like_functions_take_format_fill_and_shape_as_told(call, fmt, fill, shap
     # The format dtype= names, the fill rounded once into it (Fraction reference), the shape.
     r = call(lp.tensor(T16, "bf16"))
     assert r.fmt == fmt and r.shape == shape
-    assert same(r.values, np.full(shape, lpt.reference_round(fill, fmt)))
+    assert_same(r.values, np.full(shape, lpt.reference_round(fill, fmt)))
 
 
 def test_like_dtype_names_the_result_format_with_one_rounding():
     t = lp.tensor(T16, "fp16")
     # 0.1 -> FP16 -> BF16 would be a double rounding; dtype= rounds the fill once.
     x = 0.1 + 2.0**-13
-    assert same(np.full_like(t, x, dtype="bf16").values,
-                [lpt.reference_round(x, lp.BF16)] * 3)
+    assert_same(np.full_like(t, x, dtype="bf16").values, [lpt.reference_round(x, lp.BF16)] * 3)
     assert np.full_like(t, 0.1, dtype=np.float16).fmt is lp.FP16
-    assert same(np.full_like(t, 0.1, dtype=np.float16).values,
+    assert_same(np.full_like(t, 0.1, dtype=np.float16).values,
                 np.full(3, np.float16(0.1)).astype(np.float64))
 
 
@@ -592,7 +597,7 @@ def test_plain_functions_keep_their_own_out_arrays():
     t = lp.tensor(T16, "fp16")
     o = np.empty((), dtype=np.intp)
     assert np.argmax(t, out=o) is o and int(o) == 0
-    assert same(np.take_along_axis(t, np.array([2, 0]), -1).values, [-3.0, 65504.0])
+    assert_same(np.take_along_axis(t, np.array([2, 0]), -1).values, [-3.0, 65504.0])
     a, b = np.atleast_1d(lp.tensor(1.0, "bf16"), np.float64(2.0))
     assert a.fmt is lp.BF16 and a.shape == (1,) and isinstance(b, np.ndarray)
     assert np.where(t > 0)[0].tolist() == [0, 1]
@@ -686,13 +691,15 @@ def test_tensor_takes_the_format_its_dtype_names(dtype, fmt):
     arr = x.astype(dtype)                      # NumPy / ml_dtypes do the rounding
     t = lp.tensor(arr)
     assert t.fmt == fmt
-    assert same(t.values, arr.astype(np.float64))
+    assert_same(t.values, arr.astype(np.float64))
     s = lp.tensor(arr[3])                      # a NumPy scalar of that dtype
-    assert s.fmt == fmt and s.shape == () and same(s.values, float(arr[3]))
+    assert s.fmt == fmt
+    assert s.shape == ()
+    assert_same(s.values, float(arr[3]))
     # An explicit fmt still wins: one rounding of the exact values.
     b = lp.tensor(arr, "e5m2")
     assert b.fmt is lp.FP8_E5M2
-    assert same(b.values, [lpt.reference_round(float(v), lp.FP8_E5M2) for v in arr])
+    assert_same(b.values, [lpt.reference_round(float(v), lp.FP8_E5M2) for v in arr])
 
 
 @requires_ml_dtypes
@@ -727,13 +734,14 @@ def test_matmul_of_plain_arrays_takes_the_format_their_dtype_names(dtype, fmt):
     b = rng.standard_normal((7, 2)).astype(dtype)
     expected = float32_loop(a.astype(np.float64), b.astype(np.float64))
     r = lp.matmul(a, b)
-    assert isinstance(r, np.ndarray) and same(r, expected)
+    assert isinstance(r, np.ndarray)
+    assert_same(r, expected)
     # A float64 operand names no format (as in the kernel): in_fmt is needed.
     c = rng.standard_normal((7, 2))
     with pytest.raises(ValueError, match="in_fmt"):
         lp.matmul(a, c)
     rounded = np.array([[lpt.reference_round(v, fmt) for v in row] for row in c])
-    assert same(lp.matmul(a, c, in_fmt=fmt), float32_loop(a.astype(np.float64), rounded))
+    assert_same(lp.matmul(a, c, in_fmt=fmt), float32_loop(a.astype(np.float64), rounded))
 
 
 def test_every_tensor_sum_and_mean_defaults_to_pairwise():
@@ -753,24 +761,28 @@ def test_tensors_of_more_than_32_dimensions():
     x = np.array([0.1, -2.0, 3.5, 1e-5, 7.0, -0.0]).reshape(shape)
     t = lp.tensor(x, "fp16")
     v = x.astype(np.float16).astype(np.float64)          # NumPy's float16 oracle
-    assert t.ndim == 40 and same(t.values, v)
-    assert same((t + t).values, (v.astype(np.float16) + v.astype(np.float16)).astype(float))
-    assert same((t * 3).values, (v.astype(np.float16) * np.float16(3)).astype(float))
-    assert same((-t).values, -v) and same(abs(t).values, np.abs(v))
+    assert t.ndim == 40
+    assert_same(t.values, v)
+    assert_same((t + t).values, (v.astype(np.float16) + v.astype(np.float16)).astype(float))
+    assert_same((t * 3).values, (v.astype(np.float16) * np.float16(3)).astype(float))
+    assert_same((-t).values, -v)
+    assert_same(abs(t).values, np.abs(v))
     for r, e in [(t < 1.0, v < 1.0), (t == t, v == v), (t >= t[..., :1], v >= v[..., :1])]:
         assert r.shape == shape and np.array_equal(r, e)
-    assert same(t.reshape(6).values, v.reshape(6)) and t.reshape(6).fmt is lp.FP16
-    assert same(np.transpose(t).values, v.T) and np.squeeze(t).shape == (2, 3)
+    assert_same(t.reshape(6).values, v.reshape(6))
+    assert t.reshape(6).fmt is lp.FP16
+    assert_same(np.transpose(t).values, v.T)
+    assert np.squeeze(t).shape == (2, 3)
     y = lp.tensor(np.array([0.5, -2.0, 3.5, 0.25, 7.0, -0.0]).reshape(shape), "fp16")
-    assert same(y.sum(axis=-1).values.ravel(), [2.0, 7.25])   # exact sums, any order
-    assert same(y.mean().values, lpt.reference_round(Fraction(37, 4) / 6, lp.FP16))
+    assert_same(y.sum(axis=-1).values.ravel(), [2.0, 7.25])
+    assert_same(y.mean().values, lpt.reference_round(Fraction(37, 4) / 6, lp.FP16))
     assert t.sum(keepdims=True).shape == (1,) * 40
     assert t.sum(axis=(0, 39)).shape == (1,) * 37 + (2,)
-    assert same(np.maximum(t, 0.5).values, np.maximum(v, np.float16(0.5)))
-    assert same(np.where(t > 0, t, 0.0).values, np.where(v > 0, v, 0.0))
+    assert_same(np.maximum(t, 0.5).values, np.maximum(v, np.float16(0.5)))
+    assert_same(np.where(t > 0, t, 0.0).values, np.where(v > 0, v, 0.0))
     assert np.concatenate([t, t], axis=-1).shape == (1,) * 38 + (2, 6)
-    assert same(t.astype("bf16").values.ravel(), [lpt.reference_round(a, lp.BF16)
-                                                   for a in v.ravel()])
+    assert_same(t.astype("bf16").values.ravel(),
+                [lpt.reference_round(a, lp.BF16) for a in v.ravel()])
     assert t.item(5) == 0.0 and len(t.tolist()) == 1
 
 

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import lowprec as lp
-from helpers import assert_bitwise_equal, assert_same
+from helpers import assert_bits, assert_same
 from lowprec.tensorcore import matmul
 from oracles.loops import FP16_GRID, FP32_GRID, fma_loop
 
@@ -108,7 +108,7 @@ def test_a_float64_sum_on_an_fp32_midpoint_rounds_as_the_exact_sum(monkeypatch):
     assert calls, "the exact step was never taken"
     for x, y in ((a, b), (big, tail)):
         c = np.zeros((x.shape[0], y.shape[1]))
-        assert_bitwise_equal(matmul(x, y, model="fp32", in_fmt="fp32"),
+        assert_bits(matmul(x, y, model="fp32", in_fmt="fp32"),
                              fma_loop(x, y, c, **FP32_GRID))
 
 
@@ -120,7 +120,7 @@ def test_fp32_inputs_against_the_exact_loop(K, data):
     a, b = (_fp32_ties if data == "ties" else _fp32_mixture)(rng, m, K, n)
     c = rng.choice([0.0, -0.0, 1.0, -2.0**-140, 3.0], (m, n))
     got = matmul(a, b, model="fp32", c=c, in_fmt="fp32")
-    assert_bitwise_equal(got, fma_loop(a, b, c, **FP32_GRID))
+    assert_bits(got, fma_loop(a, b, c, **FP32_GRID))
 
 
 @pytest.mark.parametrize("bound", [None, 3000])
@@ -139,7 +139,7 @@ def test_fp32_inputs_against_the_plain_loop(monkeypatch, bound):
     kernel = _module("sequential").Sequential(lp.FP32, lp.FP32, lp.FP32, 2**20)
     with np.errstate(all="ignore"):
         want = kernel.reference(a[None], b[None], c[None])[0]
-    assert_bitwise_equal(matmul(a, b, model="fp32", c=c, in_fmt="fp32"), want)
+    assert_bits(matmul(a, b, model="fp32", c=c, in_fmt="fp32"), want)
 
 
 def test_the_plan_mixes_checked_and_exact_steps():
@@ -163,7 +163,7 @@ def test_an_inexact_float64_sum_on_a_subnormal_midpoint():
     a, b, c = np.array([[(1 + u) * 2.0**-75]]), np.array([[(1 - u) * 2.0**-75]]), [[acc]]
     got = matmul(a, b, model="fp32", c=c, in_fmt="fp32")
     assert got[0, 0] == acc
-    assert_bitwise_equal(got, fma_loop(a, b, np.array(c), **FP32_GRID))
+    assert_bits(got, fma_loop(a, b, np.array(c), **FP32_GRID))
 
 
 # -- the fp32 model on BF16 and TF32 inputs: float32 where the data allow ---------------
@@ -179,7 +179,7 @@ def test_bf16_products_that_float32_cannot_form(a, b, c, want):
     a, b, c = np.array(a), np.array(b), np.full((1, 1), c)
     got = matmul(a, b, model="fp32", c=c, in_fmt="bf16")
     assert got[0, 0] == want
-    assert_bitwise_equal(got, fma_loop(a, b, c, **FP32_GRID))
+    assert_bits(got, fma_loop(a, b, c, **FP32_GRID))
 
 
 @pytest.mark.parametrize("fmt", ["bf16", "tf32"])
@@ -205,7 +205,7 @@ def test_narrow_inputs_whose_exponents_do_and_do_not_fit_float32(fmt, K):
         a[0, :3], b[:3, 1] = [2.0**127 * (2 - 2.0**-7), -2.0**64, 1.0], [1.0, 2.0**64, 0.0]
         c[0, 1] = 0.0
     got = matmul(a, b, model="fp32", c=c, in_fmt=fmt)
-    assert_bitwise_equal(got, fma_loop(a, b, c, **FP32_GRID))
+    assert_bits(got, fma_loop(a, b, c, **FP32_GRID))
 
 
 def test_the_plan_takes_float32_only_where_every_product_is_a_normal_float32():
@@ -228,7 +228,7 @@ def test_narrow_inputs_against_the_plain_loop(monkeypatch, fmt):
     kernel = _module("sequential").Sequential(lp.format(fmt), lp.FP32, lp.FP32, 2**20)
     with np.errstate(all="ignore"):
         want = kernel.reference(a[None], b[None], c[None])[0]
-    assert_bitwise_equal(matmul(a, b, model="fp32", c=c, in_fmt=fmt), want)
+    assert_bits(matmul(a, b, model="fp32", c=c, in_fmt=fmt), want)
 
 
 # -- the fp16 model ------------------------------------------------------------------
@@ -244,7 +244,7 @@ def test_fp16_model_against_the_exact_loop(K):
     b[:, 0] = rng.choice([0.0, -0.0, 2.0**-24], K)    # zeros, subnormal sums
     c = rng.choice([0.0, -0.0, 1.0, 65504.0, -2.0**-24], (m, n))
     got = matmul(a, b, model="fp16", c=c, in_fmt="fp16")
-    assert_bitwise_equal(got, fma_loop(a, b, c, **FP16_GRID))
+    assert_bits(got, fma_loop(a, b, c, **FP16_GRID))
 
 
 def test_fp16_model_against_the_plain_loop(monkeypatch):
@@ -258,11 +258,11 @@ def test_fp16_model_against_the_plain_loop(monkeypatch):
     with np.errstate(all="ignore"):
         want = kernel.reference(a[None], b[None], c[None])[0]
     got = matmul(a, b, model="fp16", c=c, in_fmt="fp16")
-    assert_bitwise_equal(got, want)
+    assert_bits(got, want)
     # The plain loop rounds through the same round_fp16 as the fast path: the outputs
     # without inf or NaN operands are also held to the exact loop.
     rows, cols = [i for i in range(10) if i != 1], [j for j in range(12) if j != 3]
-    assert_bitwise_equal(got[np.ix_(rows, cols)],
+    assert_bits(got[np.ix_(rows, cols)],
                          fma_loop(a[rows], b[:, cols], c[np.ix_(rows, cols)], **FP16_GRID))
 
 
@@ -296,7 +296,7 @@ def test_round_fp16_on_arrays_of_each_kind_alone_and_mixed():
             into = bf.round_fp16(x, out, work)
         assert into is out
         assert_same(got, lp.round(x, lp.FP16), x)
-        assert_bitwise_equal(into, got)
+        assert_bits(into, got)
 
 
 # -- the block-FMA models: float32 products and int32 sums vs float64 terms ------------
@@ -344,7 +344,7 @@ def test_float32_terms_equal_float64_terms(monkeypatch, model, fmt, K):
             with monkeypatch.context() as patch:
                 patch.setattr(bf.BlockFMA, "float32_terms", False)
                 want = matmul(a, b, model=model, c=c, in_fmt=fmt, out_fmt=out)
-            assert_bitwise_equal(got, want)
+            assert_bits(got, want)
     assert calls, "no span took the float32 products"
 
 
@@ -369,7 +369,7 @@ def test_spans_that_do_and_do_not_fit_float32_in_one_call(monkeypatch, model, fm
         assert calls, "no span took the float32 products"
         monkeypatch.setattr(bf.BlockFMA, "float32_terms", False)
         want = matmul(a, b, model=model, c=c, in_fmt=fmt)
-    assert_bitwise_equal(got, want)
+    assert_bits(got, want)
 
 
 # -- the fp32 model by float32 einsum (Sequential.prepare) ------------------------------
@@ -413,7 +413,7 @@ def test_einsum_path_against_the_exact_loop(monkeypatch, fmt, m, n, K):
     c = np.zeros((m, n))
     got = matmul(a, b, model="fp32", c=c, in_fmt=fmt)
     assert calls, "the chunks did not take einsum"
-    assert_bitwise_equal(got, fma_loop(a, b, c, **FP32_GRID))
+    assert_bits(got, fma_loop(a, b, c, **FP32_GRID))
 
 
 @pytest.mark.parametrize("a, b, want", [
@@ -429,7 +429,7 @@ def test_einsum_path_at_the_ends_of_float32(monkeypatch, a, b, want):
     got = matmul(a, b, model="fp32", in_fmt="bf16")
     assert calls
     assert list(got[0]) == [want, want]
-    assert_bitwise_equal(got, fma_loop(a, b, np.zeros(got.shape), **FP32_GRID))
+    assert_bits(got, fma_loop(a, b, np.zeros(got.shape), **FP32_GRID))
 
 
 @pytest.mark.parametrize("fmt", ["fp16", "bf16"])
@@ -446,7 +446,7 @@ def test_einsum_path_against_the_plain_loop(monkeypatch, fmt):
     assert len(calls) > 3, "the small bound did not split the outputs into blocks"
     kernel = sq.Sequential(lp.format(fmt), lp.FP32, lp.FP32, 2**20)
     want = kernel.reference(a, np.broadcast_to(b, (3, 57, 50)), np.zeros((3, 40, 50)))
-    assert_bitwise_equal(got, want)
+    assert_bits(got, want)
 
 
 @pytest.mark.parametrize("fmt, x, y", [
@@ -463,7 +463,7 @@ def test_factors_that_float32_cannot_hold_take_float64(fmt, x, y):
             if way == "steps":
                 patch.setattr(_module("sequential"), "einsum_adds_in_order", lambda: False)
             got = matmul(a, b, model="fp32", in_fmt=fmt)
-        assert_bitwise_equal(got, fma_loop(a, b, np.zeros((2, 2)), **FP32_GRID))
+        assert_bits(got, fma_loop(a, b, np.zeros((2, 2)), **FP32_GRID))
 
 
 @pytest.mark.parametrize("fmt", ["fp16", "bf16"])
@@ -483,7 +483,7 @@ def test_einsum_path_with_a_bias_against_the_exact_loop(monkeypatch, fmt, shape)
     assert calls
     for i, ai in enumerate(a if shape == "stack" else [a]):
         want = fma_loop(ai, b, np.broadcast_to(c, (m, n)), **FP32_GRID)
-        assert_bitwise_equal(got[i] if shape == "stack" else got, want)
+        assert_bits(got[i] if shape == "stack" else got, want)
 
 
 @pytest.mark.parametrize("K", [1, 3, 40])
@@ -502,7 +502,7 @@ def test_einsum_path_with_any_c_against_the_exact_loop(monkeypatch, K, bound):
     c = rng.choice([1.0, -3.0, 2.0**24 + 2, 0.0, 5 * 2.0**-140, 0.1], (21, 5))
     got = matmul(a, b, model="fp32", c=c, in_fmt="bf16")
     assert calls and (bound is None or len(calls) > 2)
-    assert_bitwise_equal(got, fma_loop(a, b, lp.round(c, "fp32"), **FP32_GRID))
+    assert_bits(got, fma_loop(a, b, lp.round(c, "fp32"), **FP32_GRID))
 
 
 @pytest.mark.parametrize("case", ["-0", "-0 bias", "inf bias", "inf", "nan", "range",
@@ -531,7 +531,7 @@ def test_einsum_path_is_not_taken_where_it_could_differ(monkeypatch, case):
     c = np.broadcast_to(c, got.shape)
     with np.errstate(all="ignore"):
         want = kernel.reference(a[None], b[None], c[None])[0]
-    assert_bitwise_equal(got, want)
+    assert_bits(got, want)
 
 
 @pytest.mark.parametrize("m", [1, 3])
@@ -549,7 +549,7 @@ def test_einsum_path_blocks_of_one_column_and_one_output(monkeypatch, m):
     got = matmul(a, b, model="fp32", in_fmt="bf16")
     assert len(calls) == 3
     assert not got.any()
-    assert_bitwise_equal(got, fma_loop(a, b, np.zeros((m, 11)), **FP32_GRID))
+    assert_bits(got, fma_loop(a, b, np.zeros((m, 11)), **FP32_GRID))
 
 
 def _in_k_order(x, y):
@@ -603,5 +603,5 @@ def test_einsum_path_records_the_flags_of_the_plain_path(monkeypatch):
     with lp.flags() as want:
         r2 = matmul(a, b, model="fp32", in_fmt="bf16")
     assert len(calls) == 1
-    assert_bitwise_equal(r, r2)
+    assert_bits(r, r2)
     assert got.overflow == want.overflow == 1 and got.invalid == want.invalid == 0

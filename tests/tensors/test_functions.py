@@ -6,10 +6,10 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from tensor_inputs import draw, rr, same
+from tensor_inputs import draw, rr
 
 import lowprec as lp
-from helpers import ROOT
+from helpers import ROOT, assert_values
 from lowprec.tensors.core import KINDS
 from lowprec.tensors.coverage import REFUSED, support_table, unclassified
 
@@ -41,7 +41,7 @@ def test_exact_functions_equal_numpy_on_the_values(fmt, name):
     t = lp.tensor(v, fmt)
     r = EXACT[name](t)
     assert isinstance(r, lp.Tensor) and r.fmt == fmt
-    assert same(r.values, EXACT[name](v))
+    assert_values(r.values, EXACT[name](v))
 
 
 @pytest.mark.parametrize("fmt", SIGNED, ids=ids)
@@ -54,7 +54,8 @@ def test_exact_functions_with_plain_results(fmt):
     assert np.array_equal(np.searchsorted(lp.tensor(s, fmt), t), np.searchsorted(s, v))
     u, idx, counts = np.unique(t, return_index=True, return_counts=True)
     eu, eidx, ecounts = np.unique(v, return_index=True, return_counts=True)
-    assert u.fmt == fmt and same(u.values, eu)
+    assert u.fmt == fmt
+    assert_values(u.values, eu)
     assert np.array_equal(idx, eidx) and np.array_equal(counts, ecounts)
     counts, edges = np.histogram(t, bins=5)
     ecounts, eedges = np.histogram(v, bins=5)
@@ -67,7 +68,8 @@ def test_tensor_sort_is_in_place_and_exact():
     v = draw(lp.BF16, (3, 5), seed=2)
     t = lp.tensor(v, "bf16")
     assert t.sort() is None
-    assert same(t.values, np.sort(v)) and t.fmt == lp.BF16
+    assert_values(t.values, np.sort(v))
+    assert t.fmt == lp.BF16
 
 
 @pytest.mark.parametrize("fmt", FEW, ids=ids)
@@ -77,7 +79,8 @@ def test_median_of_an_even_count_rounds_the_mean_once(fmt, seed):
     r = np.median(lp.tensor(v, fmt), axis=1)
     s = np.sort(v, axis=1)
     expected = [rr((Fraction(a) + Fraction(b)) / 2, fmt) for a, b in zip(s[:, 2], s[:, 3])]
-    assert r.fmt == fmt and same(r.values, expected)
+    assert r.fmt == fmt
+    assert_values(r.values, expected)
     assert np.isnan(np.median(lp.tensor([1.0, np.nan, 2.0], fmt)).item())
 
 
@@ -100,15 +103,17 @@ def test_var_and_std_step_by_step(fmt, seed):
         sq = [rr(Fraction(d) ** 2, fmt) for d in (rr(Fraction(x) - Fraction(m), fmt) for x in v)]
         var = rr(Fraction(seq_sum(sq, fmt)) / (len(v) - ddof), fmt)
         got = t.var(ddof=ddof, order="sequential")     # NumPy's var takes no order=
-        assert got.fmt == fmt and same(got.values, var)
+        assert got.fmt == fmt
+        assert_values(got.values, var)
         std = t.std(ddof=ddof, order="sequential")
-        assert same(std.values, lp.sqrt(var, fmt))
+        assert_values(std.values, lp.sqrt(var, fmt))
     # The default order is Tensor.sum's, pairwise: the kernel lp.sum on the same steps.
     m = rr(Fraction(float(lp.sum(v, fmt))) / len(v), fmt)
     sq = np.array([rr(Fraction(rr(Fraction(x) - Fraction(m), fmt)) ** 2, fmt) for x in v])
     var = rr(Fraction(float(lp.sum(sq, fmt))) / len(v), fmt)
-    assert same(t.var().values, var) and same(np.var(t).values, var)
-    assert same(np.std(t).values, lp.sqrt(var, fmt))
+    assert_values(t.var().values, var)
+    assert_values(np.var(t).values, var)
+    assert_values(np.std(t).values, lp.sqrt(var, fmt))
 
 
 @pytest.mark.parametrize("fmt", FEW, ids=ids)
@@ -124,16 +129,19 @@ def test_prod_cumprod_diff_trace_step_by_step(fmt, seed):
             out.append(p)
         rows.append(out)
     rows = np.array(rows)
-    assert same(np.prod(t, axis=1).values, rows[:, -1])
-    assert same(t.prod(axis=1).values, rows[:, -1])
-    assert same(np.cumprod(t, axis=1).values, rows) and same(t.cumprod(axis=1).values, rows)
+    assert_values(np.prod(t, axis=1).values, rows[:, -1])
+    assert_values(t.prod(axis=1).values, rows[:, -1])
+    assert_values(np.cumprod(t, axis=1).values, rows)
+    assert_values(t.cumprod(axis=1).values, rows)
     d1 = np.array([[rr(Fraction(b) - Fraction(a), fmt) for a, b in zip(r, r[1:])] for r in v])
     d2 = np.array([[rr(Fraction(b) - Fraction(a), fmt) for a, b in zip(r, r[1:])] for r in d1])
-    assert same(np.diff(t).values, d1) and same(np.diff(t, n=2).values, d2)
+    assert_values(np.diff(t).values, d1)
+    assert_values(np.diff(t, n=2).values, d2)
     assert np.diff(t).fmt == fmt
     tr = seq_sum(list(np.diagonal(v)), fmt)   # three terms: pairwise is sequential here
-    assert same(np.trace(t).values, tr) and same(t.trace().values, tr)
-    assert same(t.diagonal().values, np.diagonal(v))
+    assert_values(np.trace(t).values, tr)
+    assert_values(t.trace().values, tr)
+    assert_values(t.diagonal().values, np.diagonal(v))
 
 
 @pytest.mark.parametrize("fmt", FEW, ids=ids)
@@ -144,9 +152,9 @@ def test_nansum_nanmean(fmt):
     t = lp.tensor(w, fmt)
     kept = [x for x in w if not np.isnan(x)]
     total = float(lp.sum(np.array(kept), fmt))       # pairwise, as Tensor.sum
-    assert same(np.nansum(t).values, total)
-    assert same(np.nanmean(t).values, rr(Fraction(total) / len(kept), fmt))
-    assert same(np.average(lp.tensor(v, fmt)).values, np.mean(lp.tensor(v, fmt)).values)
+    assert_values(np.nansum(t).values, total)
+    assert_values(np.nanmean(t).values, rr(Fraction(total) / len(kept), fmt))
+    assert_values(np.average(lp.tensor(v, fmt)).values, np.mean(lp.tensor(v, fmt)).values)
 
 
 @pytest.mark.parametrize("fmt", FEW, ids=ids)
@@ -161,7 +169,9 @@ def test_weighted_average_step_by_step(fmt, seed):
     d = float(lp.sum(wf, fmt))
     expected = [rr(Fraction(float(n)) / Fraction(d), fmt) if np.isfinite(n) else n / d
                 for n in num]
-    assert r.fmt == fmt and same(r.values, expected) and same(den.values, [d, d])
+    assert r.fmt == fmt
+    assert_values(r.values, expected)
+    assert_values(den.values, [d, d])
 
 
 @pytest.mark.parametrize("fmt", FEW, ids=ids)
@@ -169,7 +179,8 @@ def test_outer_rounds_each_product_once(fmt):
     a, b = draw(fmt, 4, seed=5), draw(fmt, 3, seed=6)
     r = np.outer(lp.tensor(a, fmt), lp.tensor(b, fmt))
     expected = [[rr(Fraction(x) * Fraction(y), fmt) for y in b] for x in a]
-    assert r.fmt == fmt and same(r.values, expected)
+    assert r.fmt == fmt
+    assert_values(r.values, expected)
 
 
 @pytest.mark.parametrize("fmt", [lp.FP16, lp.BF16, lp.FP8_E4M3], ids=ids)
@@ -179,11 +190,12 @@ def test_tensordot_and_inner_are_matmul_products(fmt):
     r = np.tensordot(ta, tb, axes=([1, 2], [1, 0]))
     # The oracle: the same contraction written as one 2-D product of lp.matmul on arrays.
     expected = lp.matmul(a.reshape(2, 12), b.transpose(1, 0, 2).reshape(12, 5), in_fmt=fmt)
-    assert r.fmt == lp.FP32 and same(r.values, expected)
+    assert r.fmt == lp.FP32
+    assert_values(r.values, expected)
     c = draw(fmt, (3, 4), seed=9)
     r = np.inner(ta, lp.tensor(c, fmt))
     expected = lp.matmul(a.reshape(6, 4), c.T, in_fmt=fmt).reshape(2, 3, 3)
-    assert same(r.values, expected)
+    assert_values(r.values, expected)
 
 
 @pytest.mark.parametrize("fmt", [lp.FP16, lp.BF16, lp.FP8_E4M3], ids=ids)
@@ -192,15 +204,18 @@ def test_einsum_is_a_batched_matmul_product(fmt):
     ta, tb = lp.tensor(a, fmt), lp.tensor(b, fmt)
     r = np.einsum("bij,bjk->bki", ta, tb)
     expected = np.transpose(lp.matmul(a, b, in_fmt=fmt), (0, 2, 1))
-    assert r.fmt == lp.FP32 and same(r.values, expected)
+    assert r.fmt == lp.FP32
+    assert_values(r.values, expected)
     r = np.einsum("ij,kj", ta[0], lp.tensor(b[0].T, fmt))     # implicit output: ik
-    assert same(r.values, lp.matmul(a[0], b[0], in_fmt=fmt))
+    assert_values(r.values, lp.matmul(a[0], b[0], in_fmt=fmt))
     p = np.einsum("bij->jib", ta)
-    assert p.fmt == fmt and same(p.values, np.einsum("bij->jib", a))
+    assert p.fmt == fmt
+    assert_values(p.values, np.einsum("bij->jib", a))
     # a trace: the diagonal (exact) summed as np.sum, in the Tensor's format
     tr = np.einsum("ii", ta[0, :3, :3])
     diag = lp.tensor(np.diagonal(a[0, :3, :3]), fmt)
-    assert tr.fmt == fmt and same(tr.values, np.sum(diag).values)
+    assert tr.fmt == fmt
+    assert_values(tr.values, np.sum(diag).values)
 
 
 @pytest.mark.parametrize("fmt", FEW + [lp.FP64], ids=ids)
@@ -209,9 +224,10 @@ def test_round_to_decimals_rounds_once(fmt):
     t = lp.tensor(v, fmt)
     for d in (0, 1, 2, -1):
         expected = [rr(Fraction(round(float(x), d)), fmt) for x in v]
-        assert same(np.round(t, d).values, expected), d
-        assert same(np.around(t, d).values, expected) and same(t.round(d).values, expected)
-    assert same(np.round(t).values, np.rint(v))
+        assert_values(np.round(t, d).values, expected, d)
+        assert_values(np.around(t, d).values, expected)
+        assert_values(t.round(d).values, expected)
+    assert_values(np.round(t).values, np.rint(v))
 
 
 # -- refusal and the page --------------------------------------------------------------
@@ -317,7 +333,8 @@ def test_prod_and_median_over_several_axes(fmt):
         acc = None
         for x in np.transpose(v, (0, 2, 1)).reshape(-1, 2)[:, j]:   # axes 0, 2 joined
             acc = float(x) if acc is None else rr(Fraction(acc) * Fraction(float(x)), fmt)
-        assert same(r.values[j], acc)
+        assert_values(r.values[j], acc)
     med = np.median(t, axis=(0, 2))           # 15 values: the middle one, exact
-    assert med.fmt == fmt and same(med.values, np.median(v, axis=(0, 2)))
+    assert med.fmt == fmt
+    assert_values(med.values, np.median(v, axis=(0, 2)))
     assert np.median(t, axis=(1, 2), keepdims=True).shape == (3, 1, 1)

@@ -13,9 +13,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from tensor_inputs import draw as _draw
-from tensor_inputs import rr, same
+from tensor_inputs import rr
 
 import lowprec as lp
+from helpers import assert_values
 from lowprec.tensors import HANDLED_FUNCTIONS, HANDLED_UFUNCS
 from lowprec.tensors.core import KINDS
 
@@ -86,14 +87,14 @@ def test_convolve_and_correlate_are_dot_products_of_the_overlap(fmt, n, m):
             r = np.convolve(ta, tv, mode)
             c = np.correlate(ta, tv, mode)
         assert r.fmt == lp.FP32 and c.fmt == lp.FP32
-        assert same(r.values, cut([exact_dot(*zip(*p)) for p in conv_terms(a, v)], n, m, mode))
-        assert same(c.values, cut([exact_dot(*zip(*p)) for p in corr_terms(a, v)], n, m, mode))
+        assert_values(r.values, cut([exact_dot(*zip(*p)) for p in conv_terms(a, v)], n, m, mode))
+        assert_values(c.values, cut([exact_dot(*zip(*p)) for p in corr_terms(a, v)], n, m, mode))
         assert r.shape == np.convolve(a, v, mode).shape
         # The default "fp32" model: the products in increasing index of a.
         r = np.convolve(ta, tv, mode)
-        assert same(r.values, cut([fp32_dot(*zip(*p)) for p in conv_terms(a, v)], n, m, mode))
+        assert_values(r.values, cut([fp32_dot(*zip(*p)) for p in conv_terms(a, v)], n, m, mode))
         c = np.correlate(ta, tv, mode)
-        assert same(c.values, cut([fp32_dot(*zip(*p)) for p in corr_terms(a, v)], n, m, mode))
+        assert_values(c.values, cut([fp32_dot(*zip(*p)) for p in corr_terms(a, v)], n, m, mode))
 
 
 @pytest.mark.parametrize("fmt", [lp.BF16, lp.FP8_E4M3], ids=ids)
@@ -104,23 +105,23 @@ def test_convolve_valid_is_the_window_matrix_through_matmul(fmt):
         with lp.context(matmul=model):
             r = np.convolve(lp.tensor(a, fmt), lp.tensor(v, fmt), "valid")
         expected = lp.matmul(windows, v[::-1].copy(), model=model, in_fmt=fmt)
-        assert same(r.values, expected), model
+        assert_values(r.values, expected, model)
     # The longer second operand: a times a window matrix of v.
     vv = np.array([[v[k - j] for k in range(3, 4)] for j in range(4)])
     r = np.convolve(lp.tensor(a[:4], fmt), lp.tensor(v, fmt), "valid")
-    assert same(r.values, lp.matmul(a[:4], vv, in_fmt=fmt).reshape(-1))
+    assert_values(r.values, lp.matmul(a[:4], vv, in_fmt=fmt).reshape(-1))
 
 
 def test_convolve_keeps_infinities_as_numpy_and_takes_plain_and_scalar_operands():
     r = np.convolve(lp.tensor([1.0, 1.0], "fp16"), lp.tensor([np.inf, 1.0], "fp16"))
-    assert same(r.values, np.convolve([1.0, 1.0], [np.inf, 1.0]))      # no padded 0 * inf
+    assert_values(r.values, np.convolve([1.0, 1.0], [np.inf, 1.0]))
     a = draw(lp.BF16, 5, seed=5)
     with lp.context(matmul="exact"):
         r = np.convolve(lp.tensor(a, "bf16"), [0.1, 1.0])
         p = np.polymul(lp.tensor(a, "bf16"), 3.0)
     w = [rr(Fraction(0.1), lp.BF16), 1.0]        # a plain operand rounded in (RNE)
-    assert same(r.values, [exact_dot(*zip(*t)) for t in conv_terms(a, w)])
-    assert same(p.values, [exact_dot([x], [3.0]) for x in a])
+    assert_values(r.values, [exact_dot(*zip(*t)) for t in conv_terms(a, w)])
+    assert_values(p.values, [exact_dot([x], [3.0]) for x in a])
 
 
 @pytest.mark.parametrize("fmt", [lp.FP16, lp.FP8_E4M3], ids=ids)
@@ -129,7 +130,8 @@ def test_polymul_is_the_full_convolution(fmt, seed):
     a, b = draw(fmt, 4, seed), draw(fmt, 3, seed + 10)
     with lp.context(matmul="exact"):
         r = np.polymul(lp.tensor(a, fmt), lp.tensor(b, fmt))
-    assert r.fmt == lp.FP32 and same(r.values, [exact_dot(*zip(*t)) for t in conv_terms(a, b)])
+    assert r.fmt == lp.FP32
+    assert_values(r.values, [exact_dot(*zip(*t)) for t in conv_terms(a, b)])
 
 
 def test_convolve_errors():
@@ -156,7 +158,8 @@ def test_kron_rounds_each_product_once(fmt, shapes):
     r = np.kron(lp.tensor(a, fmt), lp.tensor(b, fmt))
     expected = np.vectorize(lambda x: rr(x, fmt), otypes=[float])(
         np.kron(fractions(a), fractions(b)))
-    assert r.fmt == fmt and same(r.values, expected)
+    assert r.fmt == fmt
+    assert_values(r.values, expected)
 
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=ids)
@@ -169,13 +172,12 @@ def test_vdot_and_vecdot_are_matmul_dot_products(fmt, seed):
         d = np.vecdot(ta, tb)
         e = np.vecdot(ta, tb[0])          # broadcast
     assert r.fmt == lp.FP32 and r.shape == () and r.item() == exact_dot(a.ravel(), b.ravel())
-    assert same(d.values, [exact_dot(x, y) for x, y in zip(a, b)])
-    assert same(e.values, [exact_dot(x, b[0]) for x in a])
+    assert_values(d.values, [exact_dot(x, y) for x, y in zip(a, b)])
+    assert_values(e.values, [exact_dot(x, b[0]) for x in a])
     # The default model: the same products as lp.matmul of the explicit vectors.
-    assert same(np.vdot(ta, tb).values, lp.matmul(a.ravel(), b.ravel(), in_fmt=fmt))
-    assert same(np.vecdot(ta, tb).values,
-                [lp.matmul(x, y, in_fmt=fmt) for x, y in zip(a, b)])
-    assert same(np.vdot(ta, tb).values, fp32_dot(a.ravel(), b.ravel()))
+    assert_values(np.vdot(ta, tb).values, lp.matmul(a.ravel(), b.ravel(), in_fmt=fmt))
+    assert_values(np.vecdot(ta, tb).values, [lp.matmul(x, y, in_fmt=fmt) for x, y in zip(a, b)])
+    assert_values(np.vdot(ta, tb).values, fp32_dot(a.ravel(), b.ravel()))
 
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=ids)
@@ -188,10 +190,10 @@ def test_matvec_and_vecmat_are_matmul_products(fmt):
         r = np.matvec(tm, lp.tensor(v, fmt))
         s = np.vecmat(lp.tensor(w, fmt), tm)
     assert r.fmt == lp.FP32 and r.shape == (2, 3) and s.shape == (2, 4)
-    assert same(r.values, [[exact_dot(row, v) for row in mat] for mat in m])
-    assert same(s.values, [[exact_dot(w, col) for col in mat.T] for mat in m])
-    assert same(np.matvec(tm, lp.tensor(v, fmt)).values, lp.matmul(m, v, in_fmt=fmt))
-    assert same(np.vecmat(lp.tensor(w, fmt), tm).values, lp.matmul(w, m, in_fmt=fmt))
+    assert_values(r.values, [[exact_dot(row, v) for row in mat] for mat in m])
+    assert_values(s.values, [[exact_dot(w, col) for col in mat.T] for mat in m])
+    assert_values(np.matvec(tm, lp.tensor(v, fmt)).values, lp.matmul(m, v, in_fmt=fmt))
+    assert_values(np.vecmat(lp.tensor(w, fmt), tm).values, lp.matmul(w, m, in_fmt=fmt))
 
 
 def ref_cross(a, b, fmt):
@@ -216,12 +218,13 @@ def test_cross_two_rounded_products_and_a_rounded_difference(fmt, dims):
         warnings.catch_warnings()
     with ctx:
         r = np.cross(lp.tensor(a, fmt), lp.tensor(b, fmt))
-    assert r.fmt == fmt and same(r.values, [ref_cross(x, y, fmt) for x, y in zip(a, b)])
+    assert r.fmt == fmt
+    assert_values(r.values, [ref_cross(x, y, fmt) for x, y in zip(a, b)])
     if dims == (3, 3):     # the vectors along axis 0, the result's along axis 0 too
         r = np.cross(lp.tensor(a.T, fmt), lp.tensor(b.T, fmt), axis=0)
-        assert same(r.values, np.transpose([ref_cross(x, y, fmt) for x, y in zip(a, b)]))
+        assert_values(r.values, np.transpose([ref_cross(x, y, fmt) for x, y in zip(a, b)]))
         r = np.cross(lp.tensor(a.T, fmt), lp.tensor(b, fmt), axisa=0, axisc=0)
-        assert same(r.values, np.transpose([ref_cross(x, y, fmt) for x, y in zip(a, b)]))
+        assert_values(r.values, np.transpose([ref_cross(x, y, fmt) for x, y in zip(a, b)]))
 
 
 def test_cross_errors():
@@ -242,7 +245,8 @@ def test_polyval_is_horner_each_step_rounded(fmt, seed):
         for c in p:
             y = rr(Fraction(rr(Fraction(y) * Fraction(xv), fmt)) + Fraction(c), fmt)
         expected.append(y)
-    assert r.fmt == fmt and same(r.values, expected)
+    assert r.fmt == fmt
+    assert_values(r.values, expected)
 
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=ids)
@@ -252,9 +256,10 @@ def test_polyadd_and_polysub_round_each_coefficient_once(fmt):
     pad = [0.0, 0.0] + list(b)
     add = [rr(Fraction(x) + Fraction(y), fmt) for x, y in zip(a, pad)]
     sub = [rr(Fraction(x) - Fraction(y), fmt) for x, y in zip(a, pad)]
-    assert same(np.polyadd(ta, tb).values, add) and same(np.polyadd(tb, ta).values, add)
-    assert same(np.polysub(ta, tb).values, sub)
-    assert same(np.polysub(tb, ta).values, [rr(-Fraction(s), fmt) for s in sub])
+    assert_values(np.polyadd(ta, tb).values, add)
+    assert_values(np.polyadd(tb, ta).values, add)
+    assert_values(np.polysub(ta, tb).values, sub)
+    assert_values(np.polysub(tb, ta).values, [rr(-Fraction(s), fmt) for s in sub])
     assert np.polyadd(ta, tb).fmt == fmt
 
 
@@ -263,7 +268,7 @@ def test_polyder_and_polyint_one_rounding_per_coefficient_and_round(fmt):
     p = draw(fmt, 5, seed=10)
     der = [Fraction(c) for c in p]
     for m in range(4):
-        assert same(np.polyder(lp.tensor(p, fmt), m).values, der), m
+        assert_values(np.polyder(lp.tensor(p, fmt), m).values, der, m)
         n = len(der) - 1
         der = [rr(c * (n - i), fmt) for i, c in enumerate(der[:-1])]
     k = [0.1, -2.5]
@@ -273,9 +278,10 @@ def test_polyder_and_polyint_one_rounding_per_coefficient_and_round(fmt):
         n = len(ints)
         ints = [rr(c / (n - j), fmt) for j, c in enumerate(ints)] + [ki[i]]
     r = np.polyint(lp.tensor(p, fmt), 2, k=k)
-    assert r.fmt == fmt and same(r.values, ints)
-    assert same(np.polyint(lp.tensor(p, fmt)).values,
-                [rr(Fraction(c) / (5 - j), fmt) for j, c in enumerate(p)] + [0.0])
+    assert r.fmt == fmt
+    assert_values(r.values, ints)
+    assert_values(np.polyint(lp.tensor(p, fmt)).values,
+                  [rr(Fraction(c) / (5 - j), fmt) for j, c in enumerate(p)] + [0.0])
     with pytest.raises(ValueError, match="positive"):
         np.polyder(lp.tensor(p, fmt), -1)
     with pytest.raises(ValueError, match="k must be"):
@@ -292,8 +298,9 @@ def test_vander_is_a_cumulative_product_each_step_rounded(fmt):
             powers.append(rr(Fraction(powers[-1]) * Fraction(xv), fmt))
         rows.append(powers)
     r = np.vander(lp.tensor(x, fmt), 5, increasing=True)
-    assert r.fmt == fmt and same(r.values, rows)
-    assert same(np.vander(lp.tensor(x, fmt)).values, np.array(rows)[:, 3::-1])
+    assert r.fmt == fmt
+    assert_values(r.values, rows)
+    assert_values(np.vander(lp.tensor(x, fmt)).values, np.array(rows)[:, 3::-1])
     with pytest.raises(ValueError, match="one-dimensional"):
         np.vander(lp.tensor(np.ones((2, 2)), fmt))
 
@@ -307,13 +314,15 @@ def test_einsum_of_one_operand_diagonals_and_sums(fmt):
     tr = np.einsum("ii", t)
     assert tr.fmt == fmt and tr.shape == () and tr.item() == pairwise(np.diagonal(a), fmt)
     d = np.einsum("ii->i", t)
-    assert d.fmt == fmt and same(d.values, np.diagonal(a))
+    assert d.fmt == fmt
+    assert_values(d.values, np.diagonal(a))
     s = np.einsum("ij->i", t[:, :4])
-    assert s.fmt == fmt and same(s.values, [pairwise(row, fmt) for row in a[:, :4]])
-    assert same(np.einsum("ij->", t).values, pairwise(a.ravel(), fmt))
-    assert same(np.einsum("ji", t).values, a.T)
+    assert s.fmt == fmt
+    assert_values(s.values, [pairwise(row, fmt) for row in a[:, :4]])
+    assert_values(np.einsum("ij->", t).values, pairwise(a.ravel(), fmt))
+    assert_values(np.einsum("ji", t).values, a.T)
     b = draw(fmt, (3, 3, 2), seed=13)
-    assert same(np.einsum("iij->ji", lp.tensor(b, fmt)).values, np.einsum("iij->ji", b))
+    assert_values(np.einsum("iij->ji", lp.tensor(b, fmt)).values, np.einsum("iij->ji", b))
 
 
 def exact_matmul(x, y):
@@ -332,13 +341,14 @@ def test_einsum_contractions_through_the_exact_model(fmt, seed):
         e = np.einsum("...ij,...jk", lp.tensor(x, fmt), lp.tensor(y, fmt))
         pre = np.einsum("ij,jk->k", ta, tb)
     # Left to right, the intermediate a @ b rounded into FP32 (the model's output).
-    assert r.fmt == lp.FP32 and same(r.values, exact_matmul(exact_matmul(a, b), c))
+    assert r.fmt == lp.FP32
+    assert_values(r.values, exact_matmul(exact_matmul(a, b), c))
     assert dot.shape == () and dot.item() == exact_dot(b[:, 0], b[:, 1])
     assert e.shape == (2, 3, 3, 2)
-    assert same(e.values, [[exact_matmul(x[i, 0], y[j]) for j in range(3)] for i in range(2)])
+    assert_values(e.values, [[exact_matmul(x[i, 0], y[j]) for j in range(3)] for i in range(2)])
     # i only in a: summed first as np.sum (pairwise, a's format), then the product.
     cols = [pairwise(a[:, j], fmt) for j in range(3)]
-    assert same(pre.values, exact_matmul([cols], b)[0])
+    assert_values(pre.values, exact_matmul([cols], b)[0])
 
 
 @pytest.mark.parametrize("fmt", [lp.BF16, lp.FP8_E4M3], ids=ids)
@@ -349,12 +359,13 @@ def test_einsum_of_two_operands_is_the_batched_matmul(fmt):
         with lp.context(matmul=model):
             r = np.einsum("bij,bjk->bki", ta, tb, optimize="greedy")
         expected = np.transpose(lp.matmul(a, b, model=model, in_fmt=fmt), (0, 2, 1))
-        assert r.fmt == lp.FP32 and same(r.values, expected)
+        assert r.fmt == lp.FP32
+        assert_values(r.values, expected)
     # NumPy's other calling form, and a plain operand rounded in (RNE).
     r = np.einsum(ta[0], [0, 1], b[0], [1, 2], [0, 2])
-    assert same(r.values, lp.matmul(a[0], b[0], in_fmt=fmt))
+    assert_values(r.values, lp.matmul(a[0], b[0], in_fmt=fmt))
     r = np.einsum("ij,jk", ta[0], np.full((4, 2), 0.1))
-    assert same(r.values, lp.matmul(a[0], np.full((4, 2), rr(Fraction(0.1), fmt)), in_fmt=fmt))
+    assert_values(r.values, lp.matmul(a[0], np.full((4, 2), rr(Fraction(0.1), fmt)), in_fmt=fmt))
 
 
 def test_einsum_refusals_and_errors():

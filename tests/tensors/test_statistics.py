@@ -13,9 +13,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from tensor_inputs import draw as _draw
-from tensor_inputs import rr, same
+from tensor_inputs import rr
 
 import lowprec as lp
+from helpers import assert_values
 from lowprec.tensors import HANDLED_FUNCTIONS
 from lowprec.tensors.core import KINDS
 
@@ -78,8 +79,9 @@ def test_ptp_is_one_rounded_subtraction(fmt, seed):
     t = lp.tensor(v, fmt)
     r = np.ptp(t, axis=1)
     expected = [sub(row.max(), row.min(), fmt) for row in v]
-    assert r.fmt == fmt and same(r.values, expected)
-    assert same(np.ptp(t).values, sub(v.max(), v.min(), fmt))
+    assert r.fmt == fmt
+    assert_values(r.values, expected)
+    assert_values(np.ptp(t).values, sub(v.max(), v.min(), fmt))
     assert np.ptp(t, axis=0, keepdims=True).shape == (1, 5)
     assert np.isnan(np.ptp(lp.tensor([1.0, np.nan], fmt)).item())
 
@@ -100,10 +102,12 @@ def test_nanmedian_skips_nans_and_rounds_an_even_mean_once(fmt, seed):
     t = lp.tensor(v, fmt)
     with pytest.warns(RuntimeWarning, match="All-NaN slice"):
         r = np.nanmedian(t, axis=1)
-    assert r.fmt == fmt and same(r.values, [median_ref(row, fmt) for row in v])
+    assert r.fmt == fmt
+    assert_values(r.values, [median_ref(row, fmt) for row in v])
     r = np.nanmedian(t[1:], axis=0, keepdims=True)
-    assert r.shape == (1, 6) and same(r.values[0], [median_ref(c, fmt) for c in v[1:].T])
-    assert same(np.nanmedian(t[1:]).values, median_ref(v[1:].ravel(), fmt))
+    assert r.shape == (1, 6)
+    assert_values(r.values[0], [median_ref(c, fmt) for c in v[1:].T])
+    assert_values(np.nanmedian(t[1:]).values, median_ref(v[1:].ravel(), fmt))
     assert np.isnan(np.median(lp.tensor([1.0, np.nan], fmt)).item())
 
 
@@ -137,10 +141,10 @@ def test_nanprod_nancumsum_nancumprod_step_by_step(fmt, seed):
         prods.append(po)
         sums.append(so)
     prods, sums = np.array(prods), np.array(sums)
-    assert same(np.nanprod(t, axis=1).values, prods[:, -1])
+    assert_values(np.nanprod(t, axis=1).values, prods[:, -1])
     assert np.nanprod(t, axis=1, keepdims=True).shape == (3, 1)
-    assert same(np.nancumprod(t, axis=1).values, prods)
-    assert same(np.nancumsum(t, axis=1).values, sums)
+    assert_values(np.nancumprod(t, axis=1).values, prods)
+    assert_values(np.nancumsum(t, axis=1).values, sums)
     assert np.nancumsum(t).shape == (15,) and np.nancumsum(t).fmt == fmt
 
 
@@ -167,18 +171,19 @@ def test_nanvar_nanstd_step_by_step(fmt, seed):
             warnings.simplefilter("ignore", RuntimeWarning)
             r = np.nanvar(t, axis=1, ddof=ddof)
             s = np.nanstd(t, axis=1, correction=ddof)
-        assert r.fmt == fmt and same(r.values, expected)
-        assert same(s.values, lp.sqrt(np.array(expected), fmt))
+        assert r.fmt == fmt
+        assert_values(r.values, expected)
+        assert_values(s.values, lp.sqrt(np.array(expected), fmt))
     with pytest.warns(RuntimeWarning, match="Degrees of freedom"):
         np.nanvar(t, axis=1, ddof=1)
-    assert same(np.nanvar(t[1:]).values, nanvar_ref(v[1:].ravel(), 0, fmt))
+    assert_values(np.nanvar(t[1:]).values, nanvar_ref(v[1:].ravel(), 0, fmt))
     assert np.nanvar(t, axis=1, keepdims=True).shape == (4, 1)
     # no NaN: numpy.var's order, against the reference (np.var itself would be the code
     # under test, as nanvar hands such rows to it)
     w = draw(fmt, 6, seed)
     full = lp.tensor(w, fmt)
-    assert same(np.nanvar(full).values, nanvar_ref(w, 0, fmt))
-    assert same(np.var(full).values, nanvar_ref(w, 0, fmt))
+    assert_values(np.nanvar(full).values, nanvar_ref(w, 0, fmt))
+    assert_values(np.var(full).values, nanvar_ref(w, 0, fmt))
 
 
 # -- quantiles -------------------------------------------------------------------------
@@ -222,13 +227,14 @@ def test_quantile_and_percentile_step_by_step(fmt, seed, method):
     t = lp.tensor(v, fmt)
     r = np.quantile(t, QS, axis=1, method=method)
     expected = [[quantile_ref(row, q, method, fmt, False) for row in v] for q in QS]
-    assert r.fmt == fmt and same(r.values, expected)
+    assert r.fmt == fmt
+    assert_values(r.values, expected)
     p = np.percentile(t, QS * 100, axis=1, method=method)   # q/100 in float64, as NumPy
     expected = [[quantile_ref(row, q / 100, method, fmt, False) for row in v]
                 for q in QS * 100]
-    assert same(p.values, expected)
-    assert same(np.quantile(t, 0.3, method=method).values,
-                quantile_ref(v.ravel(), 0.3, method, fmt, False))
+    assert_values(p.values, expected)
+    assert_values(np.quantile(t, 0.3, method=method).values,
+                  quantile_ref(v.ravel(), 0.3, method, fmt, False))
     assert np.quantile(t, [0.2, 0.4], axis=0, keepdims=True).shape == (2, 1, 7)
     assert np.quantile(t, 0.5, keepdims=True).shape == (1, 1)
 
@@ -243,14 +249,15 @@ def test_nanquantile_and_nanpercentile_skip_nans(fmt, seed):
         with pytest.warns(RuntimeWarning, match="All-NaN slice"):
             r = np.nanquantile(t, QS, axis=1, method=method)
         expected = [[quantile_ref(row, q, method, fmt, True) for row in v] for q in QS]
-        assert same(r.values, expected), method
+        assert_values(r.values, expected, method)
         with pytest.warns(RuntimeWarning, match="All-NaN slice"):
             p = np.nanpercentile(t, 40.0, axis=1, method=method)
-        assert same(p.values, [quantile_ref(row, 0.4, method, fmt, True) for row in v])
+        assert_values(p.values, [quantile_ref(row, 0.4, method, fmt, True) for row in v])
     # np.quantile: a slice with a NaN gives NaN.
     r = np.quantile(t, 0.5, axis=1)
-    assert same(r.values, [math.nan if np.isnan(row).any() else
-                           quantile_ref(row, 0.5, "linear", fmt, False) for row in v])
+    assert_values(r.values,
+                  [math.nan if np.isnan(row).any()
+                   else quantile_ref(row, 0.5, "linear", fmt, False) for row in v])
 
 
 @pytest.mark.parametrize("fmt", FMTS + [lp.FP8_E5M2FNUZ], ids=ids)
@@ -259,17 +266,18 @@ def test_selecting_quantiles_equal_numpy_on_the_values(fmt, method):
     v = draw(fmt, (4, 9), seed=7)
     t = lp.tensor(v, fmt)
     r = np.quantile(t, QS, axis=0, method=method)
-    assert r.fmt == fmt and same(r.values, np.quantile(v, QS, axis=0, method=method))
-    assert same(np.percentile(t, [5, 50, 95], method=method).values,
-                np.percentile(v, [5, 50, 95], method=method))
+    assert r.fmt == fmt
+    assert_values(r.values, np.quantile(v, QS, axis=0, method=method))
+    assert_values(np.percentile(t, [5, 50, 95], method=method).values,
+                  np.percentile(v, [5, 50, 95], method=method))
 
 
 @pytest.mark.parametrize("fmt", [lp.FP16, lp.BF16], ids=ids)
 def test_quantile_selects_where_numpys_lerp_of_infinities_is_nan(fmt):
     t = lp.tensor([1.0, np.inf], fmt)
-    assert same(np.quantile(t, [0.0, 1.0]).values, [1.0, np.inf])   # NumPy: [1, nan]
-    assert same(np.quantile(t, 0.25).values, np.inf)
-    assert same(np.quantile(lp.tensor([-np.inf, 1.0], fmt), 0.0).values, -np.inf)
+    assert_values(np.quantile(t, [0.0, 1.0]).values, [1.0, np.inf])
+    assert_values(np.quantile(t, 0.25).values, np.inf)
+    assert_values(np.quantile(lp.tensor([-np.inf, 1.0], fmt), 0.0).values, -np.inf)
 
 
 def test_fp64_quantiles_are_numpys_own():
@@ -278,11 +286,11 @@ def test_fp64_quantiles_are_numpys_own():
     v = rng.normal(size=(5, 11)) * 10.0 ** rng.integers(-3, 4, size=(5, 11))
     t = lp.tensor(v, lp.FP64)
     qs = rng.random(20)
-    assert same(np.quantile(t, qs, axis=1).values, np.quantile(v, qs, axis=1))
-    assert same(np.percentile(t, qs * 100).values, np.percentile(v, qs * 100))
+    assert_values(np.quantile(t, qs, axis=1).values, np.quantile(v, qs, axis=1))
+    assert_values(np.percentile(t, qs * 100).values, np.percentile(v, qs * 100))
     w = with_nans(v, 1)
-    assert same(np.nanquantile(lp.tensor(w, lp.FP64), qs, axis=1).values,
-                np.nanquantile(w, qs, axis=1))
+    assert_values(np.nanquantile(lp.tensor(w, lp.FP64), qs, axis=1).values,
+                  np.nanquantile(w, qs, axis=1))
 
 
 # -- cov and corrcoef --------------------------------------------------------------------
@@ -302,19 +310,21 @@ def test_cov_and_corrcoef_step_by_step(fmt, seed):
     t = lp.tensor(v, fmt)
     c = np.cov(t)
     expected = cov_ref(v, 1, fmt)
-    assert c.fmt == fmt and same(c.values, expected)
-    assert same(np.cov(t, bias=True).values, cov_ref(v, 0, fmt))
-    assert same(np.cov(t, ddof=2).values, cov_ref(v, 2, fmt))
-    assert same(np.cov(t.T, rowvar=False).values, expected)
-    assert same(np.cov(t[0], t[1:]).values, expected)
+    assert c.fmt == fmt
+    assert_values(c.values, expected)
+    assert_values(np.cov(t, bias=True).values, cov_ref(v, 0, fmt))
+    assert_values(np.cov(t, ddof=2).values, cov_ref(v, 2, fmt))
+    assert_values(np.cov(t.T, rowvar=False).values, expected)
+    assert_values(np.cov(t[0], t[1:]).values, expected)
     for i in range(3):   # the diagonal is numpy.var's order, bit for bit
-        assert same(c.values[i, i], np.var(t[i], ddof=1).values)
+        assert_values(c.values[i, i], np.var(t[i], ddof=1).values)
     assert np.cov(t[0]).shape == ()
     s = lp.sqrt(np.diagonal(expected), fmt)
     r = [[div(div(expected[i, j], s[i], fmt), s[j], fmt) for j in range(3)] for i in range(3)]
     cc = np.corrcoef(t)
-    assert cc.fmt == fmt and same(cc.values, np.clip(r, -1, 1))
-    assert same(np.corrcoef(t[0]).values, div(expected[0, 0], expected[0, 0], fmt))
+    assert cc.fmt == fmt
+    assert_values(cc.values, np.clip(r, -1, 1))
+    assert_values(np.corrcoef(t[0]).values, div(expected[0, 0], expected[0, 0], fmt))
 
 
 def test_cov_promotes_operands_and_refuses_weights():
@@ -370,20 +380,21 @@ def test_interp_step_by_step(fmt, seed):
                         xp[:2], [np.nan]])
     tx, txp, tfp = (lp.tensor(a, fmt) for a in (x, xp, fp))
     r = np.interp(tx, txp, tfp)
-    assert r.fmt == fmt and same(r.values, interp_ref(x, xp, fp, fmt))
+    assert r.fmt == fmt
+    assert_values(r.values, interp_ref(x, xp, fp, fmt))
     lo, hi = float(lp.round(-0.3, fmt)), float(lp.round(2.7, fmt))
     r = np.interp(tx, txp, tfp, left=-0.3, right=2.7)      # rounded into the format once
-    assert same(r.values, interp_ref(x, xp, fp, fmt, lo, hi))
+    assert_values(r.values, interp_ref(x, xp, fp, fmt, lo, hi))
     plain = np.interp(x * 1.01, txp, fp)                   # plain x, fp rounded in once
-    assert same(plain.values, interp_ref(np.asarray(lp.round(x * 1.01, fmt)), xp, fp, fmt))
+    assert_values(plain.values, interp_ref(np.asarray(lp.round(x * 1.01, fmt)), xp, fp, fmt))
     if fmt.has_inf:   # the NaN fallbacks: the other direction, then a flat piece
         fi = fp.copy()
         fi[[1, 2, 4]] = [np.inf, -np.inf, -np.inf]
         fi[5] = -np.inf
         r = np.interp(tx, txp, lp.tensor(fi, fmt))
-        assert same(r.values, interp_ref(x, xp, fi, fmt))
+        assert_values(r.values, interp_ref(x, xp, fi, fmt))
     one = np.interp(tx, txp[:1], tfp[:1])
-    assert same(one.values, np.interp(x, xp[:1], fp[:1]))
+    assert_values(one.values, np.interp(x, xp[:1], fp[:1]))
     assert np.interp(tx[0], txp, tfp).shape == ()
 
 
@@ -393,20 +404,22 @@ def test_fp64_interp_and_gradient_are_numpys_own():
     fp = rng.normal(size=30) * 100
     x = np.concatenate([rng.normal(size=200) * 1.5, xp[::3], [np.nan, np.inf, -np.inf]])
     t = lambda a: lp.tensor(a, lp.FP64)   # noqa: E731
-    assert same(np.interp(t(x), t(xp), t(fp)).values, np.interp(x, xp, fp))
-    assert same(np.interp(t(x), t(xp), t(fp), left=-7.5, right=np.nan).values,
-                np.interp(x, xp, fp, left=-7.5, right=np.nan))
+    assert_values(np.interp(t(x), t(xp), t(fp)).values, np.interp(x, xp, fp))
+    assert_values(np.interp(t(x), t(xp), t(fp), left=-7.5, right=np.nan).values,
+                  np.interp(x, xp, fp, left=-7.5, right=np.nan))
     fp = np.array([0.0, np.inf, 1.0, -np.inf, -np.inf, 2.0, np.nan, 3.0])   # NaN fallbacks
     xp = np.arange(8.0)
     x = np.linspace(-1.0, 8.0, 37)
-    assert same(np.interp(t(x), t(xp), t(fp)).values, np.interp(x, xp, fp))
+    assert_values(np.interp(t(x), t(xp), t(fp)).values, np.interp(x, xp, fp))
     f = rng.normal(size=(6, 7))
     for edge in (1, 2):
         for spacing in ((), (0.3,), (0.3, 1.7)):
             got, want = np.gradient(t(f), *spacing, edge_order=edge), \
                 np.gradient(f, *spacing, edge_order=edge)
-            assert all(same(g.values, w) for g, w in zip(got, want))
-    assert same(np.gradient(t(f), 0.7, axis=1).values, np.gradient(f, 0.7, axis=1))
+            assert len(got) == len(want)
+            for g, w in zip(got, want):
+                assert_values(g.values, w)
+    assert_values(np.gradient(t(f), 0.7, axis=1).values, np.gradient(f, 0.7, axis=1))
 
 
 def gradient_ref(row, h, edge, fmt):
@@ -434,10 +447,11 @@ def test_gradient_step_by_step(fmt, seed):
         for edge in (1, 2):
             gy, gx = np.gradient(t, h, edge_order=edge)
             assert gx.fmt == fmt and gy.fmt == fmt
-            assert same(gx.values, [gradient_ref(row, h, edge, fmt) for row in v]), (h, edge)
-            assert same(gy.values.T, [gradient_ref(col, h, edge, fmt) for col in v.T])
+            assert_values(gx.values, [gradient_ref(row, h, edge, fmt) for row in v], (h, edge))
+            assert_values(gy.values.T, [gradient_ref(col, h, edge, fmt) for col in v.T])
     g = np.gradient(t[0])
-    assert isinstance(g, lp.Tensor) and same(g.values, gradient_ref(v[0], 1.0, 1, fmt))
+    assert isinstance(g, lp.Tensor)
+    assert_values(g.values, gradient_ref(v[0], 1.0, 1, fmt))
     with pytest.raises(TypeError, match="scalar spacings"):
         np.gradient(t[0], np.arange(6.0))
     with pytest.raises(ValueError, match="too small"):
@@ -457,15 +471,17 @@ def test_trapezoid_step_by_step(fmt, seed):
 
     d = rr(0.3, fmt)
     r = np.trapezoid(t, dx=0.3)
-    assert r.fmt == fmt and same(r.values, [ref(row, [d] * 8) for row in y])
-    assert same(np.trapezoid(t).values, [ref(row, [1.0] * 8) for row in y])
+    assert r.fmt == fmt
+    assert_values(r.values, [ref(row, [d] * 8) for row in y])
+    assert_values(np.trapezoid(t).values, [ref(row, [1.0] * 8) for row in y])
     ds = [sub(b, a, fmt) for a, b in zip(x[:-1], x[1:])]
-    assert same(np.trapezoid(t, x=lp.tensor(x, fmt)).values, [ref(row, ds) for row in y])
-    assert same(np.trapezoid(t.T, x=x, axis=0).values, [ref(row, ds) for row in y])
+    assert_values(np.trapezoid(t, x=lp.tensor(x, fmt)).values, [ref(row, ds) for row in y])
+    assert_values(np.trapezoid(t.T, x=x, axis=0).values, [ref(row, ds) for row in y])
     xs = np.sort(draw(fmt, (2, 9), seed + 4), axis=1)
     got = np.trapezoid(t, x=lp.tensor(xs, fmt))
-    assert same(got.values, [ref(row, [sub(b, a, fmt) for a, b in zip(xr[:-1], xr[1:])])
-                             for row, xr in zip(y, xs)])
+    assert_values(got.values,
+                  [ref(row, [sub(b, a, fmt) for a, b in zip(xr[:-1], xr[1:])])
+                   for row, xr in zip(y, xs)])
 
 
 @pytest.mark.parametrize("fmt", FMTS, ids=ids)
@@ -474,19 +490,20 @@ def test_ediff1d_and_cumulative(fmt):
     t = lp.tensor(v, fmt)
     flat = v.ravel()
     d = [sub(b, a, fmt) for a, b in zip(flat[:-1], flat[1:])]
-    assert same(np.ediff1d(t).values, d)
+    assert_values(np.ediff1d(t).values, d)
     r = np.ediff1d(t, to_begin=[0.1, 7.3], to_end=lp.tensor(-2.2, lp.FP64))
     assert r.fmt == fmt
-    assert same(r.values, [rr(0.1, fmt), rr(7.3, fmt)] + d + [rr(-2.2, fmt)])
+    assert_values(r.values, [rr(0.1, fmt), rr(7.3, fmt)] + d + [rr(-2.2, fmt)])
     if hasattr(np, "cumulative_sum"):
         s = np.cumulative_sum(t, axis=1, include_initial=True)
-        assert s.fmt == fmt and same(s.values[:, 1:], np.cumsum(t, axis=1).values)
-        assert same(s.values[:, 0], [0.0, 0.0])
+        assert s.fmt == fmt
+        assert_values(s.values[:, 1:], np.cumsum(t, axis=1).values)
+        assert_values(s.values[:, 0], [0.0, 0.0])
         row = [flat[0]]
         for x in flat[1:4]:
             row.append(mul(row[-1], x, fmt))
         p = np.cumulative_prod(t[0], include_initial=True)
-        assert same(p.values, [1.0] + row)
+        assert_values(p.values, [1.0] + row)
         with pytest.raises(ValueError, match="axis"):
             np.cumulative_sum(t)
         with pytest.raises(TypeError, match="dtype="):
@@ -508,19 +525,24 @@ def test_histogram_weights_and_density_step_by_step(fmt, seed):
         sums = [pairwise([x for x, i, k in zip(w, idx, inside) if i == b and k], fmt)
                 for b in range(len(edges) - 1)]
         n, e = np.histogram(ta, bins=bins, range=rng_, weights=tw)
-        assert n.fmt == fmt and same(n.values, sums) and same(e, edges)
+        assert n.fmt == fmt
+        assert_values(n.values, sums)
+        assert_values(e, edges)
         n, e = np.histogram(ta, bins=bins, range=rng_, weights=w * 1.01)   # plain: rounded in
         wr = np.asarray(lp.round(w * 1.01, fmt))
-        assert same(n.values, [pairwise([x for x, i, k in zip(wr, idx, inside) if i == b and k],
-                                        fmt) for b in range(len(edges) - 1)])
+        assert_values(n.values,
+                      [pairwise([x for x, i, k in zip(wr, idx, inside) if i == b and k], fmt)
+                       for b in range(len(edges) - 1)])
         widths = np.diff(edges)
         total = pairwise(sums, fmt)
         dens, _ = np.histogram(ta, bins=bins, range=rng_, weights=tw, density=True)
-        assert same(dens.values, [div(div(s, wd, fmt), total, fmt) for s, wd in zip(sums, widths)])
+        assert_values(dens.values,
+                      [div(div(s, wd, fmt), total, fmt) for s, wd in zip(sums, widths)])
         dens, _ = np.histogram(ta, bins=bins, range=rng_, density=True)
         assert dens.fmt == fmt
-        assert same(dens.values, [div(div(int(c), wd, fmt), int(counts.sum()), fmt)
-                                  for c, wd in zip(counts, widths)])
+        assert_values(dens.values,
+                      [div(div(int(c), wd, fmt), int(counts.sum()), fmt)
+                       for c, wd in zip(counts, widths)])
 
 
 def test_histogram_bins_match_numpys_counts():
@@ -530,23 +552,27 @@ def test_histogram_bins_match_numpys_counts():
     for bins, rng_ in ((8, (0.0, 8.0)), (12, None), ([0.0, 0.5, 0.5, 3.0, 9.75], None)):
         counts, edges = np.histogram(a, bins=bins, range=rng_)
         n, e = np.histogram(t, bins=bins, range=rng_, weights=ones)
-        assert same(n.values, counts) and same(e, edges)
+        assert_values(n.values, counts)
+        assert_values(e, edges)
         c, e2 = np.histogram(t, bins=bins, range=rng_)     # plain, as before
-        assert c.dtype == counts.dtype and np.array_equal(c, counts) and same(e2, edges)
+        assert c.dtype == counts.dtype
+        assert np.array_equal(c, counts)
+        assert_values(e2, edges)
 
 
 @pytest.mark.parametrize("fmt", [lp.FP16, lp.FP8_E4M3], ids=ids)
 def test_plain_histograms(fmt):
     x, y = draw(fmt, 30, 1), draw(fmt, 30, 2)
     tx, ty = lp.tensor(x, fmt), lp.tensor(y, fmt)
-    assert same(np.histogram_bin_edges(tx, bins=6), np.histogram_bin_edges(x, bins=6))
-    assert same(np.histogram_bin_edges(tx, bins="auto"), np.histogram_bin_edges(x, bins="auto"))
+    assert_values(np.histogram_bin_edges(tx, bins=6), np.histogram_bin_edges(x, bins=6))
+    assert_values(np.histogram_bin_edges(tx, bins="auto"), np.histogram_bin_edges(x, bins="auto"))
     for got, want in zip(np.histogram2d(tx, ty, bins=4), np.histogram2d(x, y, bins=4)):
-        assert type(got) is np.ndarray and same(got, want)
+        assert type(got) is np.ndarray
+        assert_values(got, want)
     for got, want in zip(np.histogramdd(lp.tensor(np.stack([x, y], 1), fmt), bins=3)[1],
                          np.histogramdd(np.stack([x, y], 1), bins=3)[1]):
-        assert same(got, want)
-    assert same(np.histogramdd([tx, ty], bins=3)[0], np.histogramdd([x, y], bins=3)[0])
+        assert_values(got, want)
+    assert_values(np.histogramdd([tx, ty], bins=3)[0], np.histogramdd([x, y], bins=3)[0])
     with pytest.raises(TypeError, match="weights="):
         np.histogram2d(tx, ty, weights=x)
     with pytest.raises(TypeError, match="density="):
