@@ -2,8 +2,9 @@
 
 `values` draws every value of a small format on a number line, `spacing` the relative
 spacing ``ulp(x) / x`` of formats over their whole range, `rounding` the staircase of
-each rounding mode near a few values, and `error_vs_k` the demo's experiment (a thin
-wrapper over `lowprec.teaching.experiments.plot_error_vs_k`). Matplotlib is the
+each rounding mode near a few values, `error_vs_k` the demo's experiment (a thin
+wrapper over `lowprec.teaching.experiments.plot_error_vs_k`), and `compare` the table of
+`lowprec.torch.compare` (each GPU's error per module). Matplotlib is the
 ``plot`` extra, imported only inside the functions. Every value drawn comes from the
 library (`decode` of bit patterns, `round`); this module must never compute a value of
 a format with float64 tricks of its own, and never round on its own.
@@ -29,7 +30,7 @@ from .teaching.explanation import MODE_NAMES, format_name
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-__all__ = ["values", "spacing", "rounding", "error_vs_k", "MAX_VALUES_BITS"]
+__all__ = ["values", "spacing", "rounding", "error_vs_k", "compare", "MAX_VALUES_BITS"]
 
 #: `values` draws formats of at most this many bits (2**8 = 256 patterns).
 MAX_VALUES_BITS = 8
@@ -457,3 +458,78 @@ def error_vs_k(result: dict[str, Any] | None = None, which: str = "dot",
         ax.set_xticklabels([str(k) for k in result["ks"]])
         ax.xaxis.set_minor_formatter(NullFormatter())
     return axes
+
+
+def compare(table: Any, *, ax: Axes | None = None, figsize: tuple = (8, 4)) -> Axes:
+    """`lowprec.torch.compare`'s table as a figure: each GPU's error per module.
+
+    One line per GPU (``gid="err_<gpu>"``) of its normwise relative error against the
+    reference, on a logarithmic axis, the modules in the table's order along x. A
+    dashed vertical line (``gid="first"``) marks the first module where the GPUs
+    disagree. Above each module where they disagree, a label gives the bits that
+    disagreement reaches (``gid="bits"``). Nothing is computed here: every value drawn
+    is a cell of the table.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame or list of dict
+        What `lowprec.torch.compare` returned.
+    ax : matplotlib Axes, optional
+        Where to draw; a new figure when omitted.
+    figsize : tuple
+        The new figure's size.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import lowprec.plot
+    >>> rows = [{"module": "0", "err_a100": 3e-3, "err_h100": 3e-3, "bits": 0,
+    ...          "first": False},
+    ...         {"module": "1", "err_a100": 4e-3, "err_h100": 5e-3, "bits": 2,
+    ...          "first": True}]
+    >>> ax = lowprec.plot.compare(rows)
+    >>> [line.get_gid() for line in ax.lines]
+    ['err_a100', 'err_h100', 'first']
+    >>> import matplotlib.pyplot as plt; plt.close("all")
+    """
+    if hasattr(table, "to_dict") and not isinstance(table, (list, dict)):
+        rows = table.to_dict("records")          # a pandas DataFrame
+    elif isinstance(table, list) and all(isinstance(r, dict) for r in table):
+        rows = list(table)
+    else:
+        raise TypeError(f"plot.compare draws the table lowprec.torch.compare returns (a "
+                        f"DataFrame or a list of dicts), got {type(table).__name__}")
+    if not rows:
+        raise ValueError("plot.compare needs a table with at least one row")
+    gpus = [c.removeprefix("err_") for c in rows[0] if c.startswith("err_")]
+    missing = [c for c in ("module", "bits", "first") if c not in rows[0]]
+    if not gpus or missing:
+        raise ValueError(f"plot.compare needs the columns of lowprec.torch.compare's table "
+                         f"(module, err_<gpu>, bits, first); missing "
+                         f"{missing or ['err_<gpu>']}")
+    ax = _axes(ax, figsize)
+    x = np.arange(len(rows))
+    for gpu in gpus:
+        errors = np.array([float(r[f"err_{gpu}"]) for r in rows])
+        ax.plot(x, errors, marker="o", markersize=4, label=gpu, gid=f"err_{gpu}")
+    ax.set_yscale("log")
+    for i, r in enumerate(rows):
+        if r["first"]:
+            ax.axvline(i, color="0.4", linestyle="--", linewidth=1, gid="first")
+        if r["bits"]:
+            top = max(float(r[f"err_{g}"]) for g in gpus)
+            ax.annotate(f"{int(r['bits'])} b", (i, top), textcoords="offset points",
+                        xytext=(0, 6), ha="center", fontsize=7, gid="bits")
+    ax.set_xticks(x)
+    ax.set_xticklabels([str(r["module"]) for r in rows], rotation=45, ha="right",
+                       fontsize=8)
+    ax.set_xlabel("module (in the order it finished)")
+    ax.set_ylabel("normwise relative error")
+    ax.set_title("Error against the reference, per module; GPUs' disagreement in bits",
+                 fontsize=10)
+    ax.legend(fontsize=8)
+    return ax

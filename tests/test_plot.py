@@ -234,3 +234,39 @@ def test_rounding_takes_one_mode_name():
     assert line.get_label().startswith("rne (")
     x = np.asarray(line.get_xdata())
     assert np.array_equal(line.get_ydata(), x.astype(np.float16).astype(np.float64))
+
+
+# -- compare ---------------------------------------------------------------------------
+
+#: A table as lowprec.torch.compare returns it (its columns), written out here.
+COMPARE_ROWS = [
+    {"module": "0", "type": "Linear", "err_v100": 2e-3, "err_h100": 2e-3, "ulps": 0,
+     "bits": 0, "groups": "v100=h100", "first": False},
+    {"module": "1", "type": "ReLU", "err_v100": 3e-3, "err_h100": 4e-3, "ulps": 5,
+     "bits": 3, "groups": "v100 | h100", "first": True},
+    {"module": "(model)", "type": "Sequential", "err_v100": 0.0, "err_h100": 1e-2,
+     "ulps": 1, "bits": 1, "groups": "v100 | h100", "first": False},
+]
+
+
+def test_compare_draws_each_gpus_errors_and_the_first_disagreement():
+    ax = lplot.compare(COMPARE_ROWS)
+    lines = {line.get_gid(): line for line in ax.lines}
+    for gpu in ("v100", "h100"):
+        np.testing.assert_array_equal(lines[f"err_{gpu}"].get_xdata(), [0, 1, 2])
+        np.testing.assert_array_equal(lines[f"err_{gpu}"].get_ydata(),
+                                      [r[f"err_{gpu}"] for r in COMPARE_ROWS])
+    assert list(lines["first"].get_xdata()) == [1, 1]
+    labels = [(t.get_text(), t.xy) for t in ax.texts if t.get_gid() == "bits"]
+    assert labels == [("3 b", (1, 4e-3)), ("1 b", (2, 1e-2))]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1", "(model)"]
+    assert ax.get_yscale() == "log"
+
+
+def test_compare_refuses_what_is_not_its_table():
+    with pytest.raises(TypeError, match="lowprec.torch.compare returns"):
+        lplot.compare({"module": "0"})
+    with pytest.raises(ValueError, match="at least one row"):
+        lplot.compare([])
+    with pytest.raises(ValueError, match="err_<gpu>"):
+        lplot.compare([{"module": "0", "bits": 0, "first": False}])
