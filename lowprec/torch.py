@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import math
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -204,7 +205,9 @@ def emulate(gpu: str | None = None, *, matmul: Any = None, operands: Any = None,
     Inside the block, ``aten.mm``, ``addmm``, ``bmm``, ``baddbmm``, ``mv``, ``addmv``,
     ``dot`` and ``_scaled_mm`` (what ``@``, ``torch.matmul``, ``F.linear`` and
     ``torch.einsum`` reach, forward and backward) are computed by
-    `lowprec.tensorcore.matmul` with the chosen model, then cuBLAS's epilogue:
+    `lowprec.tensorcore.matmul` with the chosen model, then cuBLAS's epilogue (and
+    ``convolution`` and ``convolution_backward`` as implicit GEMMs, K in (input
+    channel, kernel offsets) order: docs/your-model.md):
 
     - the product is accumulated as the model says, to FP32;
     - ``alpha`` multiplies it in FP32, then ``beta * C`` is added by one FP32 FMA;
@@ -407,6 +410,132 @@ def _scaled_mm(em: Emulate, a: Any, b: Any, scale_a: Any, scale_b: Any, bias: An
     return _tensor(np.asarray(d, np.float64), dtype)
 
 
+# -- convolutions as implicit GEMMs -----------------------------------------------------
+
+def _patches(x: np.ndarray, ksize: tuple, stride: tuple, dilation: tuple,
+             lo: tuple, hi: tuple) -> np.ndarray:
+    """The patches of ``x`` (N, C, *spatial) that a convolution multiplies: a view
+    (N, *out, C, *ksize) of ``x`` padded with +0 (``lo``/``hi`` per spatial axis; a
+    negative pad crops). Entry ``[n, *p, c, *j]`` is ``x[n, c, *(p * stride + j *
+    dilation)]`` of the padded input."""
+    nd = len(ksize)
+    if any(v > 0 for v in lo + hi):
+        x = np.pad(x, [(0, 0), (0, 0)] + [(max(a, 0), max(b, 0)) for a, b in zip(lo, hi)])
+    if any(v < 0 for v in lo + hi):
+        x = x[(slice(None), slice(None)) + tuple(
+            slice(max(-a, 0), x.shape[2 + i] - max(-b, 0)) for i, (a, b) in
+            enumerate(zip(lo, hi)))]
+    win = tuple(d * (k - 1) + 1 for k, d in zip(ksize, dilation))
+    v = np.lib.stride_tricks.sliding_window_view(x, win, axis=tuple(range(2, 2 + nd)))
+    v = v[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in stride)
+          + tuple(slice(None, None, d) for d in dilation)]
+    return np.moveaxis(v, 1, 1 + nd)
+
+
+def _conv_gemm(em: Emulate, x: np.ndarray, w: np.ndarray, model: Model, fmt: Format,
+               dtype: str, stride: tuple, dilation: tuple, lo: tuple, hi: tuple,
+               groups: int) -> np.ndarray:
+    """FP32 values of the convolution of ``x`` (N, C, *S) with ``w`` (O, C/groups, *k):
+    per group one product ``patches (N, L, K) @ w_g.T (K, O/groups)``, K in the order
+    (input channel, *kernel position), row-major, as cuDNN's implicit GEMM of an NCHW
+    tensor lays it out. Returns (N, O, *out)."""
+    n, nd = x.shape[0], x.ndim - 2
+    ksize = w.shape[2:]
+    cols = _patches(x, ksize, stride, dilation, lo, hi)      # (N, *out, C, *k)
+    out_sp = cols.shape[1:1 + nd]
+    cg, og = w.shape[1], w.shape[0] // groups
+    kk = cg * math.prod(ksize)
+    parts = []
+    for g in range(groups):
+        a = cols[(slice(None),) * (1 + nd) + (slice(g * cg, (g + 1) * cg),)]
+        a = a.reshape(n, math.prod(out_sp), kk)
+        b = w[g * og:(g + 1) * og].reshape(og, kk).T
+        parts.append(np.asarray(_product(em, a, b, model, fmt, dtype, None)))
+    d = np.concatenate(parts, axis=-1) if groups > 1 else parts[0]   # (N, L, O)
+    return np.moveaxis(d.reshape((n,) + tuple(out_sp) + (d.shape[-1],)), -1, 1)
+
+
+def _convolution(em: Emulate, x: Any, w: Any, bias: Any, stride: Any, padding: Any,
+                 dilation: Any, transposed: bool, output_padding: Any, groups: int, *,
+                 meta: Any) -> Any:
+    op = "aten.convolution"
+    _check(op, x, w, bias)
+    if transposed:
+        raise TypeError(f"lowprec.torch.emulate cannot emulate {op} with transposed=True "
+                        f"(a transposed convolution, ConvTranspose): not modelled")
+    model, fmt = em.route(_dtype_name(x), _dtype_name(w))
+    nd = x.dim() - 2
+    st, pd, dl = (tuple(v) * (nd if len(v) == 1 else 1) for v in (stride, padding, dilation))
+    d: Any = _conv_gemm(em, _values(x), _values(w), model, fmt, _dtype_name(x), st, dl,
+                        pd, pd, groups)
+    if bias is not None:
+        with np.errstate(all="ignore"):       # the bias epilogue: one FP32 addition
+            d = add(d, _values(bias).reshape((-1,) + (1,) * nd), FP32)
+    return _tensor(np.asarray(d, np.float64), meta.dtype).reshape(meta.shape)
+
+
+def _convolution_backward(em: Emulate, dy: Any, x: Any, w: Any, bias_sizes: Any,
+                          stride: Any, padding: Any, dilation: Any, transposed: bool,
+                          output_padding: Any, groups: int, output_mask: Any, *,
+                          meta: Any) -> Any:
+    op = "aten.convolution_backward"
+    _check(op, dy, x, w)
+    if transposed:
+        raise TypeError(f"lowprec.torch.emulate cannot emulate {op} with transposed=True "
+                        f"(a transposed convolution, ConvTranspose): not modelled")
+    nd = x.dim() - 2
+    st, pd, dl = (tuple(v) * (nd if len(v) == 1 else 1) for v in (stride, padding, dilation))
+    dyv, ksize = _values(dy), tuple(w.shape[2:])
+    n, o = dyv.shape[:2]
+    og, cg = o // groups, w.shape[1]
+    gi = gw = gb = None
+    if output_mask[0]:
+        # grad_input: the transposed convolution, as a convolution of dy dilated by
+        # the stride (zeros between its entries) and padded with d * (k - 1) - p,
+        # with the weight's channels swapped per group and its kernel flipped.
+        model, fmt = em.route(_dtype_name(dy), _dtype_name(w))
+        sp = dyv.shape[2:]
+        dil = np.zeros((n, o) + tuple((s - 1) * t + 1 for s, t in zip(sp, st)), np.float32)
+        dil[(slice(None), slice(None)) + tuple(slice(None, None, t) for t in st)] = dyv
+        wv = _values(w).reshape((groups, og, cg) + ksize).swapaxes(1, 2)
+        wv = wv.reshape((groups * cg, og) + ksize)[(slice(None), slice(None))
+                                                   + (slice(None, None, -1),) * nd]
+        lo = tuple(d * (k - 1) - p for d, k, p in zip(dl, ksize, pd))
+        # hi makes the result x's size: the last rows no output reached get sums of
+        # zeros (+0), as the rows beyond the last whole window do in torch.
+        sizes: tuple[int, ...] = dil.shape[2:]
+        hi = tuple(h + d * (k - 1) - size - a for a, h, size, d, k in
+                   zip(lo, x.shape[2:], sizes, dl, ksize))
+        d = _conv_gemm(em, dil, wv, model, fmt, _dtype_name(dy), (1,) * nd, dl, lo, hi,
+                       groups)
+        gi = _tensor(np.asarray(d, np.float64), meta[0].dtype).reshape(meta[0].shape)
+    if output_mask[1]:
+        # grad_weight: per group dy_g (O/g, N*L) @ patches_g (N*L, K), the (batch,
+        # output position) pairs in row-major order.
+        model, fmt = em.route(_dtype_name(dy), _dtype_name(x))
+        cols = _patches(_values(x), ksize, st, dl, pd, pd)      # (N, *out, C, *k)
+        length = n * math.prod(cols.shape[1:1 + nd])
+        kk = cg * math.prod(ksize)
+        parts = []
+        for g in range(groups):
+            a = np.moveaxis(dyv[:, g * og:(g + 1) * og], 1, -1).reshape(length, og).T
+            b = cols[(slice(None),) * (1 + nd) + (slice(g * cg, (g + 1) * cg),)]
+            parts.append(np.asarray(_product(em, a, b.reshape(length, kk), model, fmt,
+                                             _dtype_name(dy), None)))
+        d = np.concatenate(parts, axis=0)
+        gw = _tensor(np.asarray(d, np.float64), meta[1].dtype).reshape(meta[1].shape)
+    if output_mask[2]:
+        # grad_bias: per channel, dy's entries over (batch, position) in row-major
+        # order, added one after another in FP32 (the "fp32" model against ones).
+        flat = np.moveaxis(dyv, 1, -1).reshape(-1, o).T
+        with np.errstate(all="ignore"):
+            d = matmul(flat, np.ones((flat.shape[1], 1), np.float32), model="fp32",
+                       in_fmt=_dtype_format(_dtype_name(dy)), out_fmt=FP32,
+                       progress=False).reshape(o)
+        gb = _tensor(np.asarray(d, np.float64), meta[2].dtype).reshape(meta[2].shape)
+    return gi, gw, gb
+
+
 @functools.cache
 def _mode_class() -> type:
     """The TorchDispatchMode subclass (built on first use: torch is imported here)."""
@@ -449,12 +578,12 @@ def _mode_class() -> type:
     refused = {aten._int_mm.default: "an integer product",
                aten.addbmm.default: "a sum of batched products",
                aten._addmm_activation.default: "a fused product and activation"}
+    handlers[aten.convolution.default] = _convolution
+    handlers[aten.convolution_backward.default] = _convolution_backward
     # Ops whose outputs torch itself computes and the bridge must not: products in
     # other forms. Each is refused by name rather than computed in float32.
-    for op in ("convolution.default", "convolution_backward.default", "_convolution.default"):
-        pkt, _, ov = op.partition(".")
-        refused[getattr(getattr(aten, pkt), ov)] = (
-            "a convolution: lowprec.torch does not emulate convolutions yet")
+    refused[aten._convolution.default] = ("a convolution below aten.convolution; call "
+                                          "torch.nn.functional.conv1d/conv2d")
     for op in ("_scaled_dot_product_flash_attention_for_cpu.default",
                "_scaled_dot_product_flash_attention_for_cpu_backward.default"):
         pkt, _, ov = op.partition(".")

@@ -470,9 +470,9 @@ def test_fused_kernels_it_cannot_see_into_say_so():
     q = torch.randn(1, 2, 8, 16)
     with lpt.emulate(gpu="h100"), pytest.raises(TypeError, match="sdpa_kernel"):
         torch.nn.functional.scaled_dot_product_attention(q, q, q)
-    x, w = torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3)
-    with lpt.emulate(gpu="h100"), pytest.raises(TypeError, match="convolution"):
-        torch.nn.functional.conv2d(x, w)
+    x, w = torch.randn(1, 2, 5, 5), torch.randn(2, 3, 3, 3)
+    with lpt.emulate(gpu="h100"), pytest.raises(TypeError, match="transposed"):
+        torch.nn.functional.conv_transpose2d(x, w)
 
 
 def test_attention_math_path_products_reach_the_mode():
@@ -550,3 +550,184 @@ def test_scaled_mm_refuses_fp8_output():
     a = torch.ones(16, 16).to(e4)
     with lpt.emulate(gpu="h100"), pytest.raises(TypeError, match="out_dtype"):
         torch._scaled_mm(a, a.t(), one, one)
+
+
+# -- convolutions: implicit GEMMs against a direct loop of lp.matmul -------------------------
+
+def _model(dtype):
+    name = str(dtype).removeprefix("torch.")
+    return "h100", FMT[name]
+
+
+def _at(x, n, c, pos):
+    """x[n, c, *pos], +0 outside x (the padding)."""
+    if any(not 0 <= q < s for q, s in zip(pos, x.shape[2:])):
+        return 0.0
+    return x[(n, c) + tuple(pos)]
+
+
+def _out_size(size, k, s, p, d):
+    return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def _positions(shape):
+    import itertools
+    return list(itertools.product(*[range(s) for s in shape]))
+
+
+def _conv_oracle(x, w, s, p, d, groups, dtype):
+    """The convolution as a loop: per image and group, the patch matrix (positions,
+    K) built entry by entry, K in (input channel, kernel position) order, then one
+    lp.matmul against the group's weight rows."""
+    model, fmt = _model(dtype)
+    n, nd = x.shape[0], x.ndim - 2
+    o, cg, ks = w.shape[0], w.shape[1], w.shape[2:]
+    og = o // groups
+    outs = [_out_size(x.shape[2 + i], ks[i], s, p, d) for i in range(nd)]
+    taps = _positions(ks)
+    y = np.zeros((n, o) + tuple(outs))
+    for b in range(n):
+        for g in range(groups):
+            cols = np.array([[_at(x, b, g * cg + c, [q * s + j * d - p for q, j in zip(pos, t)])
+                              for c in range(cg) for t in taps] for pos in _positions(outs)])
+            wg = w[g * og:(g + 1) * og].reshape(og, -1)
+            with np.errstate(all="ignore"):
+                r = lp.matmul(cols, wg.T, model=model, in_fmt=fmt, out_fmt="fp32")
+            y[b, g * og:(g + 1) * og] = r.T.reshape((og,) + tuple(outs))
+    return y
+
+
+def _grad_input_oracle(dy, w, xshape, s, p, d, groups, dtype):
+    """grad_input as the documented transposed GEMM: input position h of channel c
+    sums over (output channel o, kernel tap j) the stride-dilated dy at
+    h + j * d - (d * (k - 1) - p) times w[o, c, k - 1 - j]."""
+    model, fmt = _model(dtype)
+    n = dy.shape[0]
+    o, cg, ks = w.shape[0], w.shape[1], w.shape[2:]
+    og = o // groups
+
+    def dilated(b, oc, t):
+        if any(q % s or not 0 <= q // s < size for q, size in zip(t, dy.shape[2:])):
+            return 0.0
+        return dy[(b, oc) + tuple(q // s for q in t)]
+
+    taps = _positions(ks)
+    gi = np.zeros(xshape)
+    for b in range(n):
+        for g in range(groups):
+            rows = np.array([[dilated(b, g * og + oc, [h + j * d - (d * (k - 1) - p)
+                                                      for h, j, k in zip(pos, t, ks)])
+                              for oc in range(og) for t in taps]
+                             for pos in _positions(xshape[2:])])
+            wk = np.array([[w[(g * og + oc, c) + tuple(k - 1 - j for j, k in zip(t, ks))]
+                            for c in range(cg)] for oc in range(og) for t in taps])
+            with np.errstate(all="ignore"):
+                r = lp.matmul(rows, wk, model=model, in_fmt=fmt, out_fmt="fp32")
+            gi[b, g * cg:(g + 1) * cg] = r.T.reshape((cg,) + tuple(xshape[2:]))
+    return gi
+
+
+def _grad_weight_oracle(dy, x, wshape, s, p, d, groups, dtype):
+    """grad_weight: per group, dy (O/g, batch x positions) against the patches
+    (batch x positions, K), the pairs in row-major order."""
+    model, fmt = _model(dtype)
+    n = dy.shape[0]
+    o, cg, ks = wshape[0], wshape[1], wshape[2:]
+    og = o // groups
+    taps, pos = _positions(ks), _positions(dy.shape[2:])
+    gw = np.zeros(wshape)
+    for g in range(groups):
+        a = np.array([[dy[(b, g * og + oc) + q] for b in range(n) for q in pos]
+                      for oc in range(og)])
+        cols = np.array([[_at(x, b, g * cg + c, [qq * s + j * d - p for qq, j in zip(q, t)])
+                          for c in range(cg) for t in taps] for b in range(n) for q in pos])
+        with np.errstate(all="ignore"):
+            r = lp.matmul(a.reshape(og, -1), cols.reshape(-1, cg * len(taps)), model=model,
+                          in_fmt=fmt, out_fmt="fp32")
+        gw[g * og:(g + 1) * og] = r.reshape((og, cg) + tuple(ks))
+    return gw
+
+
+def _bias_oracle(dy):
+    """Each channel's dy over (batch, position), added left to right in float32."""
+    out = []
+    for oc in range(dy.shape[1]):
+        acc = np.float32(0.0)
+        with np.errstate(all="ignore"):
+            for v in np.moveaxis(dy[:, oc], 0, 0).reshape(-1):
+                acc = np.float32(acc + np.float32(v))
+        out.append(acc)
+    return np.array(out, np.float64)
+
+
+def _rounded(v, dtype):
+    name = str(dtype).removeprefix("torch.")
+    return lp.round(v, {"bfloat16": "bf16", "float16": "fp16"}.get(name, "fp32"))
+
+
+CONVS = [  # (spatial shape, kernel, stride, padding, dilation, groups)
+    ((9,), (3,), 1, 0, 1, 1), ((10,), (4,), 2, 1, 1, 2), ((11,), (3,), 3, 2, 2, 1),
+    ((5, 6), (3, 3), 1, 1, 1, 1), ((7, 6), (3, 2), 2, 0, 2, 2), ((6, 7), (2, 3), 2, 3, 1, 1),
+]
+
+
+@pytest.mark.parametrize("dtype", DT)
+@pytest.mark.parametrize("adversarial", [False, True])
+@pytest.mark.parametrize("spatial, kernel, s, p, d, groups", CONVS)
+def test_convolution_forward_and_backward_equal_the_loop(dtype, adversarial, spatial, kernel,
+                                                          s, p, d, groups, tf32_on):
+    rng = np.random.default_rng(len(spatial) * 100 + s * 10 + p + d + groups)
+    dt = getattr(torch, dtype)
+    c, o = 2 * groups, 2 * groups
+    x = _data((2, c) + spatial, dt, adversarial, rng).requires_grad_()
+    w = _data((o, c // groups) + kernel, dt, adversarial, rng).requires_grad_()
+    bias = _data((o,), dt, adversarial, rng).requires_grad_()
+    conv = torch.nn.functional.conv1d if len(spatial) == 1 else torch.nn.functional.conv2d
+    with lpt.emulate(gpu="h100"):
+        y = conv(x, w, bias, s, p, d, groups)
+        dy = _data(y.shape, dt, adversarial, rng)
+        y.backward(dy)
+    xv, wv, bv, dyv = _np(x), _np(w), _np(bias), _np(dy)
+    with np.errstate(all="ignore"):
+        want = lp.add(_conv_oracle(xv, wv, s, p, d, groups, dt),
+                      bv.reshape((-1,) + (1,) * len(spatial)), "fp32")
+    assert y.dtype == dt
+    assert_same_values(y, _rounded(want, dt))
+    gi = _grad_input_oracle(dyv, wv, xv.shape, s, p, d, groups, dt)
+    assert_same_values(x.grad, _rounded(gi, dt))
+    gw = _grad_weight_oracle(dyv, xv, wv.shape, s, p, d, groups, dt)
+    assert_same_values(w.grad, _rounded(gw, dt))
+    assert_same_values(bias.grad, _rounded(_bias_oracle(dyv), dt))
+
+
+def test_convolution_of_empty_batches_and_without_bias(tf32_on):
+    bf = torch.bfloat16
+    x, w = torch.zeros(0, 2, 5, 5, dtype=bf), torch.ones(3, 2, 3, 3, dtype=bf)
+    with lpt.emulate(gpu="h100"):
+        assert torch.nn.functional.conv2d(x, w).shape == (0, 3, 3, 3)
+        y = torch.nn.functional.conv2d(torch.ones(1, 2, 5, 5, dtype=bf), w)
+    assert (y == 18).all()
+
+
+def test_cnn_gradients_equal_a_hand_written_lp_matmul_backward():
+    rng = np.random.default_rng(3)
+    bf = torch.bfloat16
+    conv = torch.nn.Conv2d(1, 4, 3, padding=1).to(bf)
+    lin = torch.nn.Linear(4 * 6 * 6, 3).to(bf)
+    x = _data((2, 1, 6, 6), bf, False, rng)
+    r = torch.from_numpy(rng.standard_normal((2, 3))).float()
+    with lpt.emulate(gpu="h100"):
+        out = lin(torch.relu(conv(x)).flatten(1))
+        (out.float() * r).sum().backward()
+    W, b = _np(conv.weight), _np(conv.bias)
+    h = _rounded(lp.add(_conv_oracle(_np(x), W, 1, 1, 1, 1, bf), b.reshape(-1, 1, 1), "fp32"), bf)
+    hr = np.maximum(h, 0).reshape(2, -1)
+    hr_t = torch.from_numpy(hr).to(bf)
+    assert_same_values(out, _want(hr_t, lin.weight.detach().t(), lin.bias.detach(), dtype=bf))
+    g = r.to(bf)
+    assert_same_values(lin.weight.grad, _want(g.t(), hr_t, dtype=bf))
+    dh = _np(torch.from_numpy(np.asarray(_want(g, lin.weight.detach(), dtype=bf),
+                                         np.float32)).to(bf)).reshape(h.shape) * (h > 0)
+    gw = _grad_weight_oracle(dh, _np(x), W.shape, 1, 1, 1, 1, bf)
+    assert_same_values(conv.weight.grad, _rounded(gw, bf))
+    assert_same_values(conv.bias.grad, _rounded(_bias_oracle(dh), bf))
