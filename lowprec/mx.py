@@ -279,8 +279,13 @@ def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "fl
     if arr.ndim == 0:
         raise ValueError("quantize needs an array of at least one dimension")
     axis = int(np.lib.array_utils.normalize_axis_index(axis, arr.ndim))
-    v = _blocks(arr, axis, block)
-    amax = np.abs(v).max(axis=-1)
+    # Rounding to nearest and the flags are elementwise: the blocks are cut where the
+    # values lie in memory (`_Layout`), and only the codes move to the blocked layout.
+    # Stochastic rounding draws one number per element in the blocked layout's order,
+    # so there the values move before they are rounded.
+    lay = _Layout(arr, axis, block)
+    v = lay.values
+    amax = np.abs(v).max(axis=lay.inner)
     special = ~np.isfinite(amax)        # max propagates NaN, and |inf| is the max
     any_special = bool(special.any())
     if any_special:
@@ -296,7 +301,7 @@ def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "fl
                                               max_elem, scale_rule), -127)
         scale = np.ldexp(1.0, e.astype(np.int32))
         with np.errstate(all="ignore"):
-            y = v / scale[..., None]     # exact: a power of two, results stay normal
+            y = v / lay.per_value(scale)  # exact: a power of two, results stay normal
     else:
         if tensor_scale is None:
             # fl32(amax / 2688), kept within [2**-128, FP32's max]: Transformer Engine
@@ -313,9 +318,12 @@ def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "fl
             # clamps it, for blocks whose amax is below about 6 / FP32's max.
             enc = np.minimum(np.asarray(quiet(_round, 1.0 / (scale * ts), FP32)), _FP32_MAX)
         enc = np.where(scale > 0, enc, 0.0)
-        y = _times_fp32(v, enc[..., None])                      # one rounding of v * enc
+        y = _times_fp32(v, lay.per_value(enc))                  # one rounding of v * enc
     if any_special:
-        y = np.where(special[..., None], 0.0, y)     # a NaN scale decides those blocks
+        y = np.where(lay.per_value(special), 0.0, y)   # a NaN scale decides those blocks
+    draws = mode == "sr"
+    if draws:
+        y = lay.blocked(y)
     if elem == "int8":
         # y / 2**-6 / 2**7 is below 1 in magnitude for in-range values: rounding it into
         # a format whose grid there is 2**-7 rounds y / 2**-6 to an integer.
@@ -327,11 +335,53 @@ def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "fl
         # An infinite y (a finite v whose product with a given tensor scale overflows
         # FP32) saturates or not as a finite value beyond the format's max does.
         codes = np.asarray(encode(y, elem, mode, rng=rng, saturate=saturate))
+    if not draws:
+        codes = lay.blocked(codes)
     if any_special:
         scale = np.where(special, np.nan, scale)
-    scodes = np.asarray(encode(scale, sfmt))
-    return BlockScaled(scheme, codes.reshape(v.shape[:-2] + (v.shape[-2] * block,)), scodes,
-                       elem, sfmt, block, axis, arr.shape, ts)
+    scodes = np.asarray(encode(lay.per_block(scale), sfmt))
+    return BlockScaled(scheme, codes, scodes, elem, sfmt, block, axis, arr.shape, ts)
+
+
+class _Layout:
+    """Blocks cut along ``axis`` of ``x`` where its values lie in memory.
+
+    The axes are taken in the order of their strides (largest first), so that a
+    transposed view is read in memory order, and the blocked axis is split in place
+    into (blocks, block), zero-padded. ``values`` is that float64 array;
+    `per_value` broadcasts a per-block array over it; `blocked` and `per_block`
+    give arrays of its layout in `BlockScaled`'s (the blocked axis last, C order).
+    """
+
+    def __init__(self, x, axis, block):
+        self.perm = sorted(range(x.ndim), key=lambda i: -abs(x.strides[i]))  # stable
+        self.axis = self.perm.index(axis)
+        work = x.transpose(self.perm)
+        n = work.shape[self.axis]
+        pad = (-n) % block
+        if pad:
+            zeros = list(work.shape)
+            zeros[self.axis] = pad
+            work = np.concatenate([work, np.zeros(zeros)], axis=self.axis)
+        self.padded = work.shape
+        self.inner = self.axis + 1               # the axis within a block
+        a = self.axis
+        self.values = work.reshape(work.shape[:a] + (work.shape[a] // block, block)
+                                   + work.shape[a + 1:])
+        self.back = tuple(int(i) for i in np.argsort(self.perm))
+
+    def per_value(self, s):
+        return np.expand_dims(s, self.inner)
+
+    def blocked(self, z):
+        """z of the layout of ``values`` in `BlockScaled.codes`' layout (C order)."""
+        z = z.reshape(self.padded).transpose(self.back)
+        return np.ascontiguousarray(np.moveaxis(z, self.perm[self.axis], -1))
+
+    def per_block(self, s):
+        """s of one value per block in `BlockScaled.scale_codes`' layout (C order)."""
+        s = s.transpose(self.back)
+        return np.ascontiguousarray(np.moveaxis(s, self.perm[self.axis], -1))
 
 
 _LOW23 = np.uint64((1 << 23) - 1)

@@ -466,3 +466,29 @@ def test_fp32_product_helper_on_edges():
         assert np.array_equal(got.view(np.int64), np.asarray(want).view(np.int64)), e
         for g, x in zip(got, v):
             assert g == reference_round(Fraction(x) * Fraction(e), "fp32")
+
+
+@pytest.mark.parametrize("scheme", ["mxfp8_e4m3", "mxfp4", "mxint8", "nvfp4"])
+@pytest.mark.parametrize("mode", ["rne", "rz", "sr"])
+def test_quantize_does_not_depend_on_the_memory_layout(scheme, mode):
+    """Blocks cut along any axis of transposed, reversed and strided views quantize
+    as the C-ordered copy with that axis last does (the blocked layout), bit for bit:
+    codes, scales, tensor scale, flags, and the stochastic draws (random and
+    adversarial data, padded blocks)."""
+    rng = np.random.default_rng(31)
+    base = [rng.standard_normal((40, 3, 37)), adversarial(rng, (40, 3, 37))]
+    for x in base:
+        for v in (x, x.transpose(2, 0, 1), x[::-1, :, ::2], x.transpose(1, 2, 0)[:, ::-1]):
+            for axis in range(v.ndim):
+                last = np.ascontiguousarray(np.moveaxis(v, axis, -1))
+                with lp.flags() as f1, np.errstate(all="ignore"):
+                    q = lp.mx.quantize(v, scheme, axis=axis, mode=mode, rng=3)
+                with lp.flags() as f2, np.errstate(all="ignore"):
+                    want = lp.mx.quantize(last, scheme, axis=-1, mode=mode, rng=3)
+                assert q.codes.tobytes() == want.codes.tobytes()
+                assert q.codes.shape == want.codes.shape
+                assert np.array_equal(q.scale_codes, want.scale_codes)
+                assert q.tensor_scale == want.tensor_scale and q.shape == v.shape
+                assert repr(f1) == repr(f2)
+                back = np.moveaxis(want.dequantize(), -1, axis)
+                assert np.array_equal(q.dequantize(), back, equal_nan=True)
