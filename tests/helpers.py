@@ -10,6 +10,8 @@ of any further arguments (the inputs, say):
 - `assert_same`: NaN equals NaN, and signed zeros must agree;
 - `assert_values`: ``==`` with NaN equal to NaN, the sign of zero ignored.
 
+Complex values compare part by part.
+
 ``from helpers import assert_same`` (like ``from peers import ...``: tests/conftest.py puts
 the tests directory on ``sys.path``). Nothing here calls lowprec's rounding or decoding,
 so the oracles stay independent of the code they check; nothing here uses an optional
@@ -36,8 +38,13 @@ DATA = TESTS / "data"
 # -- comparisons -----------------------------------------------------------------------
 
 def _shapes(got, want):
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    """Both as float64 arrays of one shape; complex values as (real, imaginary) pairs."""
+    got, want = np.asarray(got), np.asarray(want)
+    kind = np.complex128 if np.iscomplexobj(got) or np.iscomplexobj(want) else np.float64
+    got, want = got.astype(kind), want.astype(kind)
     assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"
+    if kind is np.complex128:
+        return (np.stack([got.real, got.imag], -1), np.stack([want.real, want.imag], -1))
     return got, want
 
 

@@ -19,6 +19,7 @@ import pytest
 
 import lowprec as lp
 import lowprec.array_api as xp
+from helpers import assert_same
 from lowprec.testing import reference_round
 from peers import ml_dtypes, requires_ml_dtypes
 
@@ -32,16 +33,6 @@ def _f32(rng, n, special=True):
     return v
 
 
-def _same(got, want):
-    """Equal as float64 values, NaNs equal (IEEE 754 leaves a NaN's sign open), signed
-    zeros told apart."""
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    assert got.shape == want.shape
-    num = ~np.isnan(want)
-    np.testing.assert_array_equal(np.signbit(got[num]), np.signbit(want[num]))
-    np.testing.assert_array_equal(got, want)
-
-
 # -- the standard namespace: FP32 is IEEE binary32 ---------------------------------------
 
 @pytest.mark.parametrize("op", ["add", "subtract", "multiply", "divide"])
@@ -53,27 +44,27 @@ def test_float32_arithmetic_equals_numpy_float32(op):
     x, y = xp.asarray(a, dtype=xp.float32), xp.asarray(b, dtype=xp.float32)
     got = getattr(xp, op)(x, y)
     assert got.dtype == xp.float32
-    _same(got, want)
-    _same({"add": x + y, "subtract": x - y, "multiply": x * y, "divide": x / y}[op], want)
+    assert_same(got, want)
+    assert_same({"add": x + y, "subtract": x - y, "multiply": x * y, "divide": x / y}[op], want)
 
 
 def test_float32_sqrt_and_float64_arithmetic_equal_numpy():
     rng = np.random.default_rng(2)
     a = np.abs(_f32(rng, 3000))
     with np.errstate(all="ignore"):
-        _same(xp.sqrt(xp.asarray(a, dtype=xp.float32)), np.sqrt(a))
+        assert_same(xp.sqrt(xp.asarray(a, dtype=xp.float32)), np.sqrt(a))
         b = rng.standard_normal(3000) * 1e30
         c = rng.standard_normal(3000)
         got = xp.asarray(b, dtype=xp.float64) / xp.asarray(c, dtype=xp.float64)
         assert got.dtype == xp.float64
-        _same(got, b / c)
+        assert_same(got, b / c)
 
 
 def test_python_scalars_take_the_arrays_dtype():
     x = xp.asarray([1.0, 3.0], dtype=xp.float32)
     r = x / 3
     assert r.dtype == xp.float32
-    _same(r, np.float32([1.0, 3.0]) / np.float32(3))
+    assert_same(r, np.float32([1.0, 3.0]) / np.float32(3))
     i = xp.asarray([1, 2], dtype=xp.int16)
     assert (i + 1).dtype == xp.int16
     assert xp.result_type(xp.int8, xp.uint8) == xp.int16      # the standard's table
@@ -102,18 +93,18 @@ def test_matmul_is_the_exact_dot_product_rounded_once():
     got = np.asarray(xp.asarray(a, dtype=xp.float32) @ xp.asarray(b, dtype=xp.float32))
     want = [[reference_round(sum(F(float(a[i, k])) * F(float(b[k, j])) for k in range(9)),
                              "fp32") for j in range(4)] for i in range(5)]
-    _same(got, want)
+    assert_same(got, want)
 
 
 def test_nextafter_equals_numpy_in_float32_and_in_an_fp16_policy():
     rng = np.random.default_rng(5)
     a, b = _f32(rng, 500), _f32(rng, 500)[::-1].copy()
-    _same(xp.nextafter(xp.asarray(a, dtype=xp.float32), xp.asarray(b, dtype=xp.float32)),
-          np.nextafter(a, b))
+    assert_same(xp.nextafter(xp.asarray(a, dtype=xp.float32), xp.asarray(b, dtype=xp.float32)),
+                np.nextafter(a, b))
     h = lp.array_namespace("fp16")
     with np.errstate(over="ignore"):
         a16, b16 = a.astype(np.float16), b.astype(np.float16)
-    _same(h.nextafter(h.asarray(a16), h.asarray(b16)), np.nextafter(a16, b16))
+    assert_same(h.nextafter(h.asarray(a16), h.asarray(b16)), np.nextafter(a16, b16))
 
 
 # -- policies: every floating array in the policy's format ---------------------------------
@@ -128,12 +119,12 @@ def test_fp16_policy_is_numpy_float16_arithmetic_whatever_dtype_is_asked():
     with np.errstate(all="ignore"):
         for got, want in [(x + y, a + b), (x - y, a - b), (x * y, a * b), (x / y, a / b),
                           (h.sqrt(h.abs(x)), np.sqrt(np.abs(a)))]:
-            _same(got, want)
+            assert_same(got, want)
     assert h.finfo(h.float64).eps == float(np.finfo(np.float16).eps)
     assert h.finfo(h.float32).max == float(np.finfo(np.float16).max)
     # values asked for in float64 are rounded into FP16 once
     v = rng.standard_normal(1000)
-    _same(h.asarray(v, dtype=h.float64), v.astype(np.float16))
+    assert_same(h.asarray(v, dtype=h.float64), v.astype(np.float16))
 
 
 @requires_ml_dtypes
@@ -148,20 +139,20 @@ def test_bf16_policy_equals_ml_dtypes_bfloat16(op):
     with np.errstate(all="ignore"):
         want = getattr(np, op)(a, b)
     got = getattr(bf, op)(bf.asarray(a.astype(np.float64)), bf.asarray(b.astype(np.float64)))
-    _same(got, want.astype(np.float64))
+    assert_same(got, want.astype(np.float64))
 
 
 def test_policy_mode_rounds_toward_zero():
     rz = lp.array_namespace("bf16", mode="rz")
     x = rz.asarray([1.0, -1.0]) / 3
     want = [reference_round(F(1, 3), "bf16", "rz"), reference_round(F(-1, 3), "bf16", "rz")]
-    _same(x, want)
+    assert_same(x, want)
 
 
 def test_copysign_in_a_format_without_negative_zero():
     n = lp.array_namespace("e4m3fnuz")
     got = n.copysign(n.asarray([2.0, 0.0, 3.0]), n.asarray([-1.0, -1.0, 1.0]))
-    _same(got, [-2.0, 0.0, 3.0])      # FNUZ formats have no -0: the zero stays +0
+    assert_same(got, [-2.0, 0.0, 3.0])      # FNUZ formats have no -0: the zero stays +0
 
 
 def test_linalg_solve_in_fp16_is_lowprec_linalg():
@@ -171,7 +162,7 @@ def test_linalg_solve_in_fp16_is_lowprec_linalg():
     b = rng.standard_normal(6)
     got = h.linalg.solve(h.asarray(a), h.asarray(b)[:, None])
     want = lp.linalg.solve(lp.tensor(a, "fp16"), lp.tensor(b[:, None], "fp16"))
-    _same(got, np.asarray(want))
+    assert_same(got, np.asarray(want))
     x = np.linalg.solve(a, b)
     assert np.max(np.abs(np.asarray(got)[:, 0] - x)) < 50 * 2.0 ** -11 * np.max(np.abs(x))
 
@@ -315,7 +306,7 @@ def test_matrix_power_is_lowprec_linalgs_binary_powering():
         want = np.stack([np.asarray(lp.linalg.matrix_power(lp.tensor(np.asarray(x)[i], "fp16"),
                                                            n, model="exact"))
                          for i in range(2)])
-        _same(got, want)
+        assert_same(got, want)
 
 
 # -- bad input and edge cases --------------------------------------------------------------
@@ -330,8 +321,8 @@ def test_full_refuses_fill_values_that_are_not_numbers(value):
 
 
 def test_full_takes_numbers_and_0d_arrays_and_says_what_a_shape_is():
-    _same(xp.full(2, 0.1, dtype=xp.float32), np.full(2, np.float32(0.1)))
-    _same(xp.full((1, 2), xp.asarray(2.5)), [[2.5, 2.5]])
+    assert_same(xp.full(2, 0.1, dtype=xp.float32), np.full(2, np.float32(0.1)))
+    assert_same(xp.full((1, 2), xp.asarray(2.5)), [[2.5, 2.5]])
     assert xp.full(2, True).dtype == xp.bool and xp.full(2, 7).dtype == xp.int64
     with pytest.raises(TypeError, match="0-d array"):
         xp.full(2, xp.asarray([1.0, 2.0]))
@@ -407,8 +398,8 @@ def test_clip_is_the_draft_standards_maximum_of_minimum():
         if mn is not None:
             want = np.maximum(want, mn)
         as_arg = lambda v: xp.asarray(v) if isinstance(v, np.ndarray) else v  # noqa: E731
-        _same(xp.clip(a, min=as_arg(mn), max=as_arg(mx)), want)
-    _same(xp.clip(xp.asarray([-0.0]), min=-1.0, max=1.0), [-0.0])   # x's own zero kept
+        assert_same(xp.clip(a, min=as_arg(mn), max=as_arg(mx)), want)
+    assert_same(xp.clip(xp.asarray([-0.0]), min=-1.0, max=1.0), [-0.0])   # x's own zero kept
 
 
 def test_asarray_of_integers_past_int64():
@@ -421,7 +412,7 @@ def test_asarray_of_integers_past_int64():
     # asked for a floating dtype: one rounding of the exact integer (through float64
     # it would be two: 2**70 + 2**46 + 1 is 2**70 + 2**46 there, a tie rounding down)
     v = 2**70 + 2**46 + 1
-    _same(xp.asarray(v, dtype=xp.float32), [reference_round(F(v), "fp32")][0])
+    assert_same(xp.asarray(v, dtype=xp.float32), [reference_round(F(v), "fp32")][0])
     assert float(np.asarray(xp.asarray(v, dtype=xp.float32))) == 2.0**70 + 2.0**47
 
 
@@ -447,18 +438,18 @@ def test_policy_matmul_is_the_models_product_rounded_once_into_the_format(fmt, m
     want = lp.round(lp.matmul(av, bv, model=model, in_fmt=fmt), fmt)
     for got in (ns.matmul(a, b), a @ b, ns.linalg.matmul(a, b)):
         assert got.tensor.fmt == lp.format(fmt)
-        _same(got, want)
+        assert_same(got, want)
     # tensordot: the same product of the matrices it reshapes to
-    _same(ns.tensordot(a, b, axes=1), want)
-    _same(ns.linalg.tensordot(a, b, axes=([2], [0])), want)
+    assert_same(ns.tensordot(a, b, axes=1), want)
+    assert_same(ns.linalg.tensordot(a, b, axes=([2], [0])), want)
     # vecdot: each dot product through the model, rounded once
     u, v = a[0], ns.asarray(rng.standard_normal((4, 37)))
     want_dot = lp.round(lp.matmul(np.asarray(u)[:, None, :], np.asarray(v)[:, :, None],
                                   model=model, in_fmt=fmt), fmt)[:, 0, 0]
-    _same(ns.vecdot(u, v), want_dot)
-    _same(ns.linalg.vecdot(u, v), want_dot)
+    assert_same(ns.vecdot(u, v), want_dot)
+    assert_same(ns.linalg.vecdot(u, v), want_dot)
     # a vector operand: NumPy's matmul shapes
-    _same(ns.matmul(a[0], b[:, 0]), want[0][:, 0])
+    assert_same(ns.matmul(a[0], b[:, 0]), want[0][:, 0])
 
 
 def test_policy_matmul_rounds_the_models_output_in_the_policys_mode():
@@ -468,7 +459,7 @@ def test_policy_matmul_rounds_the_models_output_in_the_policys_mode():
     a16, b16 = lp.round(a, "bf16", "rz"), lp.round(b, "bf16", "rz")
     fp32 = lp.matmul(a16, b16, model="h100", in_fmt="bf16")
     want = lp.round(fp32, "bf16", "rz")
-    _same(ns.matmul(ns.asarray(a), ns.asarray(b)), want)
+    assert_same(ns.matmul(ns.asarray(a), ns.asarray(b)), want)
     assert not np.array_equal(want, lp.round(fp32, "bf16"))     # the mode mattered
 
 
@@ -483,7 +474,7 @@ def test_policy_matmul_on_integers_is_the_exact_sum_rounded_once():
     exact = [[sum(F(int(a[i, k])) * F(int(b[k, j])) for k in range(12)) for j in range(6)]
              for i in range(5)]
     want = [[reference_round(s, "bf16") for s in row] for row in exact]
-    _same(ns.matmul(ns.asarray(a), ns.asarray(b)), want)
+    assert_same(ns.matmul(ns.asarray(a), ns.asarray(b)), want)
     assert any(F(w) != s for wr, sr in zip(want, exact) for w, s in zip(wr, sr))
 
 

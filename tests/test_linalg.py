@@ -13,6 +13,7 @@ import pytest
 
 import lowprec as lp
 import lowprec.linalg as la
+from helpers import assert_values
 from lowprec.testing import reference_round
 
 F = Fraction
@@ -727,8 +728,9 @@ def _symmetric(n, fmt, seed):
 
 
 def _same(got, want, fmt):
+    """A Tensor of ``fmt`` with the values ``want`` (`helpers.assert_values`)."""
     assert isinstance(got, lp.Tensor) and got.fmt == lp.format(fmt)
-    assert np.array_equal(got.values, want, equal_nan=True)
+    assert_values(got.values, want)
 
 
 @pytest.mark.parametrize("fmt", SPECTRAL_FORMATS)

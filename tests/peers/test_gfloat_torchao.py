@@ -58,20 +58,11 @@ import pytest
 from packaging.version import Version
 
 import lowprec as lp
+from helpers import assert_same
 
 pytestmark = pytest.mark.oracle
 
 FP_SCHEMES = ("mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4")
-
-
-def _same_bits(expected, actual):
-    """Bit-for-bit equality of float64 arrays (signed zeros count), any NaN equal to NaN."""
-    e = np.asarray(expected, dtype=np.float64)
-    a = np.asarray(actual, dtype=np.float64)
-    assert e.shape == a.shape
-    nan = np.isnan(e)
-    np.testing.assert_array_equal(np.isnan(a), nan)
-    np.testing.assert_array_equal(a[~nan].view(np.int64), e[~nan].view(np.int64))
 
 
 def _random_blocks(seed, nblocks, block, lo, hi):
@@ -134,11 +125,11 @@ def _compare_gfloat(gf, scheme, x):
     vals, scales = _gfloat_quantize(gf, scheme, x)
     q = lp.mx.quantize(x, scheme)
     got, got_scales = q.dequantize(), q.scales.reshape(-1)
-    _same_bits(scales, got_scales)
+    assert_same(got_scales, scales)
     keep = np.ones(vals.shape, dtype=bool)
     if scheme == "mxint8":      # gfloat's -2.0 code; lowprec clamps symmetrically
         keep = vals != -2.0 * scales[:, None]
-    _same_bits(vals[keep], got[keep])
+    assert_same(got[keep], vals[keep])
     return keep
 
 
@@ -207,7 +198,7 @@ def _compare_torchao_mx(tao, scheme, x, rule, blocks=None):
     got, got_codes = q.dequantize(), q.scale_codes.reshape(-1)
     blocks = np.ones(len(x), dtype=bool) if blocks is None else blocks
     np.testing.assert_array_equal(got_codes[blocks], codes[blocks])
-    _same_bits(vals[blocks], got[blocks])
+    assert_same(got[blocks], vals[blocks])
 
 
 @pytest.mark.parametrize("rule", ["floor", "rceil"])
@@ -278,8 +269,8 @@ def _compare_torchao_nvfp4(tao, x, ts):
     nonzero = amax > 0
     np.testing.assert_array_equal(q.scale_codes.reshape(-1)[scaled], codes[scaled])
     finite = scaled & np.isfinite(amax)     # a NaN scale's element codes mean nothing
-    _same_bits(elems[finite], q.elements.reshape(x.shape)[finite])
-    _same_bits(vals[scaled | ~nonzero], q.dequantize()[scaled | ~nonzero])
+    assert_same(q.elements.reshape(x.shape)[finite], elems[finite])
+    assert_same(q.dequantize()[scaled | ~nonzero], vals[scaled | ~nonzero])
     return scaled
 
 
