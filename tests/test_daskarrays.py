@@ -427,7 +427,7 @@ def test_public_entry_points_take_dask_arrays():
         lp.round(X, "bf16", "sr", rng=1, offset=3)
 
 
-# R3-21: an eager Tensor with a LazyTensor keeps its own format and promotes as eager
+# an eager Tensor with a LazyTensor keeps its own format and promotes as eager
 # Tensors do (FP16 with BF16 gives FP32), so the values are the eager ones.
 @pytest.mark.parametrize("mode", ("rne", "rz", "sr"))
 def test_lazy_tensor_with_an_eager_tensor_of_another_format_promotes_as_eager(mode):
@@ -448,7 +448,7 @@ def test_lazy_tensor_with_an_eager_tensor_of_another_format_promotes_as_eager(mo
         assert_bits(got.values, want.values)
 
 
-# R3-22: operand errors come when the graph is built, as from the NumPy call.
+# operand errors come when the graph is built, as from the NumPy call.
 @pytest.mark.parametrize("bad", [None, "abc", 1j, np.array(["a", "b"]), [None, None]])
 def test_elementwise_operand_errors_come_when_the_graph_is_built(bad):
     dx = da.from_array(np.arange(4.0), chunks=2)

@@ -250,12 +250,12 @@ def test_bad_input_is_refused_by_name():
     assert np.array_equal(t.values, before)
 
 
-# -- memory: the direct sum in blocks (R3-16) -----------------------------------------
+# -- memory: the direct sum in blocks -------------------------------------------------
 
 @pytest.mark.parametrize("products", [7, 40, 300])
 def test_direct_sum_in_blocks_equals_the_unblocked_sum_and_the_reference(
         monkeypatch, products):
-    # R3-16: blocks of rows (300: 2 rows of 12 * 12 products, the last block 1 row),
+    # blocks of rows (300: 2 rows of 12 * 12 products, the last block 1 row),
     # of outputs of one row (40: 3 outputs of 12; 2 of 15, the last block 1), and of one
     # output (7) against one call on the whole (5, 12) batch and against the reference.
     fmt = lp.FP8_E4M3
@@ -278,7 +278,7 @@ def test_direct_sum_in_blocks_equals_the_unblocked_sum_and_the_reference(
 
 
 def test_direct_sum_memory_is_bounded_by_its_block():
-    # R3-16: (32, 255) held all 32 * 255 * 255 products at once (a peak of 148 MiB);
+    # (32, 255) held all 32 * 255 * 255 products at once (a peak of 148 MiB);
     # in blocks of at most `_PRODUCTS` products (about 16 MiB of work) it stays below
     # a quarter of that.
     import tracemalloc

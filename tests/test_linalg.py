@@ -253,7 +253,7 @@ def test_cholesky_qr_lstsq_norm_against_numpy():
 
 @pytest.mark.parametrize("products", [None, 1, 600])
 def test_lstsq_of_columns_in_chunks_equals_each_column_alone(monkeypatch, products):
-    # R3-14: b's columns one at a time (1), two of 300 products at a time with a last
+    # b's columns one at a time (1), two of 300 products at a time with a last
     # chunk of one (600) or all at once (the default); each column's x and residual
     # are those of the 1-D b of that column alone (its own code path).
     rng = np.random.default_rng(14)
@@ -273,7 +273,7 @@ def test_lstsq_of_columns_in_chunks_equals_each_column_alone(monkeypatch, produc
 
 
 def test_lstsq_memory_is_bounded_by_its_column_chunks():
-    # R3-14: all m * n * k products at once made a peak of 35 MiB here (183 MiB for
+    # all m * n * k products at once made a peak of 35 MiB here (183 MiB for
     # (300, 150) operands); in chunks of columns of at most 2**16 products the peak
     # stays near the bound's 7 MiB.
     import tracemalloc
@@ -361,7 +361,7 @@ def test_errors():
 
 
 def test_refine_forward_error_against_a_zero_truth():
-    # R3-13: ||x - x_true|| / ||x_true|| with x_true = 0 divided by zero.
+    # ||x - x_true|| / ||x_true|| with x_true = 0 divided by zero.
     a = np.array([[4.0, 1.0], [1.0, 3.0]])
     x, history = la.refine(a, [0.0, 0.0], x_true=[0.0, 0.0])
     assert np.array_equal(x.values, [0.0, 0.0])
@@ -377,7 +377,7 @@ def test_refine_forward_error_against_a_zero_truth():
 
 
 def test_an_unknown_model_is_refused_without_block():
-    # O4: the model is used only by the blocked update, but is checked always.
+    # the model is used only by the blocked update, but is checked always.
     t = lp.tensor(np.eye(2), "fp16")
     with pytest.raises(ValueError, match="unknown matmul model 'nope'"):
         la.lu(t, model="nope")
@@ -614,7 +614,7 @@ def test_norms_match_numpy_rounded():
 
 @pytest.mark.parametrize("shape", [(0,), (0, 3), (3, 0), (2, 0, 3), (2, 3, 0)])
 def test_norms_and_rank_of_empty_tensors_are_numpys(shape):
-    # R3-04 / R3-15: the largest of no values is refused by max(); NumPy's answer is 0.
+    # The largest of no values is refused by max(); NumPy's answer is 0.
     z = np.zeros(shape)
     t = lp.tensor(z, "fp16")
     axis = (1, 2) if len(shape) == 3 else None
@@ -956,7 +956,7 @@ def test_tensorsolve_tensorinv_shape_errors_as_numpy():
 
 
 def test_tensorsolve_axes_and_tensorinv_ind_are_checked_by_name():
-    # O8: NumPy's own code said "list.remove(x): x not in list" and "'>' not supported".
+    # NumPy's own code said "list.remove(x): x not in list" and "'>' not supported".
     a = lp.tensor(np.eye(6).reshape(6, 2, 3) * 2.0, "fp16")
     b = lp.tensor(np.arange(6.0), "fp16")
     with pytest.raises(ValueError, match="axis 5 is out of bounds for array of dimension 3"):

@@ -197,7 +197,7 @@ def test_plot_is_not_imported_with_lowprec_and_needs_matplotlib():
     assert 'pip install "lowprec[plot]"' in out
 
 
-# -- bad input is refused up front (R3-28) ------------------------------------------------
+# -- bad input is refused up front --------------------------------------------------------
 
 def test_spacing_draws_e8m0_every_power_of_two():
     # E8M0's values are 2**-127 ... 2**127: each binade holds one value, so the gap to the

@@ -201,7 +201,7 @@ def test_bad_grids_are_refused(grid, error, match):
 
 
 def test_self_referencing_values_are_refused():
-    # R3-29: a container holding itself has no finite text to derive a seed from
+    # A container holding itself has no finite text to derive a seed from
     looped = []
     looped.append(looped)
     mapping = {}

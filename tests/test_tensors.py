@@ -861,7 +861,7 @@ def test_astype_shortcut_keeps_streams_flags_and_checks():
     assert_same(out.values, expected)
 
 
-# R3-01: a result that NumPy makes a scalar (a full reduction, a ufunc of a 0-d array)
+# a result that NumPy makes a scalar (a full reduction, a ufunc of a 0-d array)
 # is still a Tensor over a 0-d ndarray: .values, np.asarray and lp.round work on it.
 _fp16 = np.float16
 _SCALAR_RESULTS = {
@@ -892,7 +892,7 @@ def test_scalar_results_hold_a_0d_ndarray(name):
 
 
 def test_det_of_a_stack_with_an_odd_permutation():
-    # R3-01: _stacked gathers per-matrix results that were NumPy scalars.
+    # _stacked gathers per-matrix results that were NumPy scalars.
     m = [[[1.0, 2.0], [3.0, 4.0]], [[0.0, 1.0], [1.0, 0.0]]]
     d = lp.linalg.det(lp.tensor(m, "fp16"))
     assert d.values.tolist() == [float(Fraction(1 * 4 - 2 * 3)), float(Fraction(0 - 1))]

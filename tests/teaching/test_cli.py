@@ -754,7 +754,7 @@ def test_help_lists_decode_encode_values(capsys):
         assert f" {sub} {help_text} " in text, sub
 
 
-# -- replay on malformed files (R3-25, R3-26) -------------------------------------------
+# -- replay on malformed files ----------------------------------------------------------
 
 MMA = DATA / "mma" / "a100_mma_f16_f16.npz"
 TC = DATA / "tensorcore" / "a100_bf16.npz"

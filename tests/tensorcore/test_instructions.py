@@ -192,10 +192,10 @@ def test_lp_matmul_takes_two_fp8_formats_through_their_instruction(path):
     assert not np.array_equal(promoted.values.reshape(-1), want, equal_nan=True)
 
 
-# -- construction checks (R3-23, R3-24, O7) ----------------------------------------------
+# -- construction checks -----------------------------------------------------------------
 
 def test_fraction_bits_are_bounded_by_the_exact_sum():
-    # R3-23: block + 1 terms below 2**(F + 2) sum exactly in float64 while
+    # block + 1 terms below 2**(F + 2) sum exactly in float64 while
     # F + 2 + ceil(log2(block + 1)) <= 53: F <= 48 for a group of 4.
     from lowprec.tensorcore.instructions import Instruction, MatrixUnit
     limit = 53 - 2 - math.ceil(math.log2(4 + 1))
@@ -212,7 +212,6 @@ def test_fraction_bits_are_bounded_by_the_exact_sum():
 
 
 def test_units_and_instructions_refuse_malformed_parts():
-    # R3-24
     from lowprec.tensorcore.instructions import Instruction, MatrixUnit
     ins = Instruction("nv-fused", 4, ("fp16",))
     with pytest.raises(TypeError, match="instructions must be Instruction objects, got str"):
@@ -243,7 +242,7 @@ def test_units_and_instructions_refuse_malformed_parts():
 
 
 def test_an_unknown_shape_is_refused_with_the_shapes():
-    # O7: no fallback to the first instruction
+    # no fallback to the first instruction
     mi300 = lp.MODELS["mi300/mfma"]
     with pytest.raises(ValueError, match="no instruction of shape 'zzz'.*f32_32x32x8_f16"):
         mi300.instruction("fp16", shape="zzz")

@@ -353,7 +353,7 @@ def test_apply_along_axis_with_plain_answers_gives_numpys_plain_array():
         assert np.array_equal(r, np.apply_along_axis(lambda s: s > 2, axis, v))
 
 
-# R3-02: a Tensor as sections or reps is taken as its integer values, as NumPy takes an
+# a Tensor as sections or reps is taken as its integer values, as NumPy takes an
 # integer array (it used to dispatch back to the handler until RecursionError).
 @pytest.mark.parametrize("func, shape, arg", [
     (np.split, (4,), [2.0]), (np.split, (4,), 2.0), (np.array_split, (5,), 2.0),
@@ -392,7 +392,7 @@ def test_a_tensor_of_non_integers_as_sections_or_reps_is_refused(call, bad):
 
 
 def test_diff_of_a_0d_tensor_raises_as_numpy():
-    # R3-03: NumPy's ValueError, not a ZeroDivisionError from ``axis % 0``.
+    # NumPy's ValueError, not a ZeroDivisionError from ``axis % 0``.
     with pytest.raises(ValueError, match="at least one dimensional"):
         np.diff(np.float64(1.0))
     with pytest.raises(ValueError, match="diff requires input that is at least one dim"):

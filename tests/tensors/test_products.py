@@ -405,7 +405,7 @@ def test_every_entry_has_a_class_and_an_order():
 
 @pytest.mark.parametrize("sa, sb", [((0,), (0,)), ((2, 0), (3, 0)), ((0,), (2, 0))])
 def test_inner_of_empty_contractions_is_zero_as_numpy(sa, sb):
-    # R3-04: an empty contraction sums nothing (0.0), as np.dot, np.vdot and @ do.
+    # an empty contraction sums nothing (0.0), as np.dot, np.vdot and @ do.
     a, b = np.zeros(sa), np.zeros(sb)
     want = np.inner(a, b)
     got = np.inner(lp.tensor(a, "fp16"), lp.tensor(b, "fp16"))
