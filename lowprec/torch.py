@@ -27,6 +27,7 @@ from .bits import decode
 from .formats import BF16, FP8_E4M3, FP8_E5M2, FP16, FP32, TF32, Format
 from .rounding import round as _round
 from .tensorcore import MODELS, Model, matmul, resolve_model
+from .tensorcore.models import Accumulating
 
 __all__ = ["emulate", "Emulate", "model_for", "GPUS", "FAST_ACCUM_OFF_INTERVAL"]
 
@@ -332,6 +333,11 @@ def _product(em: Emulate, a: np.ndarray, b: np.ndarray, model: Model, fmt: Forma
     """FP32 values of a @ b through ``model``, K cut into slices of ``split`` (each
     slice's FP32 result added to the previous ones in FP32, left to right)."""
     k = a.shape[-1]
+    if fmt == FP32 and isinstance(model, Accumulating) and _bf16_values(a, b):
+        # An accumulation model's result depends on the operands' values only; FP32
+        # operands that are all BF16 values (bfloat16 upcast, as torch's attention
+        # math path does) take its float32 einsum path for <= 12-bit inputs.
+        fmt = BF16
     if split is None:
         split = em.split_k(a.shape[-2] if a.ndim > 1 else 1, b.shape[-1] if b.ndim > 1
                            else 1, k, dtype) if callable(em.split_k) else em.split_k
@@ -346,6 +352,12 @@ def _product(em: Emulate, a: np.ndarray, b: np.ndarray, model: Model, fmt: Forma
                           progress=False)
             acc = part if acc is None else add(acc, part, FP32)
         return acc
+
+
+def _bf16_values(*arrays: np.ndarray) -> bool:
+    """Whether every entry of the float32 arrays is a BF16 value (its low 16 bits 0)."""
+    return all(x.dtype == np.float32 and not np.any(x.view(np.uint32) & np.uint32(0xFFFF))
+               for x in arrays)
 
 
 def _epilogue(d: Any, c: Any, beta: Any, alpha: Any) -> np.ndarray:

@@ -731,3 +731,19 @@ def test_cnn_gradients_equal_a_hand_written_lp_matmul_backward():
     gw = _grad_weight_oracle(dh, _np(x), W.shape, 1, 1, 1, 1, bf)
     assert_same_values(conv.weight.grad, _rounded(gw, bf))
     assert_same_values(conv.bias.grad, _rounded(_bias_oracle(dh), bf))
+
+
+@pytest.mark.parametrize("adversarial", [False, True])
+def test_fp32_operands_of_bf16_values_give_the_fp32_models_bits(adversarial):
+    # The bridge multiplies FP32 operands that are all BF16 values as BF16 under an
+    # accumulation model (its float32 einsum path): the same bits as FP32 operands.
+    rng = np.random.default_rng(21)
+    a = _data((3, 40, 70), torch.bfloat16, adversarial, rng).float()
+    b = _data((3, 70, 30), torch.bfloat16, adversarial, rng).float()
+    a[0, 0, :5] = 2.0**-133                        # FP32 subnormals that are BF16 values
+    with lpt.emulate(matmul="fp32"):
+        got = torch.bmm(a, b)
+    with np.errstate(all="ignore"):
+        want = lp.matmul(a.numpy(), b.numpy(), model="fp32", in_fmt="fp32", out_fmt="fp32")
+    from helpers import assert_bits
+    assert_bits(_np(got), np.asarray(want))
