@@ -142,14 +142,31 @@ class Emulate(contextlib.ContextDecorator):
     dispatch mode on this thread's stack, leaving pops it."""
 
     def __init__(self, gpu: str | None = None, *, matmul: Any = None,
-                 operands: Any = None, split_k: Any = None):
-        if (gpu is None) == (matmul is None):
+                 operands: Any = None, split_k: Any = None, rng: Any = 0):
+        self.recipe = self.quantizer = None
+        if operands is not None:
+            from .amp.scaling import BlockScaling, DelayedScaling
+            if isinstance(operands, DelayedScaling):
+                raise NotImplementedError(
+                    "operands=DelayedScaling() needs each layer's amax history, which a "
+                    "dispatch mode cannot attribute to layers; use lp.amp.MXFP8 or "
+                    "lp.amp.NVFP4 (block scales need no history), or lowprec.amp")
+            if not isinstance(operands, BlockScaling):
+                raise TypeError(f"operands= takes an amp recipe (lp.amp.MXFP8, "
+                                f"lp.amp.NVFP4, lp.amp.BlockScaling(...)), got {operands!r}")
+            if matmul is not None:
+                raise ValueError("operands= runs every product on the recipe's unit "
+                                 f"({operands.model!r}): leave matmul= out")
+            chip = operands.model.split("/")[0]
+            if gpu is not None and GPUS.get(str(gpu).lower()) != chip:
+                raise ValueError(f"operands={operands!r} runs on {operands.model!r}, not "
+                                 f"on gpu={gpu!r}: pass gpu={chip!r} or leave gpu= out")
+            self.recipe = operands
+            self.quantizer = operands.quantizer(rng)
+        elif (gpu is None) == (matmul is None):
             raise ValueError("emulate needs exactly one of gpu= (a name of "
                              "lowprec.torch.GPUS) and matmul= (an lp.MODELS entry or a "
                              "TensorCoreModel)")
-        if operands is not None:
-            raise NotImplementedError("operands= (the amp recipes) is not implemented "
-                                      "yet; quantize with lowprec.mx and pass matmul=")
         if gpu is not None and str(gpu).lower() not in GPUS:
             raise ValueError(f"unknown gpu {gpu!r}; lowprec models {', '.join(GPUS)}")
         if matmul is not None:
@@ -181,6 +198,8 @@ class Emulate(contextlib.ContextDecorator):
 
     def route(self, da: str, db: str) -> tuple[Model, Format]:
         """(model, in_fmt) for operands of torch dtype names ``da`` and ``db``."""
+        if self.recipe is not None:     # the recipe quantizes whatever it is given
+            return resolve_model(self.recipe.model), FP32
         tf32 = _tf32_on()
         if self.gpu is not None:
             return model_for(self.gpu, da, None if db == da else db, tf32=tf32)
@@ -200,7 +219,7 @@ class Emulate(contextlib.ContextDecorator):
 
 
 def emulate(gpu: str | None = None, *, matmul: Any = None, operands: Any = None,
-            split_k: Any = None) -> Emulate:
+            split_k: Any = None, rng: Any = 0) -> Emulate:
     """Run torch's floating matrix products on CPU tensors through a hardware model.
 
     Inside the block, ``aten.mm``, ``addmm``, ``bmm``, ``baddbmm``, ``mv``, ``addmv``,
@@ -227,8 +246,16 @@ def emulate(gpu: str | None = None, *, matmul: Any = None, operands: Any = None,
         ``torch.get_float32_matmul_precision()`` is not ``"highest"``.
     matmul : str or model, optional
         Any `lp.MODELS` entry or `TensorCoreModel`, for every product instead.
-    operands : optional
-        Reserved for the amp recipes (not implemented yet).
+    operands : BlockScaling, optional
+        An amp recipe (`lp.amp.MXFP8`, `lp.amp.NVFP4`, any `lp.amp.BlockScaling`):
+        each product's operands are quantized along K by the recipe's own quantizer
+        (gradients with its ``grad_scheme`` and ``grad_mode``) and multiplied by
+        `lowprec.mx.matmul` on its unit (``b200/tcgen05``), one 2-D matrix of a batch
+        at a time; ``gpu=`` may name that chip, ``matmul=`` must be left out.
+        ``DelayedScaling()`` raises `NotImplementedError` (docs/your-model.md).
+    rng : int or Generator
+        Seeds the recipe's stochastic rounding of gradients (NVFP4), once per
+        `emulate` object.
     split_k : int or callable, optional
         cuBLAS's split-K: the product's K is cut into slices of this length, each
         slice is a product through the model, and the slices' FP32 results are added
@@ -244,7 +271,7 @@ def emulate(gpu: str | None = None, *, matmul: Any = None, operands: Any = None,
     ...     (a @ b).item()
     0.0625
     """
-    return Emulate(gpu, matmul=matmul, operands=operands, split_k=split_k)
+    return Emulate(gpu, matmul=matmul, operands=operands, split_k=split_k, rng=rng)
 
 
 def _tf32_on() -> bool:
@@ -328,10 +355,66 @@ def _meta(func: Any, args: tuple, kwargs: dict) -> Any:
     return func(*[conv(a) for a in args], **{k: conv(v) for k, v in kwargs.items()})
 
 
+def _recipe_product(em: Emulate, a: np.ndarray, b: np.ndarray,
+                    kinds: tuple[str, str]) -> np.ndarray:
+    """FP32 values of a @ b under the amp recipe: per 2-D matrix of the batch, a
+    quantized along its rows and b along its columns (K) by the recipe's quantizer as
+    operands of ``kinds`` ("x", "w" or "dy"), multiplied by `lowprec.mx.matmul` on
+    the recipe's unit."""
+    from . import mx
+    q: Any = em.quantizer
+    a2 = a if a.ndim > 1 else a[None, :]
+    b2 = b if b.ndim > 1 else b[:, None]
+    batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    a2 = np.broadcast_to(a2, batch + a2.shape[-2:])
+    b2 = np.broadcast_to(b2, batch + b2.shape[-2:])
+    out = np.empty(batch + (a2.shape[-2], b2.shape[-1]))
+    with np.errstate(all="ignore"):
+        for idx in np.ndindex(*batch):
+            if a2.shape[-1] == 0 or 0 in out[idx].shape:
+                out[idx] = 0.0
+                continue
+            qa = q._quantize(np.asarray(a2[idx], np.float64), kinds[0], 1)
+            qb = q._quantize(np.asarray(b2[idx], np.float64), kinds[1], 0)
+            out[idx] = mx.matmul(qa, qb, model=em.recipe.model)  # type: ignore[union-attr]
+    if a.ndim == 1:
+        out = out[..., 0, :]
+    if b.ndim == 1:
+        out = out[..., 0]
+    return out
+
+
+def _kinds(a: Any, b: Any) -> tuple[str, str]:
+    """The amp recipe's kinds of a product's operands: ("x", "w") in the forward
+    pass; in autograd's backward, an operand that shares memory with a tensor the
+    node saved is "x" or "w" (the saved input or weight), any other is the gradient,
+    "dy"."""
+    import torch
+    node = torch._C._current_autograd_node()
+    if node is None:
+        return "x", "w"
+    saved = set()
+    for name in dir(node):
+        if name.startswith("_saved_") and not name.endswith("_raw"):
+            try:
+                v = getattr(node, name)
+            except RuntimeError:
+                continue
+            for t in v if isinstance(v, (tuple, list)) else (v,):
+                if isinstance(t, torch.Tensor):
+                    saved.add(t.untyped_storage().data_ptr())
+    ka = "x" if a.untyped_storage().data_ptr() in saved else "dy"
+    kb = "w" if b.untyped_storage().data_ptr() in saved else "dy"
+    return ka, kb
+
+
 def _product(em: Emulate, a: np.ndarray, b: np.ndarray, model: Model, fmt: Format,
-             dtype: str, split: int | None) -> Any:
+             dtype: str, split: int | None, kinds: tuple[str, str] = ("x", "w")) -> Any:
     """FP32 values of a @ b through ``model``, K cut into slices of ``split`` (each
-    slice's FP32 result added to the previous ones in FP32, left to right)."""
+    slice's FP32 result added to the previous ones in FP32, left to right); under an
+    amp recipe, its quantized product (`_recipe_product`)."""
+    if em.recipe is not None:
+        return _recipe_product(em, a, b, kinds)
     k = a.shape[-1]
     if fmt == FP32 and isinstance(model, Accumulating) and _bf16_values(a, b):
         # An accumulation model's result depends on the operands' values only; FP32
@@ -378,7 +461,8 @@ def _run_product(em: Emulate, op: str, a: Any, b: Any, *, c: Any = None, beta: A
     _check(op, a, b, c)
     da, db = _dtype_name(a), _dtype_name(b)
     model, fmt = em.route(da, db)
-    d = _product(em, _values(a), _values(b), model, fmt, da, None)
+    kinds = _kinds(a, b) if em.recipe is not None else ("x", "w")
+    d = _product(em, _values(a), _values(b), model, fmt, da, None, kinds)
     d = _epilogue(d, c, beta, alpha)
     dtype = out_dtype if out_dtype is not None else a.dtype
     out = _tensor(np.broadcast_to(d, meta.shape) if meta is not None else d, dtype)
@@ -446,7 +530,7 @@ def _patches(x: np.ndarray, ksize: tuple, stride: tuple, dilation: tuple,
 
 def _conv_gemm(em: Emulate, x: np.ndarray, w: np.ndarray, model: Model, fmt: Format,
                dtype: str, stride: tuple, dilation: tuple, lo: tuple, hi: tuple,
-               groups: int) -> np.ndarray:
+               groups: int, kinds: tuple[str, str] = ("x", "w")) -> np.ndarray:
     """FP32 values of the convolution of ``x`` (N, C, *S) with ``w`` (O, C/groups, *k):
     per group one product ``patches (N, L, K) @ w_g.T (K, O/groups)``, K in the order
     (input channel, *kernel position), row-major, as cuDNN's implicit GEMM of an NCHW
@@ -462,7 +546,7 @@ def _conv_gemm(em: Emulate, x: np.ndarray, w: np.ndarray, model: Model, fmt: For
         a = cols[(slice(None),) * (1 + nd) + (slice(g * cg, (g + 1) * cg),)]
         a = a.reshape(n, math.prod(out_sp), kk)
         b = w[g * og:(g + 1) * og].reshape(og, kk).T
-        parts.append(np.asarray(_product(em, a, b, model, fmt, dtype, None)))
+        parts.append(np.asarray(_product(em, a, b, model, fmt, dtype, None, kinds)))
     d = np.concatenate(parts, axis=-1) if groups > 1 else parts[0]   # (N, L, O)
     return np.moveaxis(d.reshape((n,) + tuple(out_sp) + (d.shape[-1],)), -1, 1)
 
@@ -519,7 +603,7 @@ def _convolution_backward(em: Emulate, dy: Any, x: Any, w: Any, bias_sizes: Any,
         hi = tuple(h + d * (k - 1) - size - a for a, h, size, d, k in
                    zip(lo, x.shape[2:], sizes, dl, ksize))
         d = _conv_gemm(em, dil, wv, model, fmt, _dtype_name(dy), (1,) * nd, dl, lo, hi,
-                       groups)
+                       groups, ("dy", "w"))
         gi = _tensor(np.asarray(d, np.float64), meta[0].dtype).reshape(meta[0].shape)
     if output_mask[1]:
         # grad_weight: per group dy_g (O/g, N*L) @ patches_g (N*L, K), the (batch,
@@ -533,7 +617,7 @@ def _convolution_backward(em: Emulate, dy: Any, x: Any, w: Any, bias_sizes: Any,
             a = np.moveaxis(dyv[:, g * og:(g + 1) * og], 1, -1).reshape(length, og).T
             b = cols[(slice(None),) * (1 + nd) + (slice(g * cg, (g + 1) * cg),)]
             parts.append(np.asarray(_product(em, a, b.reshape(length, kk), model, fmt,
-                                             _dtype_name(dy), None)))
+                                             _dtype_name(dy), None, ("dy", "x"))))
         d = np.concatenate(parts, axis=0)
         gw = _tensor(np.asarray(d, np.float64), meta[1].dtype).reshape(meta[1].shape)
     if output_mask[2]:

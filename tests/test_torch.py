@@ -747,3 +747,70 @@ def test_fp32_operands_of_bf16_values_give_the_fp32_models_bits(adversarial):
         want = lp.matmul(a.numpy(), b.numpy(), model="fp32", in_fmt="fp32", out_fmt="fp32")
     from helpers import assert_bits
     assert_bits(_np(got), np.asarray(want))
+
+
+# -- operands=: the amp recipes -------------------------------------------------------------
+
+def _amp_tensor(t):
+    from lowprec.tensors import Tensor
+    return Tensor(_np(t), lp.FP32)
+
+
+@pytest.mark.parametrize("adversarial", [False, True])
+def test_mxfp8_products_equal_the_amp_recipes_own(adversarial):
+    rng = np.random.default_rng(31)
+    x = _data((8, 70), torch.float32, adversarial, rng).requires_grad_()
+    w = _data((70, 12), torch.float32, adversarial, rng).requires_grad_()
+    dy = _data((8, 12), torch.float32, adversarial, rng)
+    with lpt.emulate(operands=lp.amp.MXFP8):
+        y = x @ w
+        y.backward(dy)
+    q = lp.amp.MXFP8.quantizer(0)
+    with np.errstate(all="ignore"):
+        want = q.forward(_amp_tensor(x), _amp_tensor(w), None)
+        dw, dx = q.backward(_amp_tensor(dy), True)
+    assert_same_values(y, want.values)
+    assert_same_values(w.grad, dw.values)
+    assert_same_values(x.grad, dx.values)
+
+
+def test_nvfp4_forward_equals_the_amp_recipes_own_and_backward_is_deterministic():
+    rng = np.random.default_rng(32)
+    x = _data((6, 48), torch.float32, False, rng).requires_grad_()
+    w = _data((48, 5), torch.float32, False, rng).requires_grad_()
+    grads = []
+    for _ in range(2):
+        x.grad = w.grad = None
+        with lpt.emulate(gpu="b200", operands=lp.amp.NVFP4, rng=7):
+            y = x @ w
+            y.sum().backward()
+        grads.append((w.grad.clone(), x.grad.clone()))
+    want = lp.amp.NVFP4.quantizer(0).forward(_amp_tensor(x), _amp_tensor(w), None)
+    assert_same_values(y, want.values)
+    assert all(torch.equal(a, b) for a, b in zip(*grads))
+
+
+def test_recipe_products_of_batches_and_convolutions_run_per_matrix():
+    rng = np.random.default_rng(33)
+    a = _data((3, 4, 40), torch.bfloat16, False, rng)
+    b = _data((3, 40, 5), torch.bfloat16, False, rng)
+    with lpt.emulate(operands=lp.amp.MXFP8):
+        got = torch.bmm(a, b)
+        conv = torch.nn.functional.conv1d(_data((2, 4, 9), torch.float32, False, rng),
+                                          _data((3, 4, 3), torch.float32, False, rng))
+    assert conv.shape == (2, 3, 7)
+    for i in range(3):
+        qa = lp.mx.quantize(_np(a[i]), "mxfp8_e4m3", axis=1, scale_rule="rceil")
+        qb = lp.mx.quantize(_np(b[i]), "mxfp8_e4m3", axis=0, scale_rule="rceil")
+        assert_same_values(got[i], lp.round(lp.mx.matmul(qa, qb), "bf16"))
+
+
+def test_recipe_options_that_cannot_work_say_so():
+    with pytest.raises(NotImplementedError, match="amax history"):
+        lpt.emulate(operands=lp.amp.DelayedScaling())
+    with pytest.raises(ValueError, match="b200/tcgen05"):
+        lpt.emulate(gpu="h100", operands=lp.amp.MXFP8)
+    with pytest.raises(ValueError, match="leave matmul= out"):
+        lpt.emulate(matmul="fp32", operands=lp.amp.MXFP8)
+    with pytest.raises(TypeError, match="amp recipe"):
+        lpt.emulate(operands="mxfp8")
