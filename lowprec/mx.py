@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .arith import mul as _mul
 from .bits import decode, encode
-from .engine.checks import check_int
+from .engine.checks import check_choice, check_int
 from .engine.inputs import float64_operand
 from .formats import E8M0, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E5M2, FP32, UE4M3, Format
 from .rounding import round as _round
@@ -176,17 +176,6 @@ def _e8m0_exponent(amax, emax_elem, max_elem, rule):
     return np.clip(np.where(low, -127, np.where(high, 127, e)), -127, 127)
 
 
-def _check_name(name, value, valid):
-    """``value`` if it is a key of ``valid``: `TypeError` for a non-string,
-    `ValueError` for an unknown name."""
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, one of {', '.join(valid)}; got "
-                        f"{type(value).__name__} {value!r}")
-    if value not in valid:
-        raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(valid)}")
-    return value
-
-
 def _check_tensor_scale(ts):
     """NVFP4's per-tensor scale as an FP32 number: a positive finite real, rounded to
     FP32 (nearest even); `TypeError` for anything but a real number, `ValueError` for
@@ -266,8 +255,8 @@ def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "fl
     >>> float(lp.mx.quantize([957.0] + [1.0] * 31, "mxfp8_e4m3", scale_rule="ceil").dequantize()[0])
     960.0
     """
-    _check_name("scheme", scheme, SCHEMES)
-    _check_name("scale_rule", scale_rule, SCALE_RULES)
+    check_choice("scheme", scheme, SCHEMES)
+    check_choice("scale_rule", scale_rule, SCALE_RULES)
     elem, sfmt, block = SCHEMES[scheme]
     if tensor_scale is not None:
         if sfmt == E8M0:

@@ -551,17 +551,25 @@ def _conv_gemm(em: Emulate, x: np.ndarray, w: np.ndarray, model: Model, fmt: For
     return np.moveaxis(d.reshape((n,) + tuple(out_sp) + (d.shape[-1],)), -1, 1)
 
 
+def _geometry(op: str, x: Any, transposed: bool, stride: Any, padding: Any,
+              dilation: Any) -> tuple[int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """(spatial dimensions, stride, padding, dilation) of a convolution, one entry per
+    spatial dimension; `TypeError` for a transposed one."""
+    if transposed:
+        raise TypeError(f"lowprec.torch.emulate cannot emulate {op} with transposed=True "
+                        f"(a transposed convolution, ConvTranspose): not modelled")
+    nd = x.dim() - 2
+    st, pd, dl = (tuple(v) * (nd if len(v) == 1 else 1) for v in (stride, padding, dilation))
+    return nd, st, pd, dl
+
+
 def _convolution(em: Emulate, x: Any, w: Any, bias: Any, stride: Any, padding: Any,
                  dilation: Any, transposed: bool, output_padding: Any, groups: int, *,
                  meta: Any) -> Any:
     op = "aten.convolution"
     _check(op, x, w, bias)
-    if transposed:
-        raise TypeError(f"lowprec.torch.emulate cannot emulate {op} with transposed=True "
-                        f"(a transposed convolution, ConvTranspose): not modelled")
+    nd, st, pd, dl = _geometry(op, x, transposed, stride, padding, dilation)
     model, fmt = em.route(_dtype_name(x), _dtype_name(w))
-    nd = x.dim() - 2
-    st, pd, dl = (tuple(v) * (nd if len(v) == 1 else 1) for v in (stride, padding, dilation))
     d: Any = _conv_gemm(em, _values(x), _values(w), model, fmt, _dtype_name(x), st, dl,
                         pd, pd, groups)
     if bias is not None:
@@ -576,11 +584,7 @@ def _convolution_backward(em: Emulate, dy: Any, x: Any, w: Any, bias_sizes: Any,
                           meta: Any) -> Any:
     op = "aten.convolution_backward"
     _check(op, dy, x, w)
-    if transposed:
-        raise TypeError(f"lowprec.torch.emulate cannot emulate {op} with transposed=True "
-                        f"(a transposed convolution, ConvTranspose): not modelled")
-    nd = x.dim() - 2
-    st, pd, dl = (tuple(v) * (nd if len(v) == 1 else 1) for v in (stride, padding, dilation))
+    nd, st, pd, dl = _geometry(op, x, transposed, stride, padding, dilation)
     dyv, ksize = _values(dy), tuple(w.shape[2:])
     n, o = dyv.shape[:2]
     og, cg = o // groups, w.shape[1]

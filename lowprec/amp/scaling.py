@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import mx
-from ..engine.checks import as_generator, check_int
+from ..engine.checks import as_generator, check_choice, check_int
 from ..formats import FP8_E4M3, FP8_E5M2, FP32, Format
 from ..rounding import round as _round
 from ..status import quiet
@@ -51,17 +51,6 @@ MAX_HISTORY = 2**16
 
 #: The `lowprec.mx` schemes a block-scaled instruction model multiplies.
 _MODELLED = ("mxfp8_e4m3", "mxfp8_e5m2", "mxfp4", "nvfp4")
-
-
-def _check_choice(name, value, valid):
-    """``value`` if it is one of ``valid`` (strings): `TypeError` for a non-string,
-    `ValueError` for another string."""
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, one of {', '.join(valid)}; got "
-                        f"{type(value).__name__} {value!r}")
-    if value not in valid:
-        raise ValueError(f"{name} must be one of {', '.join(valid)}, got {value!r}")
-    return value
 
 
 def _fl32(v):
@@ -159,14 +148,14 @@ class DelayedScaling:
     algorithm: str = "max"
 
     def __post_init__(self) -> None:
-        _check_choice("fp8_format", self.fp8_format, tuple(_FP8_FORMATS))
+        check_choice("fp8_format", self.fp8_format, tuple(_FP8_FORMATS))
         if check_int("margin", self.margin, minimum=0) > MAX_MARGIN:
             raise ValueError(f"margin must be at most {MAX_MARGIN} (fl32(fp8_max / amax) / "
                              f"2**margin is then 0 in FP32 for every amax), got {self.margin!r}")
         if check_int("history", self.history, minimum=1) > MAX_HISTORY:
             raise ValueError(f"history must be at most {MAX_HISTORY} (Transformer Engine's "
                              f"default is 1024), got {self.history!r}")
-        _check_choice("algorithm", self.algorithm, ("max", "most_recent"))
+        check_choice("algorithm", self.algorithm, ("max", "most_recent"))
 
     @property
     def formats(self) -> dict[str, Format]:
@@ -187,7 +176,7 @@ class DelayedScaling:
         >>> r.scale([1e-40])                       # 448 / 1e-40 overflows: FP32's max
         3.4028234663852886e+38
         """
-        fmt = self.formats[_check_choice("kind", kind, KINDS)]
+        fmt = self.formats[check_choice("kind", kind, KINDS)]
         values = np.asarray(history, dtype=np.float64).reshape(-1)
         if self.algorithm == "max":
             values = values[~np.isnan(values)]
@@ -351,11 +340,11 @@ class BlockScaling:
             object.__setattr__(self, "grad_scheme", self.scheme)
         for name in ("scheme", "grad_scheme"):
             value = getattr(self, name)
-            _check_choice(name, value, _MODELLED)
+            check_choice(name, value, _MODELLED)
         if mx.SCHEMES[self.scheme][1:] != mx.SCHEMES[self.grad_scheme][1:]:   # type: ignore[index]
             raise ValueError("scheme and grad_scheme must share the scale format and block")
-        _check_choice("scale_rule", self.scale_rule, tuple(mx.SCALE_RULES))
-        _check_choice("grad_mode", self.grad_mode, ("rne", "sr"))
+        check_choice("scale_rule", self.scale_rule, tuple(mx.SCALE_RULES))
+        check_choice("grad_mode", self.grad_mode, ("rne", "sr"))
         unit = resolve_model(self.model, "model")
         if not isinstance(unit, MatrixUnit):
             raise ValueError(f"model must be a matrix unit with block-scaled instructions "

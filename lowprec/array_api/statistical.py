@@ -51,26 +51,25 @@ class Statistical(Core):
 
     def sum(self, x: Array, /, *, axis: Any = None, dtype: Any = None,
             keepdims: bool = False) -> Array:
-        r = self._reduce(np.sum, x, axis, keepdims, dtype)
-        if r is not None:
-            return r
-        x = self._array(x)
-        d = self._int_acc(x._dtype) if dtype is None else self._dtype(dtype)
-        return self._wrap(np.sum(x._a, axis=axis_tuple(axis, x.ndim), keepdims=keepdims,
-                                 dtype=d.storage), d)
+        return self._accumulate(np.sum, x, axis, keepdims, dtype)
+
+    def prod(self, x: Array, /, *, axis: Any = None, dtype: Any = None,
+             keepdims: bool = False) -> Array:
+        return self._accumulate(np.prod, x, axis, keepdims, dtype)
 
     def _int_acc(self, d: DType) -> DType:
         return self.uint64 if d.kind == "unsigned" else self.int64
 
-    def prod(self, x: Array, /, *, axis: Any = None, dtype: Any = None,
-             keepdims: bool = False) -> Array:
-        r = self._reduce(np.prod, x, axis, keepdims, dtype)
+    def _accumulate(self, fn: Any, x: Array, axis: Any, keepdims: bool, dtype: Any) -> Array:
+        """``sum``/``prod``: floating arrays in the format (`_reduce`); integers and
+        bools in NumPy, accumulated in the standard's default integer dtype."""
+        r = self._reduce(fn, x, axis, keepdims, dtype)
         if r is not None:
             return r
         x = self._array(x)
         d = self._int_acc(x._dtype) if dtype is None else self._dtype(dtype)
-        return self._wrap(np.prod(x._a, axis=axis_tuple(axis, x.ndim), keepdims=keepdims,
-                                  dtype=d.storage), d)
+        return self._wrap(fn(x._a, axis=axis_tuple(axis, x.ndim), keepdims=keepdims,
+                             dtype=d.storage), d)
 
     def mean(self, x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Array:
         x = self._floating(self._array(x))

@@ -13,14 +13,15 @@ This module imports only `lowprec.types` and holds no state.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Collection
 from typing import Any, Literal, TypeGuard, get_args, overload
 
 import numpy as np
 
 from ..types import Mode
 
-__all__ = ["MODES", "is_int", "check_bool", "check_mode", "check_rng", "as_generator",
-           "check_int", "broadcast_shape"]
+__all__ = ["MODES", "is_int", "check_bool", "check_mode", "check_choice", "check_rng",
+           "as_generator", "check_int", "broadcast_shape"]
 
 #: The rounding modes, in the order the docs list them (the strings of `Mode`).
 MODES: tuple[Mode, ...] = get_args(Mode)
@@ -77,6 +78,26 @@ def check_mode(mode: object, name: str = "mode") -> Mode:
     if mode not in MODES:
         raise ValueError(f"unknown rounding mode {mode!r}; valid modes: {', '.join(MODES)}")
     return mode
+
+
+def check_choice(name: str, value: object, valid: Collection[str]) -> str:
+    """``value`` if it is one of the names ``valid``: `TypeError` for a non-string,
+    `ValueError` for another string.
+
+    Examples
+    --------
+    >>> check_choice("kind", "z", ("x", "w"))
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown kind: kind must be one of x, w, got 'z'
+    """
+    names = ", ".join(valid)
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, one of {names}; got "
+                        f"{type(value).__name__} {value!r}")
+    if value not in valid:
+        raise ValueError(f"unknown {name}: {name} must be one of {names}, got {value!r}")
+    return value
 
 
 def check_rng(rng: object, name: str = "rng") -> None:

@@ -14,6 +14,7 @@ The kernels are in `fused`; this module only says what each instruction does.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -202,13 +203,20 @@ class Instruction:
             a = fused.truncate_tf32(a)
         if fb == TF32:
             b = fused.truncate_tf32(b)
-        d = np.asarray(c, dtype=np.float64)
-        K, k = a.shape[1], self.block
+        k = self.block
+        return self._chain(a.shape[1], np.asarray(c, dtype=np.float64), out, lambda j, d:
+                           self._group(a[:, j:j + k], b[:, j:j + k], d, fa, fb, out, sa, sb, j))
+
+    def _chain(self, K: int, c: np.ndarray, out: Format,
+               group: Callable[[int, np.ndarray], np.ndarray]) -> np.ndarray:
+        """The groups of K in order, each ``group(j, d)`` taking the previous result
+        as its c; with ``promote_every``, the partial results added to an FP32
+        accumulator every so many products (from c)."""
+        k, d = self.block, c
         if self.promote_every is not None:
             total, d = d, np.zeros_like(d)
         for j in range(0, K, k):
-            aj, bj = a[:, j:j + k], b[:, j:j + k]
-            d = self._group(aj, bj, d, fa, fb, out, sa, sb, j)
+            d = group(j, d)
             if self.promote_every is not None and (
                     (j + k) % self.promote_every == 0 or j + k >= K):
                 total = np.asarray(quiet(_add, total, d, FP32), dtype=np.float64)
@@ -232,38 +240,30 @@ class Instruction:
         (K / scale_block, N), through `fastgroups` a group at a time (only where
         `fast`): bit for bit `dot`'s outputs. ``bound``: bytes for the outputs that
         take the reference kernel, a batch at a time."""
-        d = np.array(c, dtype=np.float64)
         a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-        K, k, alg = a.shape[1], self.block, self.algorithm
-        if self.promote_every is not None:
-            total, d = d, np.zeros_like(d)
-        for j in range(0, K, k):
+        k, alg = self.block, self.algorithm
+
+        def group(j: int, d: np.ndarray) -> np.ndarray:
             A, B = a[:, j:j + k], b[j:j + k]
             if alg == "nv-fused":
-                d = fastgroups.nv_fused(A, B, d, fa, fb, out, self.fraction_bits,
-                                        self.out_mode(out), bound=bound)
-            elif alg == "nv-mx":
+                return fastgroups.nv_fused(A, B, d, fa, fb, out, self.fraction_bits,
+                                           self.out_mode(out), bound=bound)
+            if alg == "nv-mx":
                 assert sa is not None and sb is not None and self.scale_block is not None
                 s = j // self.scale_block          # one scale per group (`fastgroups.covers`)
-                d = fastgroups.nv_fused(A, B, d, fa, fb, out, self.fraction_bits,
-                                        self.out_mode(out), sa[:, s], sb[s], bound=bound)
-            elif alg == "nv-fp4":
+                return fastgroups.nv_fused(A, B, d, fa, fb, out, self.fraction_bits,
+                                           self.out_mode(out), sa[:, s], sb[s], bound=bound)
+            if alg == "nv-fp4":
                 assert sa is not None and sb is not None and self.scale_block is not None
                 sb_ = self.scale_block
                 reps = sb_ // 16
                 qa = np.repeat(sa[:, j // sb_:(j + k) // sb_], reps, axis=1)
                 qb = np.repeat(sb[j // sb_:(j + k) // sb_], reps, axis=0)
-                d = fastgroups.nv_block_fp4(A, B, d, qa, qb, self.scales[0],
-                                            self.fraction_bits, bound=bound)
-            else:
-                d = fastgroups.amd_fp8(A, B, d, fa, fb, bound=bound)
-            if self.promote_every is not None and (
-                    (j + k) % self.promote_every == 0 or j + k >= K):
-                total = np.asarray(quiet(_add, total, d, FP32), dtype=np.float64)
-                d = np.zeros_like(d)
-        if self.promote_every is not None:
-            return total if out == FP32 else np.asarray(quiet(_round, total, out))
-        return d
+                return fastgroups.nv_block_fp4(A, B, d, qa, qb, self.scales[0],
+                                               self.fraction_bits, bound=bound)
+            return fastgroups.amd_fp8(A, B, d, fa, fb, bound=bound)
+
+        return self._chain(a.shape[1], np.array(c, dtype=np.float64), out, group)
 
     def _group(self, a, b, c, fa, fb, out, sa, sb, j):
         alg = self.algorithm
