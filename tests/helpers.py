@@ -165,3 +165,16 @@ def parse_html(markup: str) -> _Tree:
     assert not any(name.startswith("on") for _, attrs in tree.tags for name in attrs), \
         "no event handlers (no JavaScript)"
     return tree
+
+
+def spy_on(monkeypatch, where, name, original):
+    """Replace ``where.name`` by ``original`` that also records, per call, whether it
+    settled its input (returned something other than None); returns the record."""
+    settled = []
+
+    def spy(*args, **kwargs):
+        result = original(*args, **kwargs)
+        settled.append(result is not None)
+        return result
+    monkeypatch.setattr(where, name, spy)
+    return settled
