@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import lowprec as lp
-from helpers import assert_same
+from helpers import assert_bits, assert_same
 from lowprec.tensorcore import matmul
 from oracles.decode import decode_by_definition
 from oracles.loops import round_fraction
@@ -349,7 +349,7 @@ def test_quantize_linear_divides_in_the_scales_precision():
     # precision), then to E4M3: a double rounding the Fraction reference repeats.
     import lowprec.onnx as lo
     rng = np.random.default_rng(5)
-    x = rng.standard_normal(2000).astype(np.float32) * 100
+    x = rng.standard_normal(600).astype(np.float32) * 100
     s = np.float32(0.37)
     (y,) = lo.run(_q_model("e4m3", np.float32, 1), {"x": x, "s": s}, gpu="h100")
     want = [_spec_cast(Fraction(_fp32(Fraction(float(v)) / Fraction(float(s)))), "e4m3", 1)
@@ -510,3 +510,107 @@ def test_torch_exported_cnn_equals_its_product_chain_by_hand():
                in_fmt="bf16", out_fmt="fp32")
     want = lp.add(p, fc.bias.detach().numpy().astype(np.float64), "fp32")
     assert_same(values[model.graph.output[0].name], want)
+
+
+# -- the same weights under lowprec.onnx and lowprec.torch.emulate ---------------------
+
+def _torch_cnn():
+    import torch
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(),
+        torch.nn.Conv2d(4, 8, 3, stride=2, padding=1, groups=2), torch.nn.ReLU(),
+        torch.nn.Flatten(), torch.nn.Linear(8 * 4 * 4, 10)).eval()
+
+
+@requires_torch
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("dtype, precision, autocast", [
+    ("float32", "highest", False),      # plain FP32 products on both sides
+    ("float32", "high", False),         # TF32: allow_tf32 in torch, tf32=True in ONNX
+    ("bfloat16", "highest", False),
+    ("float16", "highest", False),
+    ("float32", "highest", True),       # exported under bf16 autocast: Cast, BF16 nodes
+])
+def test_torch_exported_cnn_equals_the_torch_bridge(dtype, precision, autocast):
+    # Both sides take K in the order (input channel, kernel offsets in C order) and add
+    # the bias to the FP32 accumulator once: their outputs agree bit for bit.
+    import contextlib
+
+    import torch
+
+    import lowprec.onnx as lo
+    import lowprec.torch as lpt
+    tdtype = getattr(torch, dtype)
+    net = _torch_cnn().to(tdtype)
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((3, 1, 8, 8)).astype(np.float32)
+    # Ties of BF16 and FP16, subnormals of both and signed zeros in the first two
+    # images; inf and NaN in the last (a NaN reaches every output of its image).
+    finite = [1 + 2.0**-8, -(1 + 3 * 2.0**-8), 1 + 2.0**-11, 2.0**-24, -(2.0**-133),
+              2.0**-130, 0.0, -0.0]
+    for i in range(2):
+        x[i].reshape(-1)[rng.choice(64, len(finite), replace=False)] = finite
+    x[2, 0, 3, :3] = [np.inf, -np.inf, np.nan]
+    xt = torch.from_numpy(x).to(tdtype)
+    cast = (torch.autocast("cpu", dtype=torch.bfloat16) if autocast
+            else contextlib.nullcontext())
+    buf = io.BytesIO()
+    with cast:
+        torch.onnx.export(net, (xt,), buf, dynamo=False)
+    model = onnx.load_from_string(buf.getvalue())
+    ops = [n.op_type for n in model.graph.node]
+    assert ops == ["Cast"] * autocast + ["Conv", "Relu", "Conv", "Relu", "Flatten", "Gemm"]
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    try:
+        with lpt.emulate(gpu="h100"), torch.no_grad(), cast:
+            want = net(xt)
+    finally:
+        torch.set_float32_matmul_precision(before)
+    xo = xt.float().numpy().astype(ml_dtypes.bfloat16) if dtype == "bfloat16" \
+        else xt.numpy()
+    (got,) = lo.run(model, [xo], gpu="h100", tf32=precision == "high")
+    assert got.dtype.name == str(want.dtype).removeprefix("torch.")
+    assert np.isfinite(got[:2]).all()
+    # Zeros' signs must agree; NaN payloads are not specified (IEEE 754, section 6.2.3).
+    assert_same(got.astype(np.float64), want.double().numpy())
+
+
+@requires_sklearn
+@requires_torch
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("tf32", [False, True])
+def test_sklearn_digits_mlp_equals_the_torch_bridge(tf32):
+    # skl2onnx writes each layer as MatMul then Add in float32: the product, already an
+    # FP32 value, plus the bias rounded once is addmm's epilogue. The logits agree bit
+    # for bit; Softmax is NumPy's exp against torch's, so only the labels are compared.
+    import torch
+    from skl2onnx import to_onnx
+    from sklearn.datasets import load_digits
+    from sklearn.neural_network import MLPClassifier
+
+    import lowprec.onnx as lo
+    import lowprec.torch as lpt
+    X, y = load_digits(return_X_y=True)
+    X = (X / 16).astype(np.float32)
+    clf = MLPClassifier(hidden_layer_sizes=(32,), max_iter=60, random_state=0).fit(X, y)
+    model = to_onnx(clf, X[:1], options={"zipmap": False})
+    net = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(),
+                              torch.nn.Linear(32, 10))
+    with torch.no_grad():
+        for layer, w, b in zip(net[::2], clf.coefs_, clf.intercepts_):
+            layer.weight.copy_(torch.from_numpy(w.T.astype(np.float32)))
+            layer.bias.copy_(torch.from_numpy(b.astype(np.float32)))
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    try:
+        with lpt.emulate(gpu="h100"), torch.no_grad():
+            logits = net(torch.from_numpy(X[:200])).numpy()
+    finally:
+        torch.set_float32_matmul_precision(before)
+    sess = lo.evaluator(model, gpu="h100", tf32=tf32)
+    values = sess.run(None, {model.graph.input[0].name: X[:200]}, intermediate=True)
+    last_add = [n for n in model.graph.node if n.op_type == "Add"][-1].output[0]
+    assert_bits(values[last_add].astype(np.float64), logits.astype(np.float64))
+    assert np.array_equal(values["label"], logits.argmax(1))
