@@ -5,16 +5,20 @@
 chunked arrays, lazily, bit for bit the NumPy call on the gathered arrays.
 
 Elementwise operations (`round`, `encode`, `decode`, `add` ... `fma`) map each block
-through the NumPy call; under ``"sr"`` the seed is resolved once, when the graph is
-built, and each block rounds with its elements' global C-order indices (``offset=``,
-the counter-based contract), so any chunking gives the same words. Reductions keep
-lowprec's documented orders: sequential sums, dots and prefix sums chain across the
-chunks in order (the previous chunk's result prepended as term 0 of the next call);
-pairwise sums combine power-of-two chunks in the NumPy call's own tree; `matmul`
-chains the K chunks with the accumulator passed as ``c``. Dask is imported inside
-the functions only (this module imports without it). It never rounds on its own and
-never computes anything before ``.compute()``: every value comes from a lowprec call
-on a block.
+through the NumPy call. Under ``"sr"`` the seed is resolved once, when the graph is
+built. Each block then rounds with its elements' global C-order indices (``offset=``,
+the counter-based contract). So any chunking gives the same words.
+
+Reductions keep lowprec's documented orders:
+
+* Sequential sums, dots and prefix sums chain across the chunks in order. The
+  previous chunk's result is prepended as term 0 of the next call.
+* Pairwise sums combine power-of-two chunks in the NumPy call's own tree.
+* `matmul` chains the K chunks with the accumulator passed as ``c``.
+
+Dask is imported inside the functions only, so this module imports without it.
+The module never rounds on its own and never computes anything before
+``.compute()``. Every value comes from a lowprec call on a block.
 """
 
 from __future__ import annotations
@@ -84,11 +88,13 @@ def _as_dask(x: DaskLike, name: str = "x") -> Any:
 def resolve_seed(rng: RNGLike) -> int:
     """The one seed of a call under ``"sr"``, resolved when the graph is built.
 
-    An int is the seed as it is; a `numpy.random.Generator` gives one draw
-    ``rng.integers(0, 2**63)`` (what the NumPy call draws, so a generator in the
-    same state gives the same result); None a fresh seed from the operating
-    system's entropy (``numpy.random.SeedSequence()``), so the result is not
-    reproducible, as with the NumPy call.
+    * An int is the seed as it is.
+    * A `numpy.random.Generator` gives one draw ``rng.integers(0, 2**63)``.
+      The NumPy call draws the same, so a generator in the same state gives the
+      same result.
+    * None gives a fresh seed from the operating system's entropy
+      (``numpy.random.SeedSequence()``). The result is then not reproducible, as
+      with the NumPy call.
 
     Examples
     --------
@@ -199,9 +205,9 @@ def round(x: DaskLike, fmt: FormatLike, mode: Mode = "rne", *,  # noqa: A001
     """`lowprec.round` of a Dask array, block by block (lazy).
 
     Options as `lowprec.round`, checked now (the same errors). Under ``"sr"`` the
-    seed is resolved once (`resolve_seed`) and every element draws the word of its
-    global C-order index, so the result equals ``lp.round(x.compute(), ...)`` with
-    that seed for every chunking.
+    seed is resolved once (`resolve_seed`). Every element draws the word of its
+    global C-order index. So for every chunking the result equals
+    ``lp.round(x.compute(), ...)`` with that seed.
 
     Examples
     --------
@@ -224,7 +230,9 @@ def round(x: DaskLike, fmt: FormatLike, mode: Mode = "rne", *,  # noqa: A001
 def encode(x: DaskLike, fmt: FormatLike, mode: Mode = "rne", *,
            rng: RNGLike = None, sr_bits: int | None = None,
            subnormals: bool | None = None, saturate: bool = False) -> dask.array.Array:
-    """`lowprec.encode` of a Dask array, block by block (lazy); "sr" as in `round`.
+    """`lowprec.encode` of a Dask array, block by block (lazy).
+
+    Under ``"sr"`` the seed and the words are those of `round`.
 
     Examples
     --------
@@ -459,18 +467,21 @@ def sum(x: DaskLike, fmt: FormatLike, mode: Mode = "rne", *,  # noqa: A001
         saturate: bool = False) -> dask.array.Array:
     """`lowprec.sum` of a Dask array (lazy), in the NumPy call's order, bit for bit.
 
-    ``"sequential"`` chains the chunks of the summed axis in order, each call
-    starting from the previous chunk's sum (term 0; under ``"sr"`` with ``offset``
-    the global index of its first term less one). ``"pairwise"`` sums chunks of
-    2**k terms and joins their sums pairwise: the NumPy call's own tree, because
-    every chunk but the last covers a whole subtree; other chunkings of the axis
-    are first rechunked to 2**k terms (2**k the largest power of two not above
-    the largest chunk). ``"kahan"`` takes the axis as one chunk (its compensation
-    is not passed between calls). Several axes are joined in C order (Dask
-    reshapes, rechunking as it needs). Under ``"sr"`` only a single sequential sum
-    is chained; other "sr" sums run as one call on the whole array (the contract
-    fixes no words for them across chunks). Input whose dtype float64 does not
-    hold (64-bit integers, long doubles) is summed one call per row.
+    * ``"sequential"`` chains the chunks of the summed axis in order. Each call
+      starts from the previous chunk's sum as its term 0. Under ``"sr"`` its
+      ``offset`` is the global index of its first term less one.
+    * ``"pairwise"`` sums chunks of 2**k terms and joins their sums pairwise.
+      This is the NumPy call's own tree, because every chunk but the last covers
+      a whole subtree. Other chunkings of the axis are first rechunked to 2**k
+      terms, 2**k the largest power of two not above the largest chunk.
+    * ``"kahan"`` takes the axis as one chunk: its compensation is not passed
+      between calls.
+
+    Several axes are joined in C order (Dask reshapes, rechunking as it needs).
+    Under ``"sr"`` only a single sequential sum is chained. Other "sr" sums run as
+    one call on the whole array, since the contract fixes no words for them across
+    chunks. Input whose dtype float64 does not hold (64-bit integers, long
+    doubles) is summed one call per row.
 
     Examples
     --------
@@ -510,11 +521,11 @@ def dot(a: DaskLike, b: DaskLike, fmt: FormatLike, mode: Mode = "rne", *,
         saturate: bool = False) -> dask.array.Array:
     """`lowprec.dot` of Dask arrays (lazy): the last axis contracted, bit for bit.
 
-    Sequential dots (fused too) chain the chunks of the contracted axis, each call
-    starting from the previous partial dot as the term ``acc * 1`` (exact); pairwise
+    Sequential dots (fused too) chain the chunks of the contracted axis. Each call
+    starts from the previous partial dot as the term ``acc * 1`` (exact). Pairwise
     and Kahan dots are `mul` then `sum` in that order, as the NumPy call computes
-    them. Under ``"sr"`` the dot is one call on the whole arrays (the contract fixes
-    no words for the products across chunks).
+    them. Under ``"sr"`` the dot is one call on the whole arrays, since the
+    contract fixes no words for the products across chunks.
 
     Examples
     --------
@@ -569,11 +580,11 @@ def cumsum(x: DaskLike, fmt: FormatLike, mode: Mode = "rne", *, axis: int | None
            saturate: bool = False) -> dask.array.Array:
     """`lowprec.cumsum` of a Dask array (lazy): sequential prefix sums, bit for bit.
 
-    The chunks along ``axis`` are chained in order: each call starts from the last
-    prefix sum of the previous chunk (prepended as term 0, and dropped from the
-    result; under ``"sr"`` with ``offset`` the global index of the chunk's first
-    term less one). ``axis=None`` flattens first. Under ``"sr"`` only a 1-D prefix
-    sum is chained; several prefix sums at once are one call on the whole array.
+    The chunks along ``axis`` are chained in order. Each call starts from the last
+    prefix sum of the previous chunk, prepended as term 0 and dropped from the
+    result. Under ``"sr"`` its ``offset`` is the global index of the chunk's first
+    term less one. ``axis=None`` flattens first. Under ``"sr"`` only a 1-D prefix
+    sum is chained. Several prefix sums at once are one call on the whole array.
 
     Examples
     --------
@@ -618,14 +629,17 @@ def cumsum(x: DaskLike, fmt: FormatLike, mode: Mode = "rne", *, axis: int | None
 
 def k_multiple(model: ModelLike, in_fmt: FormatLike,
                b_fmt: FormatLike | None = None) -> int | None:
-    """The multiple of which every chunk of K but the last must be for `matmul` to
-    chain ``model`` bit for bit, or None when the model takes K in one chunk only.
+    """The chunk of K of which `matmul` needs multiples to chain ``model`` bit for bit.
 
-    Block-FMA models chain whole blocks (``block``; the ``mma_split`` models, whose
-    32 products are split by k mod 4, 32 = twice their block); instruction models
-    chain whole groups (or promotion intervals); the ``"fp32"`` and ``"fp16"``
-    accumulations any chunk (1). ``"exact"`` (one rounding of the whole sum) and
-    the multi-pass models (each pass over all of K) cannot be chained: None.
+    Every chunk of K but the last must be such a multiple. None means the model
+    takes K in one chunk only.
+
+    * Block-FMA models chain whole blocks (``block``). The ``mma_split`` models
+      split their 32 products by k mod 4, so they chain 32, twice their block.
+    * Instruction models chain whole groups, or promotion intervals.
+    * The ``"fp32"`` and ``"fp16"`` accumulations chain any chunk (1).
+    * ``"exact"`` (one rounding of the whole sum) and the multi-pass models (each
+      pass over all of K) cannot be chained: None.
 
     Examples
     --------
@@ -672,15 +686,17 @@ def matmul(a: DaskLike, b: DaskLike, *, model: ModelLike = "fp32",
            out_fmt: FormatLike | None = None) -> dask.array.Array:
     """`lowprec.matmul` of 2-D Dask arrays (lazy), bit for bit the NumPy call.
 
-    Output blocks are independent; along K, chunk j's product is ``lp.matmul(a_j,
-    b_j, model=model, c=acc)`` with ``acc`` the previous chunk's result (the user's
-    ``c`` for the first), which is how every chaining model accumulates: the block
-    FMAs of a Tensor Core model pass their result, rounded to the output format, as
-    the next block's ``c``. So every chunk of K but the last must be a multiple of
-    `k_multiple` (the model's block, for its input format), else `ValueError`; the
-    ``"exact"`` and multi-pass models need K in one chunk. ``"fp32"``/``"fp16"``
-    with another ``out_fmt`` chain in their accumulator and round once into
-    ``out_fmt`` at the end, as the NumPy call does. ``b``'s K chunks are made
+    Output blocks are independent. Along K, chunk j's product is ``lp.matmul(a_j,
+    b_j, model=model, c=acc)``. Here ``acc`` is the previous chunk's result, or the
+    user's ``c`` for the first. Every chaining model accumulates this way. The
+    block FMAs of a Tensor Core model pass their result, rounded to the output
+    format, as the next block's ``c``.
+
+    So every chunk of K but the last must be a multiple of `k_multiple`, the
+    model's block for its input format. Otherwise the call raises `ValueError`.
+    The ``"exact"`` and multi-pass models need K in one chunk. ``"fp32"`` and
+    ``"fp16"`` with another ``out_fmt`` chain in their accumulator. They round once
+    into ``out_fmt`` at the end, as the NumPy call does. ``b``'s K chunks are made
     ``a``'s (rechunked), and ``c`` is broadcast to (M, N) in the result's chunks.
 
     Examples
@@ -771,12 +787,12 @@ def _tensor_op(op: Callable[..., Any], fmt: Format, fmts: tuple[Format | None, .
 class LazyTensor:
     """A `lowprec.Tensor` not computed yet: a Dask array of float64 values of ``fmt``.
 
-    Operators ``+ - * /``, unary ``-``, `abs`, `sqrt` run the Tensor operations block
-    by block under the `lowprec.context` active when the operation is written
-    (captured then; under ``"sr"`` one seed is drawn from its generator per
-    operation, as an eager Tensor operation draws it, and the elements draw words
-    by their global indices). ``.sum()`` is `sum` (pairwise), ``@`` is `matmul`
-    with the context's model. ``.compute()`` gives the `lowprec.Tensor`.
+    Operators ``+ - * /``, unary ``-``, `abs` and `sqrt` run the Tensor operations
+    block by block. They use the `lowprec.context` active when the operation is
+    written, captured then. Under ``"sr"`` each operation draws one seed from the
+    context's generator, as an eager Tensor operation does. The elements then draw
+    words by their global indices. ``.sum()`` is `sum` (pairwise), and ``@`` is
+    `matmul` with the context's model. ``.compute()`` gives the `lowprec.Tensor`.
 
     Examples
     --------

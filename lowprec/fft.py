@@ -1,47 +1,53 @@
 """Discrete Fourier transforms of Tensors (`lowprec.fft`), every real operation
-rounded in the Tensor's format; ``np.fft.fft`` and its kin on a Tensor dispatch here.
+rounded in the Tensor's format.
 
-`fft`, `ifft`, `rfft` and `irfft` compute ``X_k = sum_j x_j w^(jk)`` with
-``w = exp(-2 pi i / n)`` (``exp(+2 pi i / n)`` for the inverses) by a documented
-algorithm, every real multiplication, addition, subtraction and division a rounded
-`lowprec.arith` operation in the Tensor's format with the context's mode and options
-(`lp.context`), vectorised across each stage; this module never computes a result in
-float64 and rounds it afterwards.
+``np.fft.fft`` and its kin on a Tensor dispatch here. `fft`, `ifft`, `rfft` and
+`irfft` compute ``X_k = sum_j x_j w^(jk)`` with ``w = exp(-2 pi i / n)``, or
+``exp(+2 pi i / n)`` for the inverses. They follow a documented algorithm. Every
+real multiplication, addition, subtraction and division is a rounded
+`lowprec.arith` operation in the Tensor's format. It takes the context's mode and
+options (`lp.context`) and is vectorised across each stage. This module never
+computes a result in float64 and rounds it afterwards.
 
-* Twiddles ``w_k = exp(-2 pi i k / n)``: ``k / n`` is split exactly into a quarter
-  turn ``q`` and a rest, ``4 k = q n + r`` (integers); ``cos`` and ``sin`` of
-  ``phi = 0.5 * pi * r / n`` (float64, left to right) are NumPy's float64 values,
-  each rounded once into the format by round-to-nearest-even whatever the context's
-  mode (a precomputed table; rounded once, not correctly rounded), then turned by
-  ``(-i)^q``, exact. The twiddles ``1, -i, -1, i`` (``r == 0``) are therefore exact,
-  and a product by one of them is done exactly (a swap and a negation: no rounding,
-  no ``0 * inf``), as FFT libraries do.
-* ``n`` a power of two: iterative radix-2 decimation in time. The bit-reversal
-  permutation (exact), then ``log2(n)`` stages; a butterfly of a stage of span ``m``
-  takes ``a = x[i]``, ``b = x[i + m/2]`` and ``w = w_(j n / m)``,
-  ``t = w * b`` with ``re = wr*br - wi*bi`` and ``im = wr*bi + wi*br`` (four rounded
-  products, one rounded subtraction and one rounded addition, not fused), then
-  ``a + t`` and ``a - t``, each real part rounded.
-* Any other ``n``: the direct sum, ``O(n^2)`` work: each product
-  ``w_((j k) mod n) * x_j`` as above, then the real parts and the imaginary parts
-  of the ``n`` products of each output summed pairwise in the format (`lp.sum`'s
-  ``"pairwise"`` order, as ``Tensor.sum``). The products are formed in blocks of at
-  most ``max(_PRODUCTS, n)`` (65536; under 300 bytes each in the working arrays,
-  280 measured, so under 20 MiB beyond the input and the result: ``python
-  benchmarks/run.py memory``), whole rows of the batch where they
-  fit, else blocks of the outputs of one row; each output's products and sum do not
-  depend on the others, so the values are those of one block. Under ``"sr"`` a
-  call of more than one block draws one stream per block and operation.
-* Scaling, last: a division by ``n`` (the exact integer) or by ``sqrt(n)`` (float64's
-  square root), one correctly rounded division per real part, where ``norm`` asks
-  for one as NumPy defines it (``"backward"``: the inverses; ``"forward"``: the
-  forward transforms; ``"ortho"``: both, by ``sqrt(n)``).
+* Twiddles ``w_k = exp(-2 pi i k / n)``. ``k / n`` is split exactly into a quarter
+  turn ``q`` and a rest: ``4 k = q n + r``, in integers. ``cos`` and ``sin`` of
+  ``phi = 0.5 * pi * r / n`` (float64, left to right) are NumPy's float64 values.
+  Each is rounded once into the format by round-to-nearest-even, whatever the
+  context's mode. They form a precomputed table, rounded once but not correctly
+  rounded. Each is then turned by ``(-i)^q``, exactly. The twiddles
+  ``1, -i, -1, i`` (``r == 0``) are therefore exact. A product by one of them is
+  done exactly, as FFT libraries do: a swap and a negation, with no rounding and
+  no ``0 * inf``.
+* ``n`` a power of two: iterative radix-2 decimation in time. First comes the
+  bit-reversal permutation (exact), then ``log2(n)`` stages. A butterfly of a
+  stage of span ``m`` takes ``a = x[i]``, ``b = x[i + m/2]`` and
+  ``w = w_(j n / m)``. It forms ``t = w * b`` with ``re = wr*br - wi*bi`` and
+  ``im = wr*bi + wi*br``. These are four rounded products, one rounded subtraction
+  and one rounded addition, not fused. Then come ``a + t`` and ``a - t``, each real
+  part rounded.
+* Any other ``n``: the direct sum, ``O(n^2)`` work. Each product
+  ``w_((j k) mod n) * x_j`` is formed as above. The real parts and the imaginary
+  parts of the ``n`` products of each output are then summed pairwise in the
+  format. This is `lp.sum`'s ``"pairwise"`` order, as in ``Tensor.sum``.
+  The products are formed in blocks of at most ``max(_PRODUCTS, n)``, which is
+  65536. Each takes under 300 bytes in the working arrays (280 measured by
+  ``python benchmarks/run.py memory``). So the blocks take under 20 MiB beyond
+  the input and the result. A block holds whole rows of the batch where they fit,
+  else outputs of one row. Each output's products and sum do not depend on the
+  others, so the values are those of one block. Under ``"sr"`` a call of more
+  than one block draws one stream per block and operation.
+* Scaling, last. Where ``norm`` asks for it as NumPy defines it, each real part
+  is divided once, correctly rounded. The divisor is ``n`` (the exact integer) or
+  ``sqrt(n)`` (float64's square root). ``"backward"`` scales the inverses.
+  ``"forward"`` scales the forward transforms. ``"ortho"`` scales both, by
+  ``sqrt(n)``.
 
-lowprec has no complex formats: a transform returns a plain NumPy complex128 array
-whose real and imaginary parts are each values of the input's format (`irfft`, whose
-result is real, returns a Tensor). Complex input is given as a pair ``(re, im)`` of
-Tensors of one format, such as the parts of a previous result; a real Tensor is the
-pair with ``im = +0``. Plain arrays are refused: their format would be a guess.
+lowprec has no complex formats. A transform returns a plain NumPy complex128 array
+whose real and imaginary parts are each values of the input's format. `irfft`,
+whose result is real, returns a Tensor. Complex input is given as a pair
+``(re, im)`` of Tensors of one format, such as the parts of a previous result. A
+real Tensor is the pair with ``im = +0``. Plain arrays are refused: their format
+would be a guess.
 """
 
 from __future__ import annotations
@@ -278,8 +284,8 @@ def fft(x: Tensor | tuple[Tensor, Tensor], n: int | None = None, axis: int = -1,
     rounded in ``x``'s format (as `numpy.fft.fft`).
 
     Radix-2 decimation in time when ``n`` is a power of two, the direct sum with
-    pairwise sums otherwise; twiddles rounded once (RNE) from float64, quarter turns
-    exact; the module docstring gives the order of every operation.
+    pairwise sums otherwise. Twiddles are rounded once (RNE) from float64, and
+    quarter turns are exact. The module docstring gives the order of every operation.
 
     Parameters
     ----------
@@ -323,8 +329,8 @@ def ifft(x: Tensor | tuple[Tensor, Tensor], n: int | None = None, axis: int = -1
     """The inverse discrete Fourier transform of ``x`` along ``axis``, every real
     operation rounded in ``x``'s format (as `numpy.fft.ifft`).
 
-    `fft`'s algorithm with conjugate twiddles, then (``norm=None`` or
-    ``"backward"``) each part divided by the integer ``n``, one rounding each;
+    `fft`'s algorithm with conjugate twiddles. Then, for ``norm=None`` or
+    ``"backward"``, each part is divided by the integer ``n``, one rounding each.
     ``"ortho"`` divides by ``sqrt(n)``, ``"forward"`` not at all.
 
     Parameters
@@ -354,8 +360,10 @@ def ifft(x: Tensor | tuple[Tensor, Tensor], n: int | None = None, axis: int = -1
 def rfft(x: Tensor, n: int | None = None, axis: int = -1,
          norm: str | None = None) -> NDArray[np.complex128]:
     """The first ``n // 2 + 1`` outputs of `fft` of the real ``x`` (as
-    `numpy.fft.rfft`): the same operations (the full transform is computed; the
-    others are its conjugates up to rounding), then the scaling of ``norm``.
+    `numpy.fft.rfft`).
+
+    The operations are `fft`'s, then the scaling of ``norm``. The full transform
+    is computed. The outputs left out are conjugates of these up to rounding.
 
     Parameters
     ----------
@@ -386,17 +394,18 @@ def irfft(x: Tensor | tuple[Tensor, Tensor], n: int | None = None, axis: int = -
           norm: str | None = None) -> Tensor:
     """The inverse of `rfft` (as `numpy.fft.irfft`): a real Tensor of length ``n``.
 
-    The input is truncated or padded with zeros to ``n // 2 + 1`` points, extended
-    to ``n`` by conjugate symmetry, ``X_(n-k) = conj(X_k)`` (exact), with the
-    imaginary parts of ``X_0`` (and of ``X_(n/2)`` for even ``n``) taken as zero, as
-    NumPy does; then `ifft`'s operations, of which the real parts are the result.
+    The input is truncated or padded with zeros to ``n // 2 + 1`` points. It is
+    extended to ``n`` by conjugate symmetry, ``X_(n-k) = conj(X_k)`` (exact). As
+    NumPy does, the imaginary parts of ``X_0`` (and of ``X_(n/2)`` for even ``n``)
+    are taken as zero. Then come `ifft`'s operations, whose real parts are the
+    result.
 
     Parameters
     ----------
     x : Tensor or (Tensor, Tensor)
         The half spectrum, real or as its parts.
     n : int, optional
-        Length of the output; by default ``2 * (m - 1)`` for ``m`` input points.
+        Length of the output. By default ``2 * (m - 1)`` for ``m`` input points.
     axis, norm
         As in `fft`.
 

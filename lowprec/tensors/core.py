@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 from .. import bits
+from ..display import card
 from ..engine.lazy import lazy_entry
 from ..formats import Format, FormatLike
 from ..formats import format as _format
@@ -58,7 +59,7 @@ def implements(np_func: Callable[..., Any] | str, kind: str,
     """Register the decorated function as the Tensor's handler of ``np_func``, with its
     class and order of operations (`KINDS`, docs/numpy-support.md).
 
-    A NumPy function goes into `HANDLED_FUNCTIONS`; a ufunc is named by its name (a
+    A NumPy function goes into `HANDLED_FUNCTIONS`. A ufunc is named by its name (a
     str) and goes into `HANDLED_UFUNCS`. Each is registered once: a second handler
     for the same name is a mistake, and raises. Factory-made handlers register by
     calling the decorator, ``implements(np.sort, *MOVE)(_same_format(np.sort))``.
@@ -90,6 +91,20 @@ def _fmt_name(fmt):
     return str(fmt)   # the name, or one line of parameters for an unnamed format
 
 
+def _special_counts(v: np.ndarray, tiny: float) -> dict[str, int]:
+    """How many of ``v`` are NaN, inf, subnormal (0 < |x| < ``tiny``) and zero,
+    counted a chunk at a time so that the masks stay small."""
+    counts = dict.fromkeys(("NaN", "inf", "subnormal", "zero"), 0)
+    flat = v.reshape(-1)
+    for i in range(0, flat.size, 1 << 20):
+        a = np.abs(flat[i:i + (1 << 20)])
+        counts["NaN"] += int(np.count_nonzero(np.isnan(a)))
+        counts["inf"] += int(np.count_nonzero(np.isinf(a)))
+        counts["subnormal"] += int(np.count_nonzero((a > 0) & (a < tiny)))
+        counts["zero"] += int(np.count_nonzero(a == 0))
+    return counts
+
+
 def _not_implemented(name):
     """The refusal of a NumPy call the tables do not hold: not implemented (which
     says nothing about whether it could be emulated), where the list is, the way out."""
@@ -99,7 +114,7 @@ def _not_implemented(name):
 
 
 def values_of(x: Any) -> Any:
-    """The float64 values of a Tensor ``x``; anything else as it is."""
+    """The float64 values of a Tensor ``x``, or anything else as it is."""
     return x._v if isinstance(x, Tensor) else x
 
 
@@ -128,8 +143,9 @@ def _comparison_operator(op, ufunc):
 
 
 class Tensor:
-    """An n-dimensional array of values of one `Format`; every operation is
-    emulated in that format, or refused.
+    """An n-dimensional array of values of one `Format`.
+
+    Every operation is emulated in that format, or refused.
 
     Make one with `lowprec.tensor`. ``values`` is a read-only float64 view,
     ``bits`` the encoded patterns, ``fmt`` the format.
@@ -202,9 +218,10 @@ class Tensor:
 
     def astype(self, fmt: FormatLike, mode: Mode | None = None, *,
                rng: RNGLike = None) -> Tensor:
-        """Convert to another format: one rounding (context mode and rng by default);
-        a copy where ``fmt`` holds every value of the Tensor's format and the
-        rounding would change nothing (`copy_rounds`)."""
+        """Convert to another format by one rounding (context mode and rng by default).
+
+        The result is a copy where ``fmt`` holds every value of the Tensor's format
+        and the rounding would change nothing (`copy_rounds`)."""
         fmt = _storage_format(fmt)
         if holds(fmt, self._fmt) and copy_rounds(mode, rng):
             return Tensor(self._v.copy(), fmt)
@@ -233,27 +250,33 @@ class Tensor:
         return f"{np.array2string(self._v, threshold=20)} ({_fmt_name(self._fmt)})"
 
     def _repr_html_(self) -> str:
-        """The values with format and shape, as HTML for Jupyter: each shown value exact
-        (its repr), summarized past NumPy's print threshold as `numpy.array2string`
-        does (``np.printoptions(threshold=...)`` sets it), so a large Tensor never
-        makes a large string. The plain repr stays the text fallback.
+        """The values with format and shape, as a themed HTML card for Jupyter.
+
+        The card counts the NaNs, infinities, subnormals and zeros. Each shown value is
+        exact (its repr), summarized past NumPy's print threshold as
+        `numpy.array2string` does, so a large Tensor never makes a large string. The
+        plain repr stays the text fallback.
 
         Examples
         --------
         >>> import lowprec as lp
-        >>> html = lp.tensor([0.1, 2.0], "fp16")._repr_html_()
-        >>> "0.0999755859375, 2.0" in html, "FP16" in html, "shape (2,)" in html
+        >>> html = lp.tensor([0.1, 2.0, 1e-6, 0.0], "fp16")._repr_html_()
+        >>> "0.0999755859375, 2.0" in html, "FP16" in html, "shape (4,)" in html
         (True, True, True)
+        >>> ">1 subnormal, 1 zero<" in html
+        True
         """
         # array2string formats only the elements it shows (edgeitems per axis).
         body = np.array2string(self._v, separator=", ",
                                formatter={"float_kind": lambda v: repr(float(v))})
-        head = (f"Tensor, fmt {_fmt_name(self._fmt)}, shape {self._v.shape}, "
-                f"{self._v.size} value{'' if self._v.size == 1 else 's'}")
-        return ('<div style="font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,'
-                'monospace;font-size:13px">'
-                f'<div style="color:#555;margin-bottom:2px">{html.escape(head)}</div>'
-                f'<pre style="margin:0">{html.escape(body)}</pre></div>')
+        n = self._v.size
+        head = f"Tensor, fmt {_fmt_name(self._fmt)}, shape {self._v.shape}, " \
+               f"{n} value{'' if n == 1 else 's'}"
+        counts = _special_counts(self._v, self._fmt.smallest_normal)
+        said = ", ".join(f"{c} {name}{'' if c == 1 else 's'}"
+                         for name, c in counts.items() if c) or "none"
+        return card(head, [("special", said)],
+                    after=f'<pre style="margin:4px 0 0 0">{html.escape(body)}</pre>')
 
     # -- container protocol -------------------------------------------------------
     def __len__(self) -> int:
@@ -351,7 +374,9 @@ class Tensor:
 
     def cumsum(self, axis: int | None = None) -> Tensor:
         """Sequential prefix sums in the Tensor's format (`lowprec.cumsum`, context
-        mode); ``axis=None`` flattens, as `numpy.cumsum`.
+        mode).
+
+        ``axis=None`` flattens, as `numpy.cumsum`.
 
         Examples
         --------
@@ -525,9 +550,10 @@ class Tensor:
     def __array_namespace__(self, *, api_version: str | None = None) -> Any:
         """The array-API namespace of the Tensor's format (docs/array-api.md).
 
-        `lowprec.array_api` itself for FP32 and FP64 (its ``float32`` and ``float64``),
-        ``lp.array_namespace(fmt)`` for any other format; its functions take Tensors and
-        return `lowprec.array_api.Array` objects (``.tensor`` is the Tensor).
+        It is `lowprec.array_api` itself for FP32 and FP64 (its ``float32`` and
+        ``float64``), and ``lp.array_namespace(fmt)`` for any other format. Its
+        functions take Tensors and return `lowprec.array_api.Array` objects
+        (``.tensor`` is the Tensor).
 
         Examples
         --------
@@ -651,10 +677,11 @@ def tensor(data: ArrayLike | Tensor, fmt: FormatLike | None = None, mode: Mode |
            *, rng: RNGLike = None) -> Tensor:
     """Make a `Tensor`: round ``data`` into ``fmt`` (once, by ``mode``).
 
-    ``fmt`` defaults to the format of a Tensor ``data``, or to the one the dtype of
-    a NumPy array or scalar names (``np.float16`` is FP16, ``np.float32`` FP32,
-    ``ml_dtypes.bfloat16`` BF16, ``ml_dtypes.float8_e4m3fn`` FP8_E4M3, ...). float64,
-    integer and list data name no format: pass ``fmt`` (`TypeError` otherwise).
+    ``fmt`` defaults to the format of a Tensor ``data``. For a NumPy array or
+    scalar it defaults to the format its dtype names: ``np.float16`` is FP16,
+    ``np.float32`` FP32, ``ml_dtypes.bfloat16`` BF16, ``ml_dtypes.float8_e4m3fn``
+    FP8_E4M3, and so on. float64, integer and list data name no format: pass
+    ``fmt`` (`TypeError` otherwise).
     ``mode`` and ``rng`` default to the active `context`.
 
     Examples
@@ -718,8 +745,8 @@ def _common_format(xs):
 def operands(*xs: Any) -> tuple[list[Any], Format]:
     """Values of the operands in their common result format, and that format.
 
-    Tensors fix the format (promoted pairwise); Python scalars and plain arrays
-    take it, rounded in (context mode)."""
+    Tensors fix the format, promoted pairwise. Python scalars and plain arrays take
+    it, rounded in (context mode)."""
     fmt = _common_format(xs)
     # Promotion is exact: the result format holds every Tensor operand's values.
     return [x._v if isinstance(x, Tensor) else round_ctx(x, fmt, None) for x in xs], fmt

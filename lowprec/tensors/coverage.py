@@ -1,13 +1,19 @@
-"""Where every NumPy function stands on a Tensor: the refusals with their reasons
-(`REFUSED`), the functions NumPy never dispatches (`undispatched`), what no table
-places yet (`unclassified`), and `support_table`, the text of docs/numpy-support.md.
+"""Where every NumPy function stands on a Tensor.
+
+The module holds the refusals with their reasons (`REFUSED`) and the functions NumPy
+never dispatches (`undispatched`). It finds what no table places yet
+(`unclassified`). `support_table` writes the text of docs/numpy-support.md.
 
 Every public callable of ``numpy``, ``numpy.linalg`` and ``numpy.fft`` is in exactly
-one class: handled (`KINDS`: exact, correctly rounded, rounded once, composed, matmul
-model, plain), refused (`REFUSED`, a reason each), or not dispatched (creation
-functions and utilities that never see a Tensor; on one they read ``np.asarray(t)``,
-the float64 values). This module only reads and describes the tables; it computes
-nothing.
+one class:
+
+* Handled, with its kind in `KINDS`: exact, correctly rounded, rounded once,
+  composed, matmul model or plain.
+* Refused, with its reason in `REFUSED`.
+* Not dispatched: creation functions and utilities that never see a Tensor. Given
+  one, they read ``np.asarray(t)``, the float64 values.
+
+This module only reads and describes the tables. It computes nothing.
 """
 
 from __future__ import annotations
@@ -82,8 +88,10 @@ def public_name(func: Callable[..., Any]) -> str:
 
 def numpy_callables() -> Iterator[tuple[str, Any]]:
     """(public name, object) of every public function and ufunc of ``numpy``,
-    ``numpy.linalg`` and ``numpy.fft`` (classes and modules left out; an alias counts
-    once, under the name NumPy gives the object)."""
+    ``numpy.linalg`` and ``numpy.fft``.
+
+    Classes and modules are left out. An alias counts once, under the name NumPy
+    gives the object."""
     seen: set[int] = set()
     for label, mod in _MODULES:
         for attr in sorted(dir(mod)):
@@ -105,8 +113,10 @@ def _dispatched(obj: Any) -> bool:
 
 def undispatched() -> list[str]:
     """The public functions NumPy calls without asking the Tensor (``np.zeros``,
-    ``np.asarray``, ...): they never see a Tensor's format; given one, they read its
-    float64 values through ``np.asarray(t)``.
+    ``np.asarray``, ...).
+
+    They never see a Tensor's format. Given one, they read its float64 values
+    through ``np.asarray(t)``.
 
     Examples
     --------
@@ -136,9 +146,11 @@ def unclassified() -> list[str]:
 
 
 def support_table() -> str:
-    """docs/numpy-support.md: every NumPy function and ufunc a Tensor handles, with its
-    class and order of operations, then the refused ones with their reasons and the
-    functions NumPy does not dispatch, from the tables.
+    """The text of docs/numpy-support.md, from the tables.
+
+    It lists every NumPy function and ufunc a Tensor handles, with its class and
+    order of operations. Then come the refused ones with their reasons, and the
+    functions NumPy does not dispatch.
 
     Examples
     --------

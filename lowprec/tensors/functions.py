@@ -1,17 +1,21 @@
 """`HANDLED_FUNCTIONS`: the NumPy functions a Tensor emulates, and `matmul` on Tensors.
 
-Functions that move values keep the format (sort, diag, triu, roll, unique, ...);
-joins promote their operands exactly; sums and means round through `arith.sum` in an
-accumulation format, prefix sums through `arith.cumsum` in the Tensor's; var, std,
-prod, cumprod, diff, trace, nansum, nanmean and average are composed of rounded
-operations in a stated order; contractions (dot, inner, tensordot) go through
-`matmul`; selections, medians of odd counts and max/min are exact; functions whose
-results are not values (indices, shapes, bools, histogram counts) answer in plain
-NumPy. Each handler is registered beside its def by `core.implements`, with its class
-and order (`core.KINDS`, printed by `coverage.support_table`: docs/numpy-support.md);
-the factory-made ones through the one loop over `_TABLE` at the end. Options that
-would store values outside the format (``out=``, ``dtype=``, ``initial=``,
-``where=``) are refused by name.
+* Functions that move values keep the format (sort, diag, triu, roll, unique, ...).
+* Joins promote their operands exactly.
+* Sums and means round through `arith.sum` in an accumulation format. Prefix sums
+  round through `arith.cumsum` in the Tensor's format.
+* var, std, prod, cumprod, diff, trace, nansum, nanmean and average are composed of
+  rounded operations in a stated order.
+* Contractions (dot, inner, tensordot) go through `matmul`.
+* Selections, medians of odd counts and max/min are exact.
+* Functions whose results are not values (indices, shapes, bools, histogram
+  counts) answer in plain NumPy.
+
+Each handler is registered beside its def by `core.implements`, with its class and
+order. These are `core.KINDS`, printed by `coverage.support_table` as
+docs/numpy-support.md. The factory-made handlers are registered by the one loop over
+`_TABLE` at the end. Options that would store values outside the format (``out=``,
+``dtype=``, ``initial=``, ``where=``) are refused by name.
 """
 
 from __future__ import annotations
@@ -79,18 +83,24 @@ def matmul(a: ArrayLike | Tensor, b: ArrayLike | Tensor, *, model: ModelLike | N
            c: ArrayLike | Tensor | None = None, in_fmt: FormatLike | None = None,
            out_fmt: FormatLike | None = None, progress: bool | None = None,
            ) -> Tensor | NDArray[np.float64] | np.float64:
-    """`lowprec.tensorcore.matmul` for Tensors: the model defaults to the context's,
-    and the result is a `Tensor` of ``out_fmt`` (FP32 by default) when an operand
-    is a Tensor; plain arrays in give a plain float64 array, as the kernel does.
+    """`lowprec.tensorcore.matmul` for Tensors, the model defaulting to the context's.
 
-    The input format is, in order: ``in_fmt``; the Tensor operands' (promoted),
-    plain operands rounded into it (RNE); the format both plain operands' dtypes
-    name (float16, float32, ml_dtypes: see `tensor`), as the kernel infers it;
-    else `ValueError` asking for ``in_fmt`` (float64 and lists name no format).
-    Two Tensors of different formats that an instruction model takes as a pair (FP8
-    E4M3 x E5M2 on ``"h100/wgmma"``, say: `MatrixUnit.mixed`) go in as they are,
-    through that instruction, not promoted. ``progress`` is the kernel's (a bar for
-    long products).
+    When an operand is a Tensor, the result is a `Tensor` of ``out_fmt`` (FP32 by
+    default). Plain arrays in give a plain float64 array, as the kernel does.
+
+    The input format is the first of these:
+
+    1. ``in_fmt``.
+    2. The Tensor operands' format (promoted). Plain operands are rounded into it
+       (RNE).
+    3. The format both plain operands' dtypes name (float16, float32, ml_dtypes:
+       see `tensor`), as the kernel infers it.
+    4. Else `ValueError` asks for ``in_fmt``. float64 and lists name no format.
+
+    Some instruction models take two formats as a pair (`MatrixUnit.mixed`), such
+    as FP8 E4M3 x E5M2 on ``"h100/wgmma"``. Two Tensors of such formats go in as
+    they are, through that instruction, not promoted. ``progress`` is the kernel's
+    (a bar for long products).
 
     Examples
     --------
@@ -172,9 +182,10 @@ REASONS = {"out": "results are new Tensors",
 
 
 def refuse(func: str, why: dict[str, str] | None = None, **kwargs: object) -> None:
-    """`TypeError` naming the first of ``kwargs`` that was given: options that would
-    store values the format does not have, or write into arrays outside the Tensor
-    (the reason from ``why``, else `REASONS`)."""
+    """`TypeError` naming the first of ``kwargs`` that was given.
+
+    Such options would store values the format does not have, or write into arrays
+    outside the Tensor. The reason comes from ``why``, else from `REASONS`."""
     for name, value in kwargs.items():
         if given(value):
             reason = (why or {}).get(name) or REASONS.get(name, "it cannot be emulated")
@@ -190,10 +201,12 @@ def rounded(fn: Callable[..., object], *vals: object, fmt: Format) -> NDArray[np
 
 
 def integers(x: object, func: str, name: str) -> object:
-    """A Tensor given where NumPy takes integers (``sections``, ``reps``): its values as
-    an integer array of its shape, as NumPy takes an integer-valued array; a Tensor
-    holding any other value is refused (`TypeError`). Anything else as it is (NumPy
-    checks it): passing the Tensor on would dispatch back here without end."""
+    """A Tensor given where NumPy takes integers (``sections``, ``reps``), as integers.
+
+    The result is the Tensor's values as an integer array of its shape, as NumPy
+    takes an integer-valued array. A Tensor holding any other value is refused
+    (`TypeError`). Anything else is returned as it is, and NumPy checks it. Passing
+    the Tensor on would dispatch back here without end."""
     if not isinstance(x, Tensor):
         return x
     v = x._v

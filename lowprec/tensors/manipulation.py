@@ -1,11 +1,13 @@
-"""NumPy's exact functions on Tensors beyond those of `functions`: splits, joins,
-insertions and deletions, padding, set operations, the in-place writes, and the
-functions whose answers are not values (predicates, indices, text), each registered
-by `core.implements`: beside its def, or through the one loop over `_TABLE`.
+"""NumPy's exact functions on Tensors beyond those of `functions`.
 
-Nothing here rounds a value of a Tensor: values are moved, selected or compared, and a
+They are splits, joins, insertions and deletions, padding, set operations, the
+in-place writes, and the functions whose answers are not values (predicates,
+indices, text). Each is registered by `core.implements`, beside its def or through
+the one loop over `_TABLE`.
+
+Nothing here rounds a value of a Tensor: values are moved, selected or compared. A
 plain value that enters a Tensor (a pad constant, an inserted value, a write) is
-rounded into the format once (the context's mode), as ``t[i] = v`` does. The few
+rounded into the format once, in the context's mode, as ``t[i] = v`` does. The few
 functions evaluated in float64 say so in their registration ("rounded once").
 """
 
@@ -204,11 +206,13 @@ _PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap", "maximum", "mi
             "values; `constant_values` rounded in once; `empty` pads zeros; mean, median, "
             "linear_ramp and functions refused")
 def _pad(array, pad_width, mode="constant", **kwargs):
-    """Padding that moves or selects values: ``constant`` (``constant_values`` rounded
-    in once), ``edge``, ``reflect``, ``symmetric``, ``wrap``, ``maximum``, ``minimum``;
-    ``empty`` pads with zeros (uninitialised memory is no value of a format). The
-    modes that compute (``mean``, ``median``, ``linear_ramp``, a function) are
-    refused; ``reflect_type="odd"`` too (it computes ``2*edge - x``)."""
+    """Padding that moves or selects values.
+
+    The modes are ``constant`` (``constant_values`` rounded in once), ``edge``,
+    ``reflect``, ``symmetric``, ``wrap``, ``maximum`` and ``minimum``. ``empty``
+    pads with zeros, since uninitialised memory is no value of a format. The modes
+    that compute (``mean``, ``median``, ``linear_ramp``, a function) are refused.
+    So is ``reflect_type="odd"``, which computes ``2*edge - x``."""
     if not isinstance(mode, str) or mode not in _PAD_MODES:
         raise TypeError(f"lowprec.Tensor does not support numpy.pad with mode={mode!r}: "
                         f"it computes new values; the modes that move values are "
@@ -316,8 +320,10 @@ def _plain(fn):
 
 
 def _inf_sign(fn):
-    """isposinf/isneginf: bools (NumPy's on the values); a Tensor ``out=`` refused (bools
-    are no values of a format; 0 is none of E8M0's)."""
+    """isposinf/isneginf: bools (NumPy's on the values).
+
+    A Tensor ``out=`` is refused: bools are no values of a format, and 0 is none of
+    E8M0's."""
     def handler(x, out=None):
         if isinstance(out, Tensor):
             raise _bad(fn.__name__, "out", "the answer is bools, not values of a format")

@@ -1,9 +1,11 @@
-"""NumPy's products and polynomials on Tensors: ``convolve``, ``correlate``, ``kron``,
-``vdot``, ``cross``, ``vecdot``/``matvec``/``vecmat``, the ``poly*`` functions,
-``vander`` and ``einsum`` in general, each composed of rounded Tensor operations in a
-documented order or run through the context's matmul model. Each handler is
-registered beside its def by `core.implements` (a ufunc among them by its name); it
-never computes a result in float64 and hands it back unrounded.
+"""NumPy's products and polynomials on Tensors.
+
+The functions are ``convolve``, ``correlate``, ``kron``, ``vdot``, ``cross``,
+``vecdot``/``matvec``/``vecmat``, the ``poly*`` functions, ``vander`` and ``einsum``
+in general. Each is composed of rounded Tensor operations in a documented order, or
+runs through the context's matmul model. Each handler is registered beside its def
+by `core.implements`, a ufunc among them by its name. None computes a result in
+float64 and hands it back unrounded.
 
 Examples
 --------
@@ -114,8 +116,10 @@ def _sliding(ta, tv, mode):
 
 @implements(np.convolve, *_CONV)
 def _convolve(a, v, mode="full"):
-    """Each output a dot product through `matmul` (the context's model); its products
-    in increasing index of ``a``; the result in `matmul`'s format (FP32 by default).
+    """Each output a dot product through `matmul` (the context's model).
+
+    Its products come in increasing index of ``a``. The result is in `matmul`'s
+    format (FP32 by default).
 
     Examples
     --------
@@ -182,9 +186,10 @@ def _vdot(a, b, /):
             "difference (not fused); with a 2-vector (z = 0) NumPy's single product or its "
             "negation; two 2-vectors: the scalar z")
 def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
-    """NumPy's components: two rounded products, then a rounded difference (not
-    fused); where one operand is a 2-vector (its z zero) NumPy's single product, or its
-    negation; two 2-vectors give the scalar z component.
+    """NumPy's components: two rounded products, then a rounded difference (not fused).
+
+    Where one operand is a 2-vector (its z zero), a component is NumPy's single
+    product, or its negation. Two 2-vectors give the scalar z component.
 
     Examples
     --------
@@ -512,13 +517,19 @@ def _contract(x, tx, y, ty, keep, size):
             "(context's model), intermediates and result in its format (FP32 by default); "
             "`optimize=` ignored")
 def _einsum(*args, out=None, optimize=False, dtype=None, order="K", casting="safe"):
-    """Each operand's diagonals (repeated letters) taken exactly; letters of one
-    operand that no other operand and not the output has summed as `numpy.sum`
-    (pairwise in its format, several axes as one flattened axis); one operand then
-    transposed (exact); several contracted left to right, each pair one batched
-    2-D `matmul` (the context's model), intermediates and the result in `matmul`'s
-    format (FP32 by default). ``optimize=`` is accepted and ignored (the order is
-    always left to right), ``out=`` and ``dtype=`` refused.
+    """``einsum`` in steps, each exact or rounded as stated.
+
+    1. Each operand's diagonals (repeated letters) are taken exactly.
+    2. Letters of one operand that no other operand and not the output has are
+       summed as `numpy.sum`. The sum is pairwise in its format, several axes as
+       one flattened axis.
+    3. A single operand is then transposed (exact). Several operands are
+       contracted left to right, each pair one batched 2-D `matmul` (the
+       context's model).
+       Intermediates and the result are in `matmul`'s format (FP32 by default).
+
+    ``optimize=`` is accepted and ignored: the order is always left to right.
+    ``out=`` and ``dtype=`` are refused.
 
     Examples
     --------

@@ -1,13 +1,17 @@
-"""NumPy's statistics on Tensors: quantiles, the NaN-skipping reductions, ``ptp``,
-``cov``, ``corrcoef``, ``interp``, ``gradient``, ``trapezoid``, ``histogram`` with
-weights and their kin, each composed of rounded Tensor operations in NumPy's order
-(or exact, for selections; plain, for indices, counts and edges). Each handler is
-registered beside its def by `core.implements`; it never computes a result in float64
-and hands it back unrounded. Numbers that only say where to look or how to weigh
-(quantile levels, a quantile's interpolation weight, histogram edges and counts) are
-not rounded into the format: an operation taking one is one correct rounding of its
-exact result; data given as plain arrays enter the format once, as plain operands
-do (`operands`). `cov` sums its rounded products pairwise, so its diagonal is `var`'s."""
+"""NumPy's statistics on Tensors, composed of rounded Tensor operations in NumPy's
+order.
+
+The functions are quantiles, the NaN-skipping reductions, ``ptp``, ``cov``,
+``corrcoef``, ``interp``, ``gradient``, ``trapezoid``, ``histogram`` with weights and
+their kin. Selections are exact. Indices, counts and edges are plain arrays. Each
+handler is registered beside its def by `core.implements`. None computes a result in
+float64 and hands it back unrounded.
+
+Some numbers only say where to look or how to weigh: quantile levels, a quantile's
+interpolation weight, histogram edges and counts. They are not rounded into the
+format. An operation taking one is one correct rounding of its exact result. Data
+given as plain arrays enter the format once, as plain operands do (`operands`).
+`cov` sums its rounded products pairwise, so its diagonal is `var`'s."""
 
 from __future__ import annotations
 
@@ -127,11 +131,18 @@ def _nancumprod(a, axis=None, dtype=None, out=None):
 
 
 def _nanvar_values(a, axis, ddof, keep):
-    """NumPy's ``nanvar`` in the format: without NaNs, `numpy.var`; else NaNs as zeros,
-    the mean as `numpy.nanmean` (the pairwise sum, one division by the count of the
-    others), deviations ``a - mean`` rounded (zeros where the NaNs were), squares
-    rounded, their sum as `numpy.sum` (pairwise, the zeros in their places), one
-    division by ``count - ddof``; NaN (and NumPy's warning) where that is <= 0."""
+    """NumPy's ``nanvar`` in the format.
+
+    Without NaNs it is `numpy.var`. Otherwise NaNs count as zeros, in this order:
+
+    * The mean as `numpy.nanmean` (the pairwise sum, one division by the count of
+      the others).
+    * Deviations ``a - mean`` rounded (zeros where the NaNs were).
+    * Squares rounded.
+    * Their sum as `numpy.sum` (pairwise, the zeros in their places).
+    * One division by ``count - ddof``.
+
+    Where that count is <= 0 the result is NaN, with NumPy's warning."""
     mask = np.isnan(a._v)
     if not mask.any():
         return np.var(a, axis=axis, ddof=ddof, keepdims=keep)
@@ -199,17 +210,22 @@ _NUMPY_ONLY = ("inverted_cdf", "averaged_inverted_cdf", "closest_observation",
 def _quantiles(a, q, axis, method, keep, skip_nan, func):
     """The quantiles ``q`` (levels in [0, 1], float64) of ``a`` along ``axis``.
 
-    As NumPy: the values sorted, the virtual index ``(n - 1) * q`` in float64 (``n``
-    the count of non-NaN values when NaNs are skipped), its floor ``i`` and the weight
-    ``g = index - i`` (float64, exact). "lower", "higher" and "nearest" select
-    ``floor``, ``ceil``, ``around`` of the index (exact); "midpoint" selects where the
-    index is whole, else ``0.5*lo + 0.5*hi`` with one rounding (the halvings are exact
-    in float64), as `numpy.median`; "linear" selects ``lo`` where ``g == 0`` or the
-    index is the last, else NumPy's ``_lerp``: ``d = hi - lo`` rounded, then for
-    ``g < 0.5`` ``lo + d*g``, for ``g >= 0.5`` ``hi - d*(1 - g)`` (``1 - g`` exact,
-    Sterbenz), each product and sum rounded. The levels are never rounded into the
-    format. A slice with a NaN gives NaN (without ``skip_nan``); an all-NaN slice
-    gives NaN with NumPy's warning.
+    As NumPy, the values are sorted. The virtual index is ``(n - 1) * q`` in
+    float64, ``n`` the count of non-NaN values when NaNs are skipped. Its floor is
+    ``i`` and the weight ``g = index - i`` (float64, exact).
+
+    * "lower", "higher" and "nearest" select ``floor``, ``ceil``, ``around`` of the
+      index (exact).
+    * "midpoint" selects where the index is whole. Else it gives
+      ``0.5*lo + 0.5*hi`` with one rounding, as `numpy.median`. The halvings are
+      exact in float64.
+    * "linear" selects ``lo`` where ``g == 0`` or the index is the last. Else it is
+      NumPy's ``_lerp``: ``d = hi - lo`` rounded, then ``lo + d*g`` for
+      ``g < 0.5`` and ``hi - d*(1 - g)`` for ``g >= 0.5``. ``1 - g`` is exact
+      (Sterbenz), and each product and sum is rounded.
+
+    The levels are never rounded into the format. Without ``skip_nan`` a slice with
+    a NaN gives NaN. An all-NaN slice gives NaN with NumPy's warning.
     """
     if method not in _METHODS:
         if method in _NUMPY_ONLY:
@@ -359,13 +375,14 @@ def _cov_tensor(m, y, rowvar, bias, ddof):
             "ddof`; fweights/aweights/dtype refused")
 def _cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *,
          dtype=None):
-    """Rows are variables (``rowvar=False``: columns), as NumPy; ``y`` joins ``m``
-    (operands promoted, plain ones rounded in once). The means as `numpy.mean`
-    (pairwise sum, one division), deviations ``x - mean`` rounded, each product
-    ``d_i*d_j`` rounded, the products summed as `numpy.sum` (pairwise in the format),
-    one correctly rounded division by ``n - ddof`` (NumPy multiplies by ``1/(n -
-    ddof)``; a division is one rounding, not two). So ``cov(x)[i, i]`` is
-    ``var(x[i], ddof=1)`` bit for bit.
+    """Rows are variables (``rowvar=False``: columns), as NumPy.
+
+    ``y`` joins ``m``: operands are promoted, plain ones rounded in once. The means
+    are as `numpy.mean` (pairwise sum, one division). Deviations ``x - mean`` are
+    rounded, and each product ``d_i*d_j`` is rounded. The products are summed as
+    `numpy.sum`, pairwise in the format. Last comes one correctly rounded division
+    by ``n - ddof``. NumPy multiplies by ``1/(n - ddof)``, but a division is one
+    rounding, not two. So ``cov(x)[i, i]`` is ``var(x[i], ddof=1)`` bit for bit.
 
     Examples
     --------
@@ -415,12 +432,19 @@ def _corrcoef(x, y=None, rowvar=True, bias=np._NoValue, ddof=np._NoValue, *, dty
             "plain operands rounded in once; `period=` refused")
 def _interp(x, xp, fp, left=None, right=None, period=None):
     """NumPy's C loop, each operation rounded in the promoted format of the Tensor
-    operands (plain ``x``, ``xp``, ``fp``, ``left``, ``right`` rounded in once):
-    the interval by binary search (exact); outside it ``left``/``right`` (default
-    ``fp[0]``/``fp[-1]``), at the last point or at a sample point ``fp[j]`` (exact);
-    else ``slope = (fp[j+1] - fp[j]) / (xp[j+1] - xp[j])``, then ``slope*(x - xp[j])
-    + fp[j]``; where that is NaN, ``slope*(x - xp[j+1]) + fp[j+1]``, then ``fp[j]``
-    if still NaN and ``fp[j] == fp[j+1]``. NaN ``x`` gives NaN. ``period=`` refused.
+    operands.
+
+    Plain ``x``, ``xp``, ``fp``, ``left`` and ``right`` are rounded in once.
+
+    * The interval is found by binary search (exact).
+    * Outside it the result is ``left`` or ``right`` (default ``fp[0]`` and
+      ``fp[-1]``). At the last point or at a sample point it is ``fp[j]`` (exact).
+    * Else ``slope = (fp[j+1] - fp[j]) / (xp[j+1] - xp[j])``, then
+      ``slope*(x - xp[j]) + fp[j]``.
+    * Where that is NaN: ``slope*(x - xp[j+1]) + fp[j+1]``. If still NaN and
+      ``fp[j] == fp[j+1]``, ``fp[j]``.
+
+    NaN ``x`` gives NaN. ``period=`` is refused.
 
     Examples
     --------

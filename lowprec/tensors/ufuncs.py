@@ -1,11 +1,14 @@
 """`HANDLED_UFUNCS`: the NumPy ufuncs a Tensor emulates, each by how it is exact.
 
-Arithmetic calls the correctly rounded `arith` kernels; sign changes, floor and
-friends are exact; maximum/minimum select exact operands; comparisons and
-predicates answer in bools; transcendental functions are evaluated in float64 and
-rounded once. The table is `lowprec.tensors.core.HANDLED_UFUNCS`, filled here
-(``matmul`` is added by `lowprec.tensors.functions`, next to the Tensor matmul).
-A ufunc not in it is refused by the Tensor, never computed in float64.
+* Arithmetic calls the correctly rounded `arith` kernels.
+* Sign changes, floor and friends are exact.
+* maximum/minimum select exact operands.
+* Comparisons and predicates answer in bools.
+* Transcendental functions are evaluated in float64 and rounded once.
+
+The table is `lowprec.tensors.core.HANDLED_UFUNCS`, filled here. ``matmul`` is
+added by `lowprec.tensors.functions`, next to the Tensor matmul. A ufunc not in the
+table is refused by the Tensor, never computed in float64.
 """
 
 from __future__ import annotations
@@ -74,8 +77,10 @@ def _compare(fn):
 
 
 def select(fn: Callable[..., Any]) -> Callable[..., Tensor]:
-    """Selections (maximum, clip, ...) on exact operands; a plain value that gets
-    selected is rounded into the format once (Tensor values are already in it)."""
+    """Selections (maximum, clip, ...) on exact operands.
+
+    A plain value that gets selected is rounded into the format once. Tensor values
+    are already in it."""
     def handler(*inputs):
         vals, fmt = exact_operands(*inputs)
         return Tensor(np.asarray(round_ctx(fn(*vals), fmt, None)), fmt)
