@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping
 from contextvars import ContextVar, Token
 from typing import Any, Literal, SupportsInt, TypeVar
 
+from .display import card, mark
+
 __all__ = ["Flags", "flags", "recording", "record", "quiet", "FLAG_NAMES"]
 
 #: The counted conditions: IEEE 754's five exceptions plus two of lowprec's own.
@@ -107,6 +109,24 @@ class Flags:
     def __repr__(self) -> str:
         inner = ", ".join(f"{k}={v}" for k, v in self.as_dict().items())
         return f"Flags({inner})"
+
+    def _repr_html_(self) -> str:
+        """The counts as a themed HTML card, raised flags marked, for Jupyter.
+
+        Examples
+        --------
+        >>> import lowprec as lp
+        >>> with lp.flags() as f:
+        ...     _ = lp.round([0.1, 1e6], "fp16")
+        >>> html = f._repr_html_()
+        >>> "overflow" in html, "raised: inexact, overflow" in html
+        (True, True)
+        """
+        counts = self.as_dict()
+        raised = [k for k, v in counts.items() if v]
+        title = f"Flags, raised: {', '.join(raised)}" if raised else "Flags, none raised"
+        return card(title, counts.items(),
+                    raw={k: mark(str(v)) for k, v in counts.items() if v})
 
 
 def flags() -> Flags:

@@ -13,12 +13,13 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field, replace
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .. import nn
+from ..display import history_card
 from ..engine.checks import check_int, check_rng
 from ..engine.progress import Progress, check_progress
 from ..formats import FP16, FP32
@@ -101,6 +102,98 @@ class History:
             for what in self.quant[0][kind]:
                 out[f"{kind}_{what}"] = mean([q[kind][what] for q in self.quant])
         return out
+
+    def records(self) -> list[dict[str, float]]:
+        """One dict per step: ``step``, ``loss``, ``scale``, ``skipped``,
+        ``grad_underflow``, ``grad_zero``, ``unchanged``, and ``k_what`` per
+        operand kind ``k`` of `quant`.
+
+        Examples
+        --------
+        >>> import lowprec as lp
+        >>> h = lp.amp.History(lp.amp.Policy.named("fp32"), loss=[2.0, 1.5],
+        ...                    scale=[1.0, 1.0], skipped=[False, False],
+        ...                    grad_underflow=[0, 0], grad_zero=[0.0, 0.0],
+        ...                    unchanged=[0.0, 0.0])
+        >>> h.records()[1]["loss"], len(h.records())
+        (1.5, 2)
+        """
+        rows = []
+        for i in range(len(self.loss)):
+            row = {"step": i, "loss": self.loss[i], "scale": self.scale[i],
+                   "skipped": bool(self.skipped[i]),
+                   "grad_underflow": self.grad_underflow[i],
+                   "grad_zero": self.grad_zero[i], "unchanged": self.unchanged[i]}
+            for kind, what in (self.quant[i].items() if i < len(self.quant) else ()):
+                row.update({f"{kind}_{k}": v for k, v in what.items()})
+            rows.append(row)
+        return rows
+
+    def to_pandas(self) -> Any:
+        """`records` as a pandas DataFrame indexed by step (pandas must be installed).
+
+        Examples
+        --------
+        >>> import lowprec as lp
+        >>> pd = __import__("pytest").importorskip("pandas")
+        >>> h = lp.amp.History(lp.amp.Policy.named("fp32"), loss=[2.0], scale=[1.0],
+        ...                    skipped=[False], grad_underflow=[0], grad_zero=[0.0],
+        ...                    unchanged=[0.0])
+        >>> list(h.to_pandas().columns)[:2]
+        ['loss', 'scale']
+        """
+        try:
+            import pandas as pd
+        except ImportError as exc:
+            raise ImportError("History.to_pandas needs pandas: pip install pandas "
+                              "(History.records() gives the same rows as dicts)") from exc
+        return pd.DataFrame(self.records(),
+                            columns=None if self.loss else ["step"]).set_index("step")
+
+    def plot(self, *, ax: Any = None) -> Any:
+        """The loss per step, skipped steps marked, as a matplotlib Axes.
+
+        Examples
+        --------
+        >>> import matplotlib; matplotlib.use("Agg")
+        >>> import lowprec as lp
+        >>> h = lp.amp.History(lp.amp.Policy.named("fp32"), loss=[2.0, 1.5],
+        ...                    scale=[1.0, 1.0], skipped=[False, True])
+        >>> ax = h.plot()
+        >>> [line.get_gid() for line in ax.lines]
+        ['loss', 'skipped']
+        >>> import matplotlib.pyplot as plt; plt.close("all")
+        """
+        try:
+            import matplotlib.pyplot as plt
+        except ImportError as exc:
+            raise ImportError('History.plot needs matplotlib: pip install "lowprec[plot]"'
+                              ) from exc
+        if ax is None:
+            ax = plt.subplots(figsize=(6, 3.5))[1]
+        steps = np.arange(len(self.loss))
+        ax.plot(steps, self.loss, gid="loss", label="loss")
+        skipped = np.flatnonzero(np.asarray(self.skipped, dtype=bool))
+        ax.plot(skipped, np.asarray(self.loss, dtype=float)[skipped], linestyle="none",
+                marker="x", color="C3", gid="skipped", label="skipped step")
+        ax.set_xlabel("step")
+        ax.set_ylabel("loss")
+        ax.set_title(f"Training under {self.policy.name or 'a policy'}", fontsize=10)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        return ax
+
+    def _repr_html_(self) -> str:
+        """The summary as a themed HTML card, for Jupyter.
+
+        Examples
+        --------
+        >>> import lowprec as lp
+        >>> html = lp.amp.History(lp.amp.Policy.named("fp32"))._repr_html_()
+        >>> "History of fp32" in html, "steps" in html
+        (True, True)
+        """
+        return history_card(self.summary(), self.policy.name or repr(self.policy))
 
 
 def train(model: nn.Sequential, data: tuple[ArrayLike, ArrayLike], policy: Policy | str,
