@@ -1,13 +1,12 @@
-"""Parameter sweeps: `sweep` runs a function at every point of a grid, here or on a
-Dask cluster, each point with its own seed, and returns one record per point in grid
-order.
+"""Parameter sweeps: `sweep` runs a function at every point of a grid, with a seed each.
 
-A point's seed is a function of the sweep's ``seed`` and the point's own values only
-(a SHA-256 digest of a canonical text of them, as the spawn key of a
-`numpy.random.SeedSequence`), never of its position in the grid, the process, the
-worker or the time; so a point's record is the same wherever and with whatever other
-points it runs. This module never rounds anything itself and imports nothing from
-lowprec: it only calls the user's function.
+It runs here or on a Dask cluster and returns one record per point, in grid order.
+A point's seed is a function of the sweep's ``seed`` and the point's own values only.
+It is a SHA-256 digest of a canonical text of them, used as the spawn key of a
+`numpy.random.SeedSequence`. It never depends on the point's position in the grid,
+the process, the worker or the time. So a point's record is the same wherever and
+with whatever other points it runs. This module never rounds anything itself and
+imports nothing from lowprec: it only calls the user's function.
 """
 
 from __future__ import annotations
@@ -88,14 +87,18 @@ def point_seed(point: Mapping[str, Any], seed: int = 0) -> int:
     """The seed `sweep` gives the grid point ``point``: an int in [0, 2**63), a function
     of ``seed`` and the point's names and values only.
 
-    The point's items, sorted by name, are written as a canonical text (Python's
-    ``repr`` for numbers, strings, bools and None; NumPy scalars as the Python scalar;
-    tuples, lists, sets and dicts item by item; arrays by dtype, shape and a SHA-256 of
-    their bytes), whose SHA-256 digest, as eight little-endian 32-bit words, is the
-    ``spawn_key`` of ``np.random.SeedSequence(seed)``; the seed is its first 64-bit
-    state word shifted right by one bit. Adding a value to the grid, reordering it or
-    running it elsewhere never changes another point's seed. Values whose ``repr``
-    holds a memory address raise `TypeError`.
+    The point's items, sorted by name, are written as a canonical text:
+
+    * Numbers, strings, bools and None by Python's ``repr``.
+    * NumPy scalars as the Python scalar.
+    * Tuples, lists, sets and dicts item by item.
+    * Arrays by dtype, shape and a SHA-256 of their bytes.
+
+    The text's SHA-256 digest, as eight little-endian 32-bit words, is the
+    ``spawn_key`` of ``np.random.SeedSequence(seed)``. The seed is that sequence's
+    first 64-bit state word shifted right by one bit. Adding a value to the grid,
+    reordering it or running it elsewhere never changes another point's seed.
+    Values whose ``repr`` holds a memory address raise `TypeError`.
 
     Examples
     --------
@@ -140,13 +143,15 @@ def _check_point(point: object, where: str) -> None:
 
 def grid_points(grid: Mapping[str, Sequence[Any]] | Iterable[Mapping[str, Any]]
                 ) -> list[dict[str, Any]]:
-    """The points of ``grid``, in `sweep`'s order: for a dict of name -> values, the
-    Cartesian product in the dict's order, the last name varying fastest (as
-    `itertools.product`, and C order); for a list of dicts, the dicts as given.
+    """The points of ``grid``, in `sweep`'s order.
 
-    A dict's values must each be a list, tuple, range or 1-D array (a str, a scalar, a
-    set, whose order is not stable, or an iterator raise `TypeError`); an empty dict,
-    an empty list or an empty value list give no points.
+    A dict of name -> values gives the Cartesian product in the dict's order. The
+    last name varies fastest, as in `itertools.product` and C order. A list of dicts
+    gives the dicts as given.
+
+    A dict's values must each be a list, tuple, range or 1-D array. A str, a scalar,
+    a set (whose order is not stable) or an iterator raises `TypeError`. An empty
+    dict, an empty list or an empty value list gives no points.
 
     Examples
     --------
@@ -274,29 +279,31 @@ def sweep(fn: Callable[..., Any],
         seed) when it has a parameter named ``seed`` (not through ``**kwargs`` alone).
         On a cluster it is pickled (cloudpickle) and run in the workers' processes.
     grid : dict of name -> list of values, or list of dicts
-        A dict gives the Cartesian product of its value lists, in the dict's order with
-        the last name varying fastest (`itertools.product`'s order); a list of dicts
+        A dict gives the Cartesian product of its value lists, in the dict's order.
+        The last name varies fastest (`itertools.product`'s order). A list of dicts
         gives those points, in its order. Values are lists, tuples, ranges or 1-D
-        arrays (anything else raises `TypeError`); an empty grid gives no records. No
-        parameter may be named ``seed``.
+        arrays, and anything else raises `TypeError`. An empty grid gives no records.
+        No parameter may be named ``seed``.
     client : dask.distributed.Client, optional
         Run the points as tasks of this client's cluster (one task each, not merged
         even when two points are equal), gathered in grid order. None: one after the
         other, in this process.
     seed : int
-        The sweep's seed (non-negative). Each point's seed is `point_seed(point, seed)`:
-        a function of ``seed`` and the point's values only, so a point gets the same
-        seed in any grid, in any order, locally or on any cluster.
+        The sweep's seed (non-negative). Each point's seed is
+        `point_seed(point, seed)`, a function of ``seed`` and the point's values
+        only. So a point gets the same seed in any grid, in any order, locally or on
+        any cluster.
     records : {"auto", "list", "frame"}
-        "list": a list of dicts; "frame": a `pandas.DataFrame` (pandas required);
-        "auto": a DataFrame when pandas is installed, else a list.
+        * "list": a list of dicts.
+        * "frame": a `pandas.DataFrame` (pandas required).
+        * "auto": a DataFrame when pandas is installed, else a list.
 
     Returns
     -------
     list of dict or pandas.DataFrame
-        One record per point: its parameters, ``seed``, then the result: a dict's items
-        (a key equal to a parameter's name or ``seed`` raises `ValueError`), anything
-        else under ``"result"``.
+        One record per point: its parameters, ``seed``, then the result. A dict
+        result gives its items, and a key equal to a parameter's name or ``seed``
+        raises `ValueError`. Any other result goes under ``"result"``.
 
     Raises
     ------

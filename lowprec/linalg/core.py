@@ -26,8 +26,9 @@ def as_tensor(x: Any, name: str) -> Tensor:
 
 
 def square(a: Any, name: str = "a", stack: bool = False) -> Tensor:
-    """``a`` as a square matrix (or, with ``stack``, a stack of them); `LinAlgError`
-    otherwise, as NumPy (it is a `ValueError`)."""
+    """``a`` as a square matrix (or, with ``stack``, a stack of them).
+
+    Anything else raises `LinAlgError`, as NumPy does (it is a `ValueError`)."""
     a = as_tensor(a, name)
     if (a.ndim < 2 if stack else a.ndim != 2) or a.shape[-1] != a.shape[-2]:
         what = "a square matrix or a stack of them" if stack else "a square matrix"
@@ -47,10 +48,12 @@ def stacked(parts: list[Tensor], batch: tuple[int, ...], core: tuple[int, ...],
 def product(a: Tensor, b: Tensor, model: ModelLike | None,
              c: Tensor | None = None) -> Tensor:
     """``a @ b (+ c)`` by `lowprec.matmul` under ``model`` (default: the context's),
-    rounded into ``a``'s format once: by the model's output conversion where it has
-    an output in that format, else from its FP32 output (its default where it has no
-    FP32) by one rounding in the context's mode, as a GEMM epilogue converts (BF16
-    or FP8 inputs on ``"h100"``, whose outputs are FP32 and FP16)."""
+    rounded into ``a``'s format once.
+
+    Where the model has an output in that format, its output conversion rounds.
+    Else its FP32 output is rounded once in the context's mode, as a GEMM epilogue
+    converts. A model without FP32 output gives its default output instead. An
+    example is BF16 or FP8 inputs on ``"h100"``, whose outputs are FP32 and FP16."""
     fmt = a.fmt
     model = get_context().matmul if model is None else model
     allowed = resolve_model(model).out_formats(fmt)
@@ -66,10 +69,12 @@ PRODUCTS = 1 << 16
 
 
 def by_columns(f: Any, x: Tensor, per_column: int) -> Tensor:
-    """``f(x)`` for a 2-D ``x`` whose columns ``f`` treats independently (each output
-    column its own products and sums), computed on chunks of columns of at most
-    ``max(PRODUCTS, per_column)`` products and put side by side (copies: exact); one
-    call where all fit."""
+    """``f(x)`` for a 2-D ``x`` whose columns ``f`` treats independently, by chunks
+    of columns.
+
+    Each output column has its own products and sums. A chunk forms at most
+    ``max(PRODUCTS, per_column)`` products. The chunks' results are put side by side
+    (copies: exact). Where all columns fit, it is one call."""
     step = max(1, PRODUCTS // max(per_column, 1))
     k = x.shape[1]
     if step >= k:
@@ -80,8 +85,9 @@ def by_columns(f: Any, x: Tensor, per_column: int) -> Tensor:
 
 def apply(a: Tensor, x: Tensor) -> Tensor:
     """``a @ x`` with each product rounded and the products of a row summed pairwise,
-    in the format (``x`` of shape (n,) or (n, k)); columns of ``x`` in chunks
-    (`by_columns`)."""
+    in the format.
+
+    ``x`` has shape (n,) or (n, k). Its columns go in chunks (`by_columns`)."""
     if x.ndim == 1:
         return (a * x.reshape(1, -1)).sum(axis=1)
     return by_columns(lambda c: (a.reshape(*a.shape, 1) * c.reshape(1, *c.shape)).sum(axis=1),
@@ -95,7 +101,7 @@ def exact(values: ArrayLike, fmt: Format) -> Tensor:
 
 
 def rhs(a: Tensor, b: Any, name: str = "b") -> tuple[Tensor, Tensor]:
-    """``a`` and ``b`` in their common format; ``b`` of shape (n,) or (n, k)."""
+    """``a`` and ``b`` in their common format, ``b`` of shape (n,) or (n, k)."""
     b = as_tensor(b, name)
     if b.ndim not in (1, 2) or b.shape[0] != a.shape[0]:
         raise ValueError(f"{name} must have shape ({a.shape[0]},) or ({a.shape[0]}, k) "

@@ -93,32 +93,40 @@ def lu(a: Tensor, *, block: int | None = None,
     """LU factorization with partial pivoting, ``a = p @ l @ u`` (SciPy's convention).
 
     Right-looking Gaussian elimination in ``a``'s format. Step ``i`` takes as pivot
-    the first row of largest ``|a[r, i]|`` (``r >= i``, LAPACK's ``idamax``), swaps
-    it into row ``i``, computes each multiplier ``l[j, i] = a[j, i] / a[i, i]``
-    (rounded) and updates ``a[j, k] = a[j, k] - l[j, i] * a[i, k]`` as a rounded
-    product then a rounded difference (not fused).
+    the first row of largest ``|a[r, i]|`` (``r >= i``, LAPACK's ``idamax``). It
+    swaps that row into row ``i``. It computes each multiplier
+    ``l[j, i] = a[j, i] / a[i, i]`` (rounded). It updates
+    ``a[j, k] = a[j, k] - l[j, i] * a[i, k]`` as a rounded product then a rounded
+    difference (not fused).
 
-    With ``block=b``: the blocked right-looking algorithm (LAPACK's ``getrf``). Each
-    panel of ``b`` columns is factored as above (row swaps applied to whole rows);
-    ``U12 = L11^-1 A12`` by the same rounded steps; then the trailing matrix
-    ``A22 - L21 @ U12`` is one `lowprec.matmul`, ``(-L21) @ U12 + A22`` (GEMM with
-    ``c``), under ``model`` (default: the context's matmul model), its result rounded
-    into the format once by the model's output conversion (where the model has no
-    output in the format, BF16 or FP8 on ``"h100"``, its FP32 output rounded once into
-    it, as a GEMM epilogue converts). With ``model="exact"`` each entry of the update
-    is the exact ``a22 - sum(l * u)`` rounded once.
+    With ``block=b``, the algorithm is the blocked right-looking one (LAPACK's
+    ``getrf``):
+
+    1. Each panel of ``b`` columns is factored as above, row swaps applied to whole
+       rows.
+    2. ``U12 = L11^-1 A12`` by the same rounded steps.
+    3. The trailing matrix ``A22 - L21 @ U12`` is one `lowprec.matmul`,
+       ``(-L21) @ U12 + A22`` (GEMM with ``c``), under ``model``. The default is
+       the context's matmul model. Its result is rounded into the format once by
+       the model's output conversion. Where the model has no output in the format
+       (BF16 or FP8 on ``"h100"``), its FP32 output is rounded once into it, as a
+       GEMM epilogue converts.
+
+    With ``model="exact"`` each entry of the update is the exact
+    ``a22 - sum(l * u)`` rounded once.
 
     A NaN in the pivot column is taken as the pivot (`numpy.argmax`), so NaNs spread
-    through the factors; nothing raises (as `numpy.linalg.solve`, which returns NaNs).
+    through the factors. Nothing raises, as in `numpy.linalg.solve`, which returns
+    NaNs.
 
     Parameters
     ----------
     a : Tensor
         A square matrix.
     block : int, optional
-        Panel width of the blocked algorithm; None (default) is unblocked.
+        Panel width of the blocked algorithm. None (default) is unblocked.
     model : str or TensorCoreModel, optional
-        The matmul model of the blocked update (see `lowprec.matmul`); checked
+        The matmul model of the blocked update (see `lowprec.matmul`). It is checked
         (`ValueError`, `TypeError`) with or without ``block``.
 
     Returns
@@ -154,18 +162,19 @@ def lu(a: Tensor, *, block: int | None = None,
 
 def cholesky(a: Tensor) -> Tensor:
     """Cholesky factor ``l`` (lower), ``a = l @ l.T``, of a symmetric positive definite
-    matrix (or of each matrix of a stack); only the lower triangle of ``a`` is read.
+    matrix (or of each matrix of a stack).
 
-    Right-looking: step ``j`` takes ``l[j, j] = sqrt(a[j, j])``, ``l[i, j] = a[i, j] /
-    l[j, j]`` and updates ``a[i, k] = a[i, k] - l[i, j] * l[k, j]`` (``k <= i``), each
-    operation rounded (product then difference, not fused).
+    Only the lower triangle of ``a`` is read. The algorithm is right-looking. Step
+    ``j`` takes ``l[j, j] = sqrt(a[j, j])`` and ``l[i, j] = a[i, j] / l[j, j]``. It
+    updates ``a[i, k] = a[i, k] - l[i, j] * l[k, j]`` (``k <= i``). Each operation
+    is rounded: a product then a difference, not fused.
 
     Raises
     ------
     numpy.linalg.LinAlgError
         Where a pivot ``a[j, j]`` is not positive (not positive definite, in the
-        format's arithmetic), a NaN pivot included (LAPACK's ``potrf`` rule; NumPy 2
-        returns NaNs there instead).
+        format's arithmetic), a NaN pivot included. This is LAPACK's ``potrf`` rule.
+        NumPy 2 returns NaNs there instead.
 
     Examples
     --------
@@ -213,18 +222,28 @@ _QR_MODES = ("reduced", "complete", "r")
 
 def qr(a: Tensor, mode: str = "reduced") -> Any:
     """QR factorization ``a = q @ r`` of an ``m x n`` matrix (or of each matrix of a
-    stack) by Householder reflections, with NumPy's modes: ``"reduced"`` (``q`` is
-    ``m x k``, ``r`` ``k x n``, ``k = min(m, n)``), ``"complete"`` (``q`` ``m x m``,
-    ``r`` ``m x n``) and ``"r"`` (``r`` only, ``k x n``: the same values, ``q`` not
-    formed). ``"raw"`` (LAPACK's packed reflectors) is refused.
+    stack) by Householder reflections.
 
-    Column ``j < min(n, m - 1)``: ``x = r[j:, j]``, ``alpha = -sign(x0) * norm(x)``
-    (`norm`: FP32 or wider accumulation), ``v = x`` with ``v0 = x0 - alpha``, ``beta =
-    2 / sum(v * v)``; then ``r[j:, j:] = r - (beta * v) * (v^T r)`` and ``q[:, j:] = q -
-    (q v) * (beta v)^T`` (``q`` from the identity), each product, sum (pairwise, in
-    the format) and difference rounded; ``r[j, j] = alpha`` and ``r[j+1:, j] = 0`` are
-    set. A column already zero below the diagonal is left as it is (no reflection),
-    so ``r``'s diagonal may have either sign.
+    NumPy's modes are taken, with ``k = min(m, n)``:
+
+    * ``"reduced"``: ``q`` is ``m x k``, ``r`` ``k x n``.
+    * ``"complete"``: ``q`` is ``m x m``, ``r`` ``m x n``.
+    * ``"r"``: ``r`` only, ``k x n``, the same values, ``q`` not formed.
+
+    ``"raw"`` (LAPACK's packed reflectors) is refused.
+
+    Column ``j < min(n, m - 1)`` goes in steps. ``q`` starts from the identity.
+
+    1. ``x = r[j:, j]`` and ``alpha = -sign(x0) * norm(x)``, `norm` accumulating
+       in FP32 or wider.
+    2. ``v = x`` with ``v0 = x0 - alpha``, and ``beta = 2 / sum(v * v)``.
+    3. ``r[j:, j:] = r - (beta * v) * (v^T r)`` and
+       ``q[:, j:] = q - (q v) * (beta v)^T``.
+    4. ``r[j, j] = alpha`` and ``r[j+1:, j] = 0`` are set.
+
+    Each product, sum (pairwise, in the format) and difference is rounded. A column
+    already zero below the diagonal is left as it is (no reflection). So ``r``'s
+    diagonal may have either sign.
 
     Returns NumPy's named tuple ``(Q, R)``, or ``r`` for ``mode="r"``.
 

@@ -40,20 +40,30 @@ def norm(x: Tensor, ord: float | str | None = None,  # noqa: A002 - NumPy's name
          axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
     """Vector and matrix norms, as `numpy.linalg.norm`, in ``x``'s format.
 
-    ``axis``: None (a vector or a matrix, or with ``ord=None`` every element), an int
-    (vectors along it) or a pair (matrices over those two axes); ``keepdims`` as NumPy.
+    ``axis`` is one of:
 
-    2-norms of vectors (``ord=None`` or 2) and the Frobenius norm (``ord=None`` or
-    ``"fro"``): ``x`` converted to FP32 (or kept in its format where that is wider,
-    FP64), squared and summed pairwise in it, its square root taken in it, the result
-    rounded into ``x``'s format (so twice rounded; FP32's range bounds the squares:
-    BF16 values past ``2**64`` give inf). 1-norms and the matrix 1/inf norms (largest
-    column/row sum) sum ``|x|`` pairwise in ``x``'s format; inf/-inf norms of vectors
-    are the exact largest/smallest ``|x|``, ``ord=0`` the count of nonzeros rounded
-    once. The matrix ``ord=2``, ``-2`` and ``"nuc"`` (largest, smallest singular value,
-    their sum) need an SVD: a float64 SVD of the values (`numpy.linalg.svd`), the
-    result rounded once into the format (not an emulated algorithm; NaNs make NumPy's
-    SVD raise `LinAlgError`). Other orders raise `ValueError`.
+    * None: a vector or a matrix, or every element with ``ord=None``.
+    * An int: vectors along it.
+    * A pair: matrices over those two axes.
+
+    ``keepdims`` is as in NumPy. The orders are computed as follows.
+
+    * 2-norms of vectors (``ord=None`` or 2) and the Frobenius norm (``ord=None`` or
+      ``"fro"``). ``x`` is converted to FP32, or kept in its format where that is
+      wider (FP64). It is squared and summed pairwise in that format, and its square
+      root is taken there. The result is rounded into ``x``'s format, so it is
+      twice rounded. FP32's range bounds the squares: BF16 values past ``2**64``
+      give inf.
+    * 1-norms and the matrix 1/inf norms (largest column/row sum) sum ``|x|``
+      pairwise in ``x``'s format.
+    * inf/-inf norms of vectors are the exact largest/smallest ``|x|``.
+    * ``ord=0`` is the count of nonzeros, rounded once.
+    * The matrix ``ord=2``, ``-2`` and ``"nuc"`` (largest, smallest singular value,
+      their sum) need an SVD. They take a float64 SVD of the values
+      (`numpy.linalg.svd`) and round the result once into the format. This is not
+      an emulated algorithm. NaNs make NumPy's SVD raise `LinAlgError`.
+
+    Other orders raise `ValueError`.
 
     Examples
     --------

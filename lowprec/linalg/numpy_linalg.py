@@ -93,13 +93,17 @@ def _np_qr(a, mode="reduced"):
         "lowprec.linalg.lstsq: QR, x = R^-1 (Q^T b); residuals rounded as `norm`; rank and "
         "s from a float64 SVD (s rounded once); rank-deficient a refused")
 def _np_lstsq(a, b, rcond=None):
-    """NumPy's tuple: ``x`` by `lstsq`; ``residuals`` the squared 2-norms of the
-    columns of ``b - a x`` (products rounded, summed pairwise, the difference rounded;
-    squares summed as `norm` does, rounded once; the products of ``a x`` formed for a
-    chunk of columns at a time, as `lstsq`'s), empty unless ``m > n``; ``rank`` and
-    ``s`` from a float64 SVD of the values (``s`` rounded once), singular values at
-    most ``rcond * s[0]`` counted as zero (default ``rcond``: the format's eps times
-    ``max(m, n)``, NumPy's rule in the format)."""
+    """NumPy's tuple ``(x, residuals, rank, s)``.
+
+    * ``x`` comes from `lstsq`.
+    * ``residuals`` are the squared 2-norms of the columns of ``b - a x``, empty
+      unless ``m > n``. The products are rounded and summed pairwise, and the
+      difference is rounded. The squares are summed as `norm` does, rounded once.
+      The products of ``a x`` are formed for a chunk of columns at a time, as in
+      `lstsq`.
+    * ``rank`` and ``s`` come from a float64 SVD of the values, ``s`` rounded once.
+      Singular values at most ``rcond * s[0]`` count as zero. The default ``rcond``
+      is the format's eps times ``max(m, n)``, NumPy's rule in the format."""
     a, b = lstsq_operands(a, b)
     m, n = a.shape
     s = np.linalg.svd(a.values, compute_uv=False)
@@ -371,14 +375,17 @@ def _cond_matrix(x: Tensor, p: Any) -> Tensor:
         "once; other p: lowprec.linalg.inv, then norm(x, p) and norm(inv(x), p) as "
         "lowprec.linalg.norm, their product rounded; singular: inf" + _STACK)
 def _np_cond(x, p=None):
-    """The condition number, as `numpy.linalg.cond`. ``p`` None, 2 or -2: the ratio of
-    the largest and smallest singular values of a float64 SVD of the values, computed
-    in float64 and rounded once. Other ``p`` (1, -1, inf, -inf, ``"fro"``, ``"nuc"``):
-    `inv` (LU in the format), `norm` of ``x`` and of ``inv(x)`` (each as `norm`
-    documents), their product rounded; each matrix of a stack on its own. A singular
-    matrix (``inv`` meets a zero pivot) gives inf; a NaN result becomes inf unless
-    ``x`` holds a NaN (NumPy's rule); inf is rounded into the format like any value
-    (NaN in formats without infinities, or their max under ``saturate``).
+    """The condition number, as `numpy.linalg.cond`.
+
+    * ``p`` None, 2 or -2: the ratio of the largest and smallest singular values of
+      a float64 SVD of the values, computed in float64 and rounded once.
+    * Other ``p`` (1, -1, inf, -inf, ``"fro"``, ``"nuc"``): `inv` (LU in the
+      format), then `norm` of ``x`` and of ``inv(x)`` as `norm` documents. Their
+      product is rounded. Each matrix of a stack goes on its own.
+
+    A singular matrix (``inv`` meets a zero pivot) gives inf. A NaN result becomes
+    inf unless ``x`` holds a NaN (NumPy's rule). inf is rounded into the format like
+    any value: NaN in formats without infinities, or their max under ``saturate``.
 
     Examples
     --------
@@ -449,11 +456,14 @@ def _np_tensorinv(a, ind=2):
         "a's axes moved, reshaped to a square matrix, b flattened (exact), "
         "lowprec.linalg.solve (LU, two triangular solves), reshaped")
 def _np_tensorsolve(a, b, axes=None):
-    """NumPy's ``tensorsolve``: ``a``'s ``axes`` moved to the end and ``a`` reshaped
-    into a square matrix, ``b`` flattened (exact), `solve` (LU in the format, two
-    triangular solves), the result reshaped; a plain operand rounded into the other's
-    format first. ``axes``: ints naming axes of ``a`` (negative ones from the end);
-    one out of range or repeated raises `ValueError`, a non-int `TypeError`.
+    """NumPy's ``tensorsolve``, by `solve`.
+
+    ``a``'s ``axes`` are moved to the end, and ``a`` is reshaped into a square
+    matrix. ``b`` is flattened (exact). `solve` runs (LU in the format, two
+    triangular solves), and the result is reshaped. A plain operand is rounded into
+    the other's format first. ``axes`` are ints naming axes of ``a``, negative ones
+    from the end. One out of range or repeated raises `ValueError`, a non-int
+    `TypeError`.
 
     Examples
     --------

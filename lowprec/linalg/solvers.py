@@ -24,11 +24,12 @@ def solve_triangular(a: Tensor, b: Tensor, *, lower: bool,
     """Solve ``a @ x = b`` for triangular ``a`` (only its ``lower`` or upper triangle
     is read), ``b`` of shape (n,) or (n, k).
 
-    Column-oriented substitution: for ``j`` in order (forward for ``lower``, backward
-    otherwise) ``x[j] = b[j] / a[j, j]`` (no division with ``unit_diagonal``), then
-    ``b[i] = b[i] - a[i, j] * x[j]`` for the rows still to solve, a rounded product then
-    a rounded difference. Each ``x[i]`` so sees exactly the operations of the row
-    loop ``(b[i] - a[i, 0] x[0] - a[i, 1] x[1] - ...) / a[i, i]``, left to right.
+    Column-oriented substitution, for ``j`` in order (forward for ``lower``, backward
+    otherwise). First ``x[j] = b[j] / a[j, j]``, with no division for
+    ``unit_diagonal``. Then ``b[i] = b[i] - a[i, j] * x[j]`` for the rows still to
+    solve, a rounded product then a rounded difference. Each ``x[i]`` so sees
+    exactly the operations of the row loop
+    ``(b[i] - a[i, 0] x[0] - a[i, 1] x[1] - ...) / a[i, i]``, left to right.
 
     Examples
     --------
@@ -71,10 +72,11 @@ def solve(a: Tensor, b: Tensor) -> Tensor:
     """Solve ``a @ x = b``: `lu` (unblocked), then ``l y = b[perm]`` and ``u x = y``
     by `solve_triangular`.
 
-    Stacks as `numpy.linalg.solve` (NumPy 2): ``a`` of shape (..., n, n); ``b`` of
-    shape (n,) is one vector for every matrix, otherwise (..., n, k), the leading
-    shapes broadcast; each system is solved on its own, in C order of the leading
-    indices. NaNs in ``a`` or ``b`` give NaNs (nothing raises).
+    Stacks are as in `numpy.linalg.solve` (NumPy 2). ``a`` has shape (..., n, n).
+    ``b`` of shape (n,) is one vector for every matrix, otherwise it has shape
+    (..., n, k), the leading shapes broadcast. Each system is solved on its own, in
+    C order of the leading indices. NaNs in ``a`` or ``b`` give NaNs (nothing
+    raises).
 
     Examples
     --------
@@ -135,9 +137,11 @@ def _parity(perm: np.ndarray[Any, Any]) -> int:
 
 
 def det(a: Tensor) -> Tensor:
-    """The determinant: ``u``'s diagonal of `lu` multiplied left to right (rounded
-    products), negated (exact) for an odd permutation; zero where `lu` meets a zero
-    pivot, as `numpy.linalg.det`. A stack gives the determinant of each matrix.
+    """The determinant, as `numpy.linalg.det`.
+
+    ``u``'s diagonal of `lu` is multiplied left to right (rounded products), then
+    negated (exact) for an odd permutation. The result is zero where `lu` meets a
+    zero pivot. A stack gives the determinant of each matrix.
 
     Examples
     --------
@@ -160,15 +164,20 @@ def det(a: Tensor) -> Tensor:
 
 
 def slogdet(a: Tensor) -> Any:
-    """Sign and logarithm of ``|det(a)|``, as `numpy.linalg.slogdet` (its named tuple
-    ``(sign, logabsdet)``, both Tensors of ``a``'s format; a stack gives one per matrix).
+    """Sign and logarithm of ``|det(a)|``, as `numpy.linalg.slogdet`.
 
-    From the factors of `lu` (unblocked): ``sign`` is the product of the signs of
-    ``u``'s diagonal and of the permutation (exact: -1, 0 or 1); ``logabsdet`` is
-    ``sum(log|u[i, i]|)`` evaluated in float64 (`math.fsum` of the logarithms) and
-    rounded once into the format, so that it does not overflow where `det` does. A
-    zero pivot gives ``(0, -inf)`` (``-inf`` is NaN in formats without infinities,
-    E4M3); NaNs give ``(nan, nan)``.
+    The result is NumPy's named tuple ``(sign, logabsdet)``, both Tensors of ``a``'s
+    format. A stack gives one per matrix. Both come from the factors of `lu`
+    (unblocked).
+
+    * ``sign`` is the product of the signs of ``u``'s diagonal and of the
+      permutation (exact: -1, 0 or 1).
+    * ``logabsdet`` is ``sum(log|u[i, i]|)`` evaluated in float64 (`math.fsum` of
+      the logarithms) and rounded once into the format. So it does not overflow
+      where `det` does.
+
+    A zero pivot gives ``(0, -inf)``, ``-inf`` being NaN in formats without
+    infinities (E4M3). NaNs give ``(nan, nan)``.
 
     Examples
     --------
@@ -198,16 +207,18 @@ def slogdet(a: Tensor) -> Any:
 def lstsq(a: Tensor, b: Tensor) -> Tensor:
     """Least-squares solution of ``a @ x ~ b`` (``m >= n``, full rank) by `qr`:
     ``x = r^-1 (q^T b)``, the products of ``q^T b`` summed pairwise in the format.
+
     Memory: the products of ``q^T b`` are formed for a chunk of ``b``'s columns at a
-    time, at most ``max(2**16, m * n)`` of them (``m * n``: one column), some 100
-    bytes each in the working arrays (about 7 MiB), beside the operands, `qr`'s
-    ``O(m n)`` and the result. Each column's products and sums are its own, so the
-    chunks give the values of one call (under ``"sr"``, where a call needs more than
-    one chunk, each chunk draws its own streams).
-    Returns ``x`` only; `numpy.linalg.lstsq` on Tensors returns NumPy's tuple
-    ``(x, residuals, rank, s)`` (rank and singular values from a float64 SVD of the
-    values, rounded once) and refuses a rank-deficient ``a`` (`LinAlgError`: QR
-    without pivoting has no minimum-norm solution).
+    time. A chunk holds at most ``max(2**16, m * n)`` of them (``m * n``: one
+    column), some 100 bytes each in the working arrays (about 7 MiB). That is beside
+    the operands, `qr`'s ``O(m n)`` and the result. Each column's products and sums
+    are its own, so the chunks give the values of one call. Under ``"sr"``, where a
+    call needs more than one chunk, each chunk draws its own streams.
+
+    Returns ``x`` only. `numpy.linalg.lstsq` on Tensors returns NumPy's tuple
+    ``(x, residuals, rank, s)``, the rank and singular values from a float64 SVD of
+    the values, rounded once. It refuses a rank-deficient ``a`` (`LinAlgError`):
+    QR without pivoting has no minimum-norm solution.
 
     Examples
     --------
@@ -245,13 +256,18 @@ def lstsq_operands(a: Any, b: Any) -> tuple[Tensor, Tensor]:
 def matrix_power(a: Tensor, n: int, *, model: ModelLike | None = None) -> Tensor:
     """``a`` to the integer power ``n`` (each matrix of a stack), in ``a``'s format.
 
-    NumPy's order: ``n = 0`` the identity (exact), ``n < 0`` the power of `inv`
-    (``a``); ``n = 1`` a copy, ``2`` ``a @ a``, ``3`` ``(a @ a) @ a``; larger ``n`` by
-    binary powering (``z`` runs through ``a, a^2, a^4, ...``, multiplied into the
-    result from the lowest set bit up, ``result @ z``). Each product is one
-    `lowprec.matmul` under ``model`` (default: the context's) rounded into ``a``'s
-    format once (by the model's output conversion, or from its FP32 output where it
-    has none in the format), so that every power stays in the format.
+    NumPy's order:
+
+    * ``n = 0``: the identity (exact).
+    * ``n < 0``: the power of `inv` (``a``).
+    * ``n = 1``: a copy. ``2``: ``a @ a``. ``3``: ``(a @ a) @ a``.
+    * Larger ``n``: binary powering. ``z`` runs through ``a, a^2, a^4, ...``, and is
+      multiplied into the result from the lowest set bit up, ``result @ z``.
+
+    Each product is one `lowprec.matmul` under ``model`` (default: the context's).
+    It is rounded into ``a``'s format once, by the model's output conversion. Where
+    the model has no output in the format, its FP32 output is rounded. So every
+    power stays in the format.
 
     Examples
     --------
@@ -286,11 +302,13 @@ def matrix_power(a: Tensor, n: int, *, model: ModelLike | None = None) -> Tensor
 
 
 def multi_dot(arrays: Any, *, model: ModelLike | None = None) -> Tensor:
-    """The product of two or more Tensors, left to right: ``multi_dot([a, b, c])`` is
-    ``(a @ b) @ c``, each ``@`` one `lowprec.matmul` under ``model`` (default: the
-    context's; its output format, FP32 by default, as ``@``). Unlike
-    `numpy.linalg.multi_dot`, no cheaper order is chosen: the order is part of the
-    result. The first may be 1-D (a row), the last 1-D (a column), the others 2-D.
+    """The product of two or more Tensors, left to right.
+
+    ``multi_dot([a, b, c])`` is ``(a @ b) @ c``. Each ``@`` is one `lowprec.matmul`
+    under ``model``, by default the context's. The result is in its output format,
+    FP32 by default, as for ``@``. Unlike `numpy.linalg.multi_dot`, no cheaper
+    order is chosen: the order is part of the result. The first may be 1-D (a row),
+    the last 1-D (a column), the others 2-D.
 
     Examples
     --------
