@@ -1,6 +1,6 @@
 """lowprec: bit-exact emulation of low-precision floating point in pure NumPy.
 
-The public names are re-exported here; the modules are listed in docs/design/DESIGN.md.
+The public names are re-exported here. docs/design/DESIGN.md lists the modules.
 """
 
 from .formats import (BF16, E8M0, UE4M3, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E4M3FNUZ,

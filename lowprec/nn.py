@@ -1,15 +1,20 @@
 """The smallest honest neural-network toolkit: layers and a loss on `Tensor`\\ s.
 
-`Linear`, `relu`, `gelu`, `softmax_cross_entropy` and a `Sequential` container,
-each with a forward pass and a hand-written backward pass made only of `Tensor`
-operations, so that every multiply, add, exponential and matrix product is rounded
-as the formats and the `lp.context` say. The compute format of a layer is the format
-of its parameters' working copies (``Parameter.value``); matrix products use the
-context's matmul model and are rounded once into that format; reductions (bias
-gradients, softmax denominators, the batch mean) accumulate in FP32 or wider, as
-GPU reductions of half-precision tensors do. This module must never record a tape
-or differentiate anything automatically, and never compute in float64 behind a
-`Tensor`'s back: a value that leaves a layer is a value of its format.
+The toolkit has `Linear`, `relu`, `gelu`, `softmax_cross_entropy` and a
+`Sequential` container. Each has a forward pass and a hand-written backward pass
+made only of `Tensor` operations. So every multiply, add, exponential and matrix
+product is rounded as the formats and the `lp.context` say.
+
+* The compute format of a layer is the format of its parameters' working copies
+  (``Parameter.value``).
+* Matrix products use the context's matmul model and are rounded once into that
+  format.
+* Reductions (bias gradients, softmax denominators, the batch mean) accumulate in
+  FP32 or wider, as GPU reductions of half-precision tensors do.
+
+This module must never record a tape or differentiate anything automatically. It
+must never compute in float64 behind a `Tensor`'s back: a value that leaves a layer
+is a value of its format.
 """
 
 from __future__ import annotations
@@ -87,8 +92,10 @@ def gelu(x: Tensor) -> Tensor:
 
 
 def gelu_backward(x: Tensor, dy: Tensor) -> Tensor:
-    """The gradient of `gelu` at ``x`` times ``dy``:
-    ``0.5 (1 + t) + 0.5 x (1 - t**2) c (1 + 3 a x**2)``, ``t = tanh(c (x + a x**3))``.
+    """The gradient of `gelu` at ``x`` times ``dy``.
+
+    The gradient is ``0.5 (1 + t) + 0.5 x (1 - t**2) c (1 + 3 a x**2)``, with
+    ``t = tanh(c (x + a x**3))``.
 
     Examples
     --------
@@ -123,9 +130,11 @@ def _as_tensor(x, fmt):
 
 
 def real_tensor(x: Any, name: str) -> Tensor:
-    """``x`` as a `Tensor`: a Tensor as it is, plain real numbers (an ndarray of any
-    float or int dtype, a list) rounded once to FP32; `TypeError` naming ``name``
-    for anything else (bools, complex, strings, None)."""
+    """``x`` as a `Tensor`.
+
+    A Tensor is returned as it is. Plain real numbers (an ndarray of any float or
+    int dtype, a list) are rounded once to FP32. Anything else (bools, complex,
+    strings, None) raises `TypeError` naming ``name``."""
     if isinstance(x, Tensor):
         return x
     arr = np.asarray(x)
@@ -137,10 +146,12 @@ def real_tensor(x: Any, name: str) -> Tensor:
 
 def check_labels(labels: ArrayLike, n: int, classes: int | None = None,
                  what: str = "one per row of the logits") -> NDArray[Any]:
-    """``labels`` as an int array of shape (n,) with values in [0, classes) (in
-    [0, inf) when ``classes`` is None): `TypeError` for labels that are not
-    integers, `ValueError` for a wrong shape or a label out of range (NumPy
-    indexing would broadcast a single label and wrap a negative one)."""
+    """``labels`` as an int array of shape (n,) with values in [0, classes).
+
+    When ``classes`` is None the values are in [0, inf). Labels that are not
+    integers raise `TypeError`. A wrong shape or a label out of range raises
+    `ValueError`, since NumPy indexing would broadcast a single label and wrap a
+    negative one."""
     labels = np.asarray(labels)
     if labels.size == 0 and labels.dtype.kind == "f":
         labels = labels.astype(np.intp)          # np.asarray([]) is float64
@@ -169,9 +180,9 @@ def softmax_cross_entropy(logits: Tensor, labels: ArrayLike, *,
     """Mean cross-entropy of softmax(logits) against integer ``labels``.
 
     ``log(sum(exp(z - max z))) - (z - max z)[label]`` per row, then the mean
-    over the batch; computed in ``fmt`` (default: the logits' format; the mixed
-    policies use FP32, as ``torch.autocast`` runs softmax and cross-entropy in
-    float32), sums accumulated in FP32 or wider.
+    over the batch. It is computed in ``fmt``, by default the logits' format. The
+    mixed policies use FP32, as ``torch.autocast`` runs softmax and cross-entropy in
+    float32. Sums accumulate in FP32 or wider.
 
     Parameters
     ----------
@@ -236,10 +247,13 @@ def softmax_cross_entropy_backward(logits: Tensor, labels: ArrayLike, dloss: flo
 # -- layers -----------------------------------------------------------------------------
 
 class Parameter:
-    """A trainable array: ``value``, the working copy the layer computes with (a
-    `Tensor`, whose format is the layer's compute format), ``grad``, set by the
-    last backward pass (not accumulated), and ``grad_fmt``, the format gradients
-    are delivered in (None: the compute format).
+    """A trainable array, with its gradient and the gradient's format.
+
+    * ``value`` is the working copy the layer computes with. It is a `Tensor`, whose
+      format is the layer's compute format.
+    * ``grad`` is set by the last backward pass (not accumulated).
+    * ``grad_fmt`` is the format gradients are delivered in (None: the compute
+      format).
 
     Plain real arrays given as ``value`` or ``grad`` are FP32 (rounded to FP32
     once). A ``grad`` must have the shape of ``value``: `ValueError` otherwise
@@ -306,25 +320,25 @@ class Linear:
 
     Forward: one matrix product under the context's matmul model with ``b`` as its
     addend (as a BLAS ``addmm`` epilogue), rounded once into the compute format.
-    Backward: ``dx = dy @ W.T`` and ``dW = x.T @ dy`` the same way (``dW`` into the
-    gradient format), ``db`` the column sums of ``dy`` accumulated in FP32 and
+    Backward: ``dx = dy @ W.T`` and ``dW = x.T @ dy`` the same way, ``dW`` into the
+    gradient format. ``db`` is the column sums of ``dy``, accumulated in FP32 and
     rounded once into the gradient format.
 
     Parameters
     ----------
     n_in, n_out : int
     rng : numpy.random.Generator or int, optional
-        Glorot-uniform initialisation of ``W`` (drawn in float64, rounded to FP32);
+        Glorot-uniform initialisation of ``W`` (drawn in float64, rounded to FP32).
         ``b`` starts at zero.
 
     Attributes
     ----------
     quantizer : object or None
-        When set (``lp.amp.train`` sets it for a policy with scaled operands, from
-        `lowprec.amp.DelayedScaling` or `lowprec.amp.BlockScaling`), the three
-        products go through it: ``quantizer.forward(x, W, b)`` and
-        ``quantizer.backward(dy, input_grad) -> (dW, dx or None)``, each an FP32
-        Tensor of the quantized operands' product, rounded here as above.
+        When set, the three products go through it: ``quantizer.forward(x, W, b)``
+        and ``quantizer.backward(dy, input_grad) -> (dW, dx or None)``. Each gives
+        an FP32 Tensor of the quantized operands' product, rounded here as above.
+        ``lp.amp.train`` sets it for a policy with scaled operands, from
+        `lowprec.amp.DelayedScaling` or `lowprec.amp.BlockScaling`.
 
     Examples
     --------
@@ -364,11 +378,13 @@ class Linear:
 
     def backward(self, dy: Tensor, *, input_grad: bool = True) -> Tensor | None:
         """Set the parameters' gradients from ``dy``, the gradient of the output of
-        the last `forward`; returns the gradient of its input, or None with
-        ``input_grad=False`` (the first layer of a network, whose input is data: as
-        PyTorch, which computes no gradient for inputs that do not require one).
-        `RuntimeError` before any forward (as PyTorch's backward without a graph),
-        `ValueError` for a ``dy`` not of the output's shape."""
+        the last `forward`.
+
+        Returns the gradient of its input, or None with ``input_grad=False``. That
+        suits the first layer of a network, whose input is data. PyTorch likewise
+        computes no gradient for inputs that do not require one. Before any forward
+        it raises `RuntimeError`, as PyTorch's backward without a graph. A ``dy``
+        not of the output's shape raises `ValueError`."""
         if self._x is None:
             raise RuntimeError("Linear.backward called before forward: the backward pass "
                                "needs the input of a forward pass; call forward first")
@@ -451,8 +467,9 @@ class GELU:
 
 
 class Sequential:
-    """Layers applied in order; ``backward`` runs them in reverse and sets every
-    parameter's ``grad``.
+    """Layers applied in order.
+
+    ``backward`` runs them in reverse and sets every parameter's ``grad``.
 
     Examples
     --------
@@ -484,9 +501,11 @@ class Sequential:
         return x
 
     def backward(self, dy: Tensor, *, input_grad: bool = True) -> Tensor | None:
-        """Run the layers' backward passes in reverse; returns the gradient of the
-        input, or None with ``input_grad=False``, where a first layer that can skip
-        it (a `Linear` or a `Sequential`) does not compute it."""
+        """Run the layers' backward passes in reverse.
+
+        Returns the gradient of the input, or None with ``input_grad=False``. Then a
+        first layer that can skip it (a `Linear` or a `Sequential`) does not compute
+        it."""
         input_grad = check_bool("input_grad", input_grad)
         for i in range(len(self.layers) - 1, -1, -1):
             layer = self.layers[i]

@@ -1,10 +1,10 @@
 """Exact references and Hypothesis strategies, for lowprec's tests and for yours.
 
-`reference_round` rounds one value at a time on `fractions.Fraction`, written for
-obviousness rather than speed and sharing no code with the vectorised kernel: it is
-the oracle the kernel is tested against (and is itself checked against MPFR). The
-strategies generate the inputs that break rounding code: exact ties, values next to
-the subnormal boundary and to the overflow threshold. Hypothesis is imported only
+`reference_round` rounds one value at a time on `fractions.Fraction`. It is written
+for obviousness rather than speed, and shares no code with the vectorised kernel.
+It is the oracle the kernel is tested against, and is itself checked against MPFR.
+The strategies generate the inputs that break rounding code: exact ties, values
+next to the subnormal boundary and to the overflow threshold. Hypothesis is imported only
 when a strategy is asked for, so this module loads without it. `replay` (from
 `lowprec.tensorcore.replay`) checks a matmul model against recorded hardware or
 simulator results, row by row.
@@ -39,10 +39,10 @@ def _exponent(q):
 def reference_round(x: float | int | Fraction, fmt: FormatLike, mode: Mode = "rne", *,
                     subnormals: bool | None = None, saturate: bool = False,
                     u: float | None = None) -> float:
-    """Round one real number to ``fmt`` exactly; returns a float (or inf/NaN).
+    """Round one real number to ``fmt`` exactly, returning a float (or inf/NaN).
 
-    ``x`` may be a float, int or `Fraction`. ``mode`` is any of lowprec's modes;
-    for ``"sr"`` pass ``u``, the uniform draw in [0, 1): the result rounds up
+    ``x`` may be a float, int or `Fraction`. ``mode`` is any of lowprec's modes.
+    For ``"sr"`` pass ``u``, the uniform draw in [0, 1). The result then rounds up
     (toward +inf) when ``u < (x - down) / (up - down)``.
 
     Examples
@@ -227,12 +227,12 @@ def _lower_neighbour(fmt, st):
 def midpoints(fmt: FormatLike) -> SearchStrategy[float]:
     """Exact ties of the format, either sign, and ties nudged by one float64 ulp.
 
-    A tie is the value halfway between two adjacent values of the format (from the
-    tie between 0 and the smallest subnormal, or the smallest normal without
-    subnormals, up to the one below max), or the overflow threshold ``max + ulp/2``,
-    where round-to-nearest chooses between max and overflow (``ulp`` is the gap in
-    max's binade: 464 for E4M3, whose 480 is NaN). Raises ``ValueError`` for FP64,
-    whose ties are not float64 values.
+    A tie is the value halfway between two adjacent values of the format. The ties
+    run from the one between 0 and the smallest subnormal (or the smallest normal
+    without subnormals) up to the one below max. The overflow threshold
+    ``max + ulp/2`` is a tie too: there round-to-nearest chooses between max and
+    overflow. ``ulp`` is the gap in max's binade: 464 for E4M3, whose 480 is NaN.
+    Raises ``ValueError`` for FP64, whose ties are not float64 values.
 
     Examples
     --------
@@ -261,10 +261,11 @@ def midpoints(fmt: FormatLike) -> SearchStrategy[float]:
 
 
 def near_overflow(fmt: FormatLike) -> SearchStrategy[float]:
-    """Finite float64 values at and up to three float64 ulps either side of max,
-    max + ulp/2, max + ulp and 2**(emax+1), either sign (``ulp`` is the gap in max's
-    binade). Those of them past the largest float64 are left out: for FP64, only max
-    and the values just below it.
+    """Finite float64 values near the overflow threshold, either sign.
+
+    They are at and up to three float64 ulps either side of max, max + ulp/2,
+    max + ulp and 2**(emax+1). ``ulp`` is the gap in max's binade. Those past the
+    largest float64 are left out: for FP64, only max and the values just below it.
 
     Examples
     --------
@@ -301,11 +302,14 @@ def near_overflow(fmt: FormatLike) -> SearchStrategy[float]:
 
 
 def subnormals(fmt: FormatLike) -> SearchStrategy[float]:
-    """Values of magnitude below the smallest normal, either sign, and values at and
-    one float64 ulp either side of the edges there: the smallest normal, the smallest
-    subnormal, half the smallest normal, and the ties half the smallest subnormal and
-    half a subnormal below the smallest normal. Without subnormals, the smallest subnormal
-    reads as the smallest normal (``numpy.finfo``'s convention), so the one tie is half of it.
+    """Values of magnitude below the smallest normal, either sign, and values near
+    the edges there.
+
+    Those near the edges are at and one float64 ulp either side of them. The edges
+    are the smallest normal, the smallest subnormal and half the smallest normal.
+    They also include the ties: half the smallest subnormal, and half a subnormal
+    below the smallest normal. Without subnormals, the smallest subnormal reads as
+    the smallest normal (``numpy.finfo``'s convention), so the one tie is half of it.
 
     Examples
     --------
