@@ -2,20 +2,24 @@
 floating arrays are lowprec Tensors, and `array_namespace`, the same namespace with a
 precision policy.
 
-``import lowprec.array_api as xp`` gives the standard namespace: ``xp.float32`` and
-``xp.float64`` are FP32 and FP64, every floating operation is a Tensor operation
-(correctly rounded where the Tensor's is; docs/array-api.md lists each class), and
-matrix products use the ``"exact"`` model (exact dot products rounded once).
+``import lowprec.array_api as xp`` gives the standard namespace:
+
+* ``xp.float32`` and ``xp.float64`` are FP32 and FP64.
+* Every floating operation is a Tensor operation, correctly rounded where the
+  Tensor's is. docs/array-api.md lists each class.
+* Matrix products use the ``"exact"`` model: exact dot products rounded once.
+
 ``lp.array_namespace("bf16")`` stores and computes every floating array in BF16,
-whatever dtype the code asks for, which is how a scikit-learn estimator or a SciPy
+whatever dtype the code asks for. That is how a scikit-learn estimator or a SciPy
 function runs emulated. This package only adapts the standard's names to Tensors and
-`lowprec.linalg`; it never rounds on its own.
+`lowprec.linalg`. It never rounds on its own.
 
 The functions live in files named for the standard's chapters, as array-api-strict's
-do: `core` (the policy, data types, ``asarray``, ``astype``, ``result_type``),
-`creation`, `elementwise`, `statistical`, `utility`, `searching`, `sorting`, `sets`,
-`manipulation`, `products` and `linalg_extension` (``xp.linalg``); `namespace` joins
-them into `Namespace`. To find ``xp.argsort``, open ``sorting.py``.
+do. They are `core` (the policy, data types, ``asarray``, ``astype``,
+``result_type``), `creation`, `elementwise`, `statistical`, `utility`, `searching`,
+`sorting`, `sets`, `manipulation`, `products` and `linalg_extension`
+(``xp.linalg``). `namespace` joins them into `Namespace`. To find ``xp.argsort``,
+open ``sorting.py``.
 
 Examples
 --------
@@ -60,14 +64,17 @@ def array_namespace(fmt: FormatLike, mode: Mode = "rne",
     """The array-API namespace with a policy: every floating array in ``fmt``.
 
     Arrays are stored and computed in ``fmt`` whatever floating dtype the code asks
-    for (``xp.float64`` names ``fmt`` too, and ``finfo`` describes ``fmt``), every
-    operation rounded with ``mode``, matrix products under ``matmul`` (a model of
-    `lowprec.MODELS`; default ``"exact"``, the exact dot products rounded once into
-    ``fmt``). A Tensor Core or matrix-unit model (``"h100"``, ``"b200/tcgen05"``, ...)
-    takes the arrays' values as its inputs and gives its own output (FP32), which is
-    then rounded once into ``fmt`` with ``mode``, as a framework does: the product is
-    ``lp.round(lp.matmul(a, b, model=matmul, in_fmt=fmt), fmt, mode)``, for every
-    input format the model takes (BF16, FP16, and FP8 on models with FP8 paths).
+    for. ``xp.float64`` names ``fmt`` too, and ``finfo`` describes ``fmt``. Every
+    operation is rounded with ``mode``. Matrix products run under ``matmul``, a
+    model of `lowprec.MODELS`. The default ``"exact"`` rounds the exact dot products
+    once into ``fmt``.
+
+    A Tensor Core or matrix-unit model (``"h100"``, ``"b200/tcgen05"``, ...) takes
+    the arrays' values as its inputs and gives its own output (FP32). That output is
+    then rounded once into ``fmt`` with ``mode``, as a framework does. So the product
+    is ``lp.round(lp.matmul(a, b, model=matmul, in_fmt=fmt), fmt, mode)``. This
+    holds for every input format the model takes: BF16, FP16, and FP8 on models with
+    FP8 paths.
     Calls with the same arguments return the same namespace, so their arrays work
     together.
 

@@ -1,10 +1,11 @@
 """`Array`: the array object of the array-API namespaces.
 
 An `Array` is an ndarray, its namespace's `DType` and the namespace. A floating
-array's ndarray holds float64 values of the dtype's format (the ``_v`` of a Tensor:
-``x.tensor`` wraps it without a copy); a boolean or integer array's holds NumPy's
-own dtype. Operators call the namespace's functions, so an operator and its function
-are one computation; the class never rounds and never computes on its own.
+array's ndarray holds float64 values of the dtype's format. It is the ``_v`` of a
+Tensor, and ``x.tensor`` wraps it without a copy. A boolean or integer array's
+ndarray holds NumPy's own dtype. Operators call the namespace's functions, so an
+operator and its function are one computation. The class never rounds and never
+computes on its own.
 Mutation is NumPy's: ``x[i] = v`` writes into the buffer, which views (and a Tensor
 made by ``x.tensor``) share.
 """
@@ -63,8 +64,10 @@ def _inplace(name):
 
 
 class Array:
-    """An array of a `lowprec.array_api` namespace; floating arrays are Tensors'
-    values (``x.tensor``), computed and rounded as Tensors are.
+    """An array of a `lowprec.array_api` namespace.
+
+    Floating arrays are Tensors' values (``x.tensor``), computed and rounded as
+    Tensors are.
 
     Examples
     --------
@@ -118,7 +121,7 @@ class Array:
 
     @property
     def tensor(self) -> Tensor:
-        """The floating array as a `lowprec.Tensor` (its values, no copy; read only)."""
+        """The floating array as a `lowprec.Tensor`: its values, read only, no copy."""
         if self._dtype.fmt is None:
             raise TypeError(f"a {self._dtype.name} array is not a Tensor (Tensors hold "
                             "floating values)")

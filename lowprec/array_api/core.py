@@ -4,7 +4,7 @@ data types and their promotion, and the conversions into arrays (``asarray``,
 
 The chapters (`creation`, `elementwise`, `statistical`, ...) are classes derived from
 `Core`, and `Namespace` joins them. Floating values are converted here, always by one
-rounding inside the policy's `lp.context`; this module never computes on its own.
+rounding inside the policy's `lp.context`. This module never computes on its own.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """`Creation`: the array API's creation functions (``empty`` ... ``triu``,
-``meshgrid``, ``from_dlpack``); ``asarray`` is `Core`'s.
+``meshgrid``, ``from_dlpack``).
 
-Floating values are NumPy's float64 values rounded once into the dtype's format
-(``arange``, ``linspace``, ``full``); zeros and ones are exact in every format.
+``asarray`` is `Core`'s. Floating values (``arange``, ``linspace``, ``full``) are
+NumPy's float64 values rounded once into the dtype's format. Zeros and ones are
+exact in every format.
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
 """The data types of the array-API namespaces: `DType`, the standard's promotion
 rules, `finfo`/`iinfo` objects and `isdtype`'s kinds.
 
-A namespace owns one `DType` object per name (``xp.float32 is xp.float32``; two
+A namespace owns one `DType` object per name: ``xp.float32 is xp.float32``. Two
 namespaces' float32 are different objects, so arrays of two namespaces never mix
-by accident). Boolean and integer dtypes are NumPy's storage dtypes; a floating
-dtype names a lowprec `Format` (FP32 and FP64 in the standard namespace, the
-policy's format for every floating dtype of `lowprec.array_namespace(fmt)`), and
-its arrays hold float64 values of that format. This module never rounds.
+by accident. Boolean and integer dtypes are NumPy's storage dtypes. A floating
+dtype names a lowprec `Format`, and its arrays hold float64 values of that format.
+The format is FP32 or FP64 in the standard namespace. In
+`lowprec.array_namespace(fmt)` every floating dtype names the policy's format. This
+module never rounds.
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ KINDS = {"bool": ("bool",), "signed integer": ("signed",), "unsigned integer": (
 
 
 class DType:
-    """One data type of one namespace: its name, its kind (``"bool"``, ``"signed"``,
-    ``"unsigned"`` or ``"floating"``), the NumPy dtype its arrays store, and, for a
-    floating dtype, the `Format` its values are in.
+    """One data type of one namespace.
+
+    It holds its name and its kind (``"bool"``, ``"signed"``, ``"unsigned"`` or
+    ``"floating"``). It holds the NumPy dtype its arrays store. A floating dtype also
+    holds the `Format` its values are in.
 
     Examples
     --------

@@ -1,12 +1,16 @@
-"""`Elementwise`: the array API's elementwise functions, each written once by its
-rule and NumPy's ufunc (``atan2 = _binary(_binary_float, np.arctan2)``), and those
-with rules of their own (``floor_divide``, ``copysign``, ``nextafter``, ``clip``, ...).
+"""`Elementwise`: the array API's elementwise functions.
+
+Most are written once by their rule and NumPy's ufunc:
+``atan2 = _binary(_binary_float, np.arctan2)``. Some have rules of their own
+(``floor_divide``, ``copysign``, ``nextafter``, ``clip``, ...).
 
 A rule says what a function needs of its operands: ``_unary_float`` converts integers
-and bools into the default float, ``_compare`` gives bools, and so on. Floating work
-is the Tensor ufunc (correctly rounded where the Tensor's is, docs/array-api.md);
-comparisons, selections and sign operations are exact; integer and boolean work is
-NumPy's, which wraps as the standard allows.
+and bools into the default float, ``_compare`` gives bools, and so on.
+
+* Floating work is the Tensor ufunc, correctly rounded where the Tensor's is
+  (docs/array-api.md).
+* Comparisons, selections and sign operations are exact.
+* Integer and boolean work is NumPy's, which wraps as the standard allows.
 """
 
 from __future__ import annotations

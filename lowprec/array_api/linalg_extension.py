@@ -1,12 +1,12 @@
 """`Linalg`: the array API's ``linalg`` extension (``xp.linalg``), with the
 standard's names.
 
-The factorisations and solvers are `lowprec.linalg`'s, run on each matrix of a stack;
+The factorisations and solvers are `lowprec.linalg`'s, run on each matrix of a stack.
 ``matrix_power``, ``cross`` and ``trace`` are the namespace's own products and sums.
 Where lowprec has no step-by-step emulation (``eigh``, ``svd``, ``pinv``, the 2-norms
 of a matrix, QR of a wide matrix), NumPy's float64 result is rounded once into the
-format; docs/array-api.md lists each. (The file is not ``linalg.py``: ``xp.linalg``
-is the extension object, which would shadow such a module.)
+format. docs/array-api.md lists each. The file is not ``linalg.py``: ``xp.linalg``
+is the extension object, which would shadow such a module.
 """
 
 from __future__ import annotations

@@ -1,19 +1,21 @@
 """`Namespace`: the functions of the Python array API standard (2024.12) on `Array`s,
 every floating operation computed as a lowprec Tensor operation.
 
-`Namespace` joins the standard's chapters, one file each (as array-api-strict's
-modules): `core` (the policy, data types, ``asarray``, ``astype``, ``result_type``),
-`creation`, `elementwise`, `statistical`, `utility`, `searching`, `sorting`, `sets`,
-`manipulation` (with the indexing functions), `products`, and the ``linalg``
-extension (`linalg_extension`). The standard namespace (`lowprec.array_api`) and a
-policy namespace (`lowprec.array_namespace(fmt, mode, matmul)`) are instances with the
-same functions. Floating work goes through Tensors (the handlers of `lowprec.tensors`,
-the kernels behind them) and `lowprec.linalg`, inside the policy's `lp.context`;
-boolean and integer work is NumPy's, which is exact or wraps as the standard allows.
-Nothing floating is computed in float64 and handed back unrounded: where the standard
-has a function lowprec does not emulate step by step (``eigh``, ``svd``, ``pinv``,
-...), it is evaluated in float64 and rounded once into the format, and the docs say so
-(docs/array-api.md).
+`Namespace` joins the standard's chapters, one file each, as array-api-strict's
+modules do. They are `core` (the policy, data types, ``asarray``, ``astype``,
+``result_type``), `creation`, `elementwise`, `statistical`, `utility`, `searching`,
+`sorting`, `sets`, `manipulation` (with the indexing functions), `products`, and the
+``linalg`` extension (`linalg_extension`). The standard namespace
+(`lowprec.array_api`) and a policy namespace
+(`lowprec.array_namespace(fmt, mode, matmul)`) are instances with the same functions.
+
+Floating work goes through Tensors (the handlers of `lowprec.tensors`, the kernels
+behind them) and `lowprec.linalg`, inside the policy's `lp.context`. Boolean and
+integer work is NumPy's, which is exact or wraps as the standard allows. Nothing
+floating is computed in float64 and handed back unrounded. Some functions of the
+standard lowprec does not emulate step by step (``eigh``, ``svd``, ``pinv``, ...).
+They are evaluated in float64 and rounded once into the format, and
+docs/array-api.md says so.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ class Namespace(Creation, Elementwise, Statistical, Utility, Searching, Sorting,
                 Manipulation, Products):
     """An array-API namespace whose floating arrays are lowprec Tensors.
 
-    The standard namespace is `lowprec.array_api`; `lowprec.array_namespace` makes
+    The standard namespace is `lowprec.array_api`. `lowprec.array_namespace` makes
     one with a policy. See docs/array-api.md.
     """
 

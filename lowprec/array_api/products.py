@@ -1,10 +1,10 @@
 """`Products`: the array API's linear-algebra functions (``matmul``, ``tensordot``,
 ``vecdot``), every product through the namespace's matmul model.
 
-Under ``"exact"`` (and the other models that round their sum into any format) a
-product is rounded once into the dtype's format; under a Tensor Core model it is the
-model's output (FP32) rounded once into the format with the policy's mode, as a
-framework does (`lowprec.array_namespace`).
+Under ``"exact"``, and the other models that round their sum into any format, a
+product is rounded once into the dtype's format. Under a Tensor Core model it is the
+model's output (FP32), rounded once into the format with the policy's mode. That is
+what a framework does (`lowprec.array_namespace`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""`Sorting`: the array API's sorting functions (``argsort``, ``sort``): values moved,
-never changed; both stable.
+"""`Sorting`: the array API's sorting functions (``argsort``, ``sort``).
+
+Values are moved, never changed. Both sorts are stable.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 ``var``, ``std``, ``max``, ``min``, ``cumulative_sum``, ``cumulative_prod``).
 
 Floating reductions are the Tensor reductions (`lowprec.tensors`), in their documented
-order; ``max`` and ``min`` select, so they are exact; integer work is NumPy's.
+order. ``max`` and ``min`` select, so they are exact. Integer work is NumPy's.
 """
 
 from __future__ import annotations
@@ -61,8 +61,10 @@ class Statistical(Core):
         return self.uint64 if d.kind == "unsigned" else self.int64
 
     def _accumulate(self, fn: Any, x: Array, axis: Any, keepdims: bool, dtype: Any) -> Array:
-        """``sum``/``prod``: floating arrays in the format (`_reduce`); integers and
-        bools in NumPy, accumulated in the standard's default integer dtype."""
+        """``sum``/``prod``: floating arrays in the format (`_reduce`).
+
+        Integers and bools go to NumPy, accumulated in the standard's default integer
+        dtype."""
         r = self._reduce(fn, x, axis, keepdims, dtype)
         if r is not None:
             return r
