@@ -129,7 +129,8 @@ ax.set_xticks(range(len(datasets)), [f"{g} {f}" for g, f in datasets])
 ax.set_xlabel("measured data (GPU, input format), 5,000 rows each")
 ax.set_ylabel("fraction of rows reproduced bit for bit")
 ax.set_title("Which model reproduces which GPU")
-ax.legend(fontsize=8, ncol=5, loc="lower center")
+# The legend beside the bars, where it hides none of them.
+ax.legend(fontsize=8, title="model", loc="upper left", bbox_to_anchor=(1.01, 1.0))
 fig.tight_layout()
 
 # %% [markdown]
@@ -145,12 +146,13 @@ fig.tight_layout()
 # to nearest and its errors partly cancel; FP16 accumulation stagnates.
 
 # %%
-from lowprec.teaching import error_vs_k, error_table, plot_error_vs_k
+import lowprec.plot
+from lowprec.teaching import error_vs_k, error_table
 
 result = error_vs_k(ks=(16, 64, 256, 1024), formats=("fp16", "bf16"),
                     models=("exact", "fp32", "fp16", "v100", "a100", "h100"), trials=16, size=8)
 print(error_table(result, "dot"))
-fig = plot_error_vs_k(result, "dot")
+axes = lowprec.plot.error_vs_k(result, "dot")
 
 # %% [markdown]
 # ## The models against each other
@@ -200,8 +202,8 @@ for m, e in relative.items():
     ax2.hist(e, bins=rbins, histtype="step", lw=1.5, label=m)
 ax2.set_xlabel("relative error of the FP32 result, in units of u = 2**-24")
 ax2.set_title("Relative to the exact result: one peak per model")
-for ax in (ax1, ax2):
-    ax.legend()
+# One legend for both panels (the same colours), beside the right one.
+ax2.legend(title="model", loc="upper left", bbox_to_anchor=(1.01, 1.0))
 fig.suptitle("FP16 inputs uniform in [0, 1), K = 256: error against the exact product")
 fig.tight_layout()
 

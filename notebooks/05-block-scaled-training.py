@@ -114,14 +114,20 @@ for name, h in runs.items():
     print(f"{name:18} {s['final_loss']:10.4f} {s['final_accuracy']:8.1%}   {clip:26}  {flush}")
 
 # %%
-fig, ax = plt.subplots(figsize=(7, 4))
+# Six loss curves on one axis lie on top of each other: draw each recipe's loss minus
+# bf16-mixed's, step by step, so the gaps show.
+base = np.array(runs["bf16-mixed"].loss)
+fig, ax = plt.subplots(figsize=(8, 4))
+ax.axhline(0.0, color="0.5", lw=0.8)
 for name, h in runs.items():
-    ax.plot(h.loss, label=name)
+    if name != "bf16-mixed":
+        ax.plot(np.array(h.loss) - base, label=name)
 ax.set_xlabel("step")
-ax.set_ylabel("training loss (as the policy computed it)")
-ax.set_yscale("log")
-ax.legend()
-ax.set_title("The same network under six recipes")
+ax.set_ylabel("loss minus bf16-mixed's loss")
+ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
+ax.set_title(f"The same network under six recipes (bf16-mixed: the line at 0, "
+             f"final loss {base[-1]:.4f})", fontsize=10)
+fig.tight_layout()
 plt.show()
 
 # %% [markdown]
@@ -155,7 +161,7 @@ for length in (1, 1024):
           f"of the quantizations, final loss {h.final_loss:.4f}")
 axes[0].set_xlabel("step")
 axes[0].set_ylabel("fraction of weight tensors clipped")
-axes[0].legend()
+axes[0].legend(loc="lower left", bbox_to_anchor=(0.0, 1.02), ncol=2, frameon=False)
 w = [np.abs(layer.weight.value.values).max() for layer in model.layers
      if isinstance(layer, nn.Linear)]
 axes[1].bar(["layer 1", "layer 2"], w)

@@ -4,6 +4,8 @@ search in ml_dtypes' sorted values. The figures are read back from the Axes' art
 
 from __future__ import annotations
 
+import pathlib
+import runpy
 import subprocess
 import sys
 import warnings
@@ -18,6 +20,7 @@ matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
 
 import lowprec.plot as lplot  # noqa: E402
 
@@ -284,6 +287,11 @@ def drawn_points(line) -> np.ndarray:
     xy = line.get_transform().transform(np.column_stack([x, y]))
     if line.get_linestyle() in ("None", "", " ", "none") or len(xy) < 2:
         return xy[np.all(np.isfinite(xy), axis=1)]
+    return densified(xy)
+
+
+def densified(xy: np.ndarray) -> np.ndarray:
+    """The points of a polyline in display coordinates, one a pixel along each segment."""
     pieces = [xy[:1]]
     for a, b in zip(xy[:-1], xy[1:]):
         if np.all(np.isfinite(a)) and np.all(np.isfinite(b)):
@@ -318,6 +326,20 @@ def legend_overlaps(fig) -> list[str]:
                 if np.any((xy[:, 0] >= box.x0) & (xy[:, 0] <= box.x1)
                           & (xy[:, 1] >= box.y0) & (xy[:, 1] <= box.y1)):
                     hits.append((ax.get_title(), line.get_label()))
+        owner = {id(p): c.get_label() for c in ax.containers for p in c}
+        for patch in ax.patches:
+            # A bar covers its whole rectangle; a histogram's step outline its edges.
+            if isinstance(patch, Rectangle) and patch.get_fill():
+                area = patch.get_window_extent(renderer)
+                if area.width < 1 or area.height < 1:
+                    continue
+                if any(area.overlaps(box) for box in boxes):
+                    hits.append((ax.get_title(), owner.get(id(patch), patch.get_label())))
+            elif not isinstance(patch, Rectangle):
+                xy = densified(patch.get_transform().transform(patch.get_path().vertices))
+                if any(np.any((xy[:, 0] > box.x0) & (xy[:, 0] < box.x1)
+                              & (xy[:, 1] > box.y0) & (xy[:, 1] < box.y1)) for box in boxes):
+                    hits.append((ax.get_title(), patch.get_label()))
     return hits
 
 
@@ -334,6 +356,15 @@ def test_legend_overlap_check_sees_a_legend_on_the_data():
     ax.set_xlim(-0.5, 1.5)
     ax.legend(loc="upper center")
     assert legend_overlaps(ax.figure) == [("", "segment")]
+    # A bar under the legend, and a histogram's outline through it.
+    ax = plt.subplots()[1]
+    ax.bar([0, 1], [1.0, 0.1], label="bars")
+    ax.legend(loc="upper left")
+    assert legend_overlaps(ax.figure) == [("", "bars")]
+    ax = plt.subplots()[1]
+    ax.hist(np.repeat([0.5, 1.5], [9, 1]), bins=[0, 1, 2], histtype="step", label="hist")
+    ax.legend(loc="upper left")
+    assert legend_overlaps(ax.figure) == [("", "hist")]
 
 
 #: An experiment's result shaped as the demo's (six models, FP16 accumulation's error
@@ -374,3 +405,18 @@ def test_error_vs_k_labels_a_tick_at_each_k_and_keeps_every_model_in_one_legend(
     assert len(legends) == 1
     labels = [t.get_text() for t in legends[0].get_texts()]
     assert labels == ["exact, rounded once to FP32", *list(SLOPES)[1:]]
+
+
+NOTEBOOKS = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["03-tensor-core-matmul", "05-block-scaled-training"])
+def test_no_legend_box_covers_a_plotted_point_in_the_notebooks(name, monkeypatch, capsys):
+    # The notebook's Jupytext source runs as a script (Agg: plt.show draws nothing and
+    # leaves the figures open), from notebooks/ as Jupyter runs it.
+    monkeypatch.chdir(NOTEBOOKS)
+    runpy.run_path(str(NOTEBOOKS / f"{name}.py"), run_name="__main__")
+    figures = [plt.figure(n) for n in plt.get_fignums()]
+    assert figures
+    assert [(f.number, legend_overlaps(f)) for f in figures if legend_overlaps(f)] == []
