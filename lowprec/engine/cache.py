@@ -14,7 +14,7 @@ _ALL: weakref.WeakSet[Latest] = weakref.WeakSet()
 class Latest:
     """The latest ``size`` values by key, the oldest dropped first.
 
-    Reads are one dict lookup (atomic under the GIL); writes take a lock, which a
+    Reads are one dict lookup (atomic under the GIL). Writes take a lock, which a
     forked child replaces (a thread of the parent may have held it). Two threads may
     build one key's value at once: the values are equal, the cache keeps one."""
 

@@ -3,7 +3,7 @@
 A wrong-typed option must never change a result silently. (``subnormals="no"`` is
 truthy, and ``mode=""`` is falsy.) Each check raises:
 
-- `TypeError`, naming the argument, for a value of the wrong type;
+- `TypeError`, naming the argument, for a value of the wrong type.
 - `ValueError` for a value of the right type that is not allowed.
 
 `broadcast_shape` checks that operand shapes broadcast, for any number of dimensions.
@@ -39,8 +39,9 @@ def check_bool(name: str, value: object, *, optional: bool) -> bool | None: ...
 
 
 def check_bool(name: str, value: object, *, optional: bool = False) -> bool | None:
-    """``value`` as a bool; `TypeError` naming ``name`` unless it is a bool (or None
-    when ``optional``).
+    """``value`` as a bool, or None when ``optional``.
+
+    Anything else raises `TypeError` naming ``name``.
 
     Examples
     --------
@@ -60,8 +61,9 @@ def check_bool(name: str, value: object, *, optional: bool = False) -> bool | No
 
 
 def check_mode(mode: object, name: str = "mode") -> Mode:
-    """``mode`` if it is one of `MODES`; `TypeError` for a non-string, `ValueError`
-    for an unknown name.
+    """``mode`` if it is one of `MODES`.
+
+    A non-string raises `TypeError`, an unknown name `ValueError`.
 
     Examples
     --------
@@ -137,8 +139,10 @@ def as_generator(rng: object, name: str = "rng") -> np.random.Generator:
 
 
 def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
-    """``value`` as a Python int; `TypeError` for non-integers (bools included),
-    `ValueError` below ``minimum``.
+    """``value`` as a Python int.
+
+    Non-integers (bools included) raise `TypeError`, values below ``minimum``
+    `ValueError`.
 
     Examples
     --------

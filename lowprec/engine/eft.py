@@ -38,7 +38,9 @@ def two_sum(a: F64, b: F64) -> tuple[F64, F64]:
 
 def two_sum_into(a: F64, b: F64, bufs: Any) -> tuple[F64, F64]:
     """TwoSum (Knuth) in work buffers: (s, t) with s == fl(a + b) and s + t == a + b
-    exactly, for finite s; overwrites ``a`` and ``b`` (t is returned in ``b``)."""
+    exactly, for finite s.
+
+    It overwrites ``a`` and ``b``, and t is returned in ``b``."""
     s, bb = bufs.tmp[:a.size], bufs.tmp2[:a.size]
     np.add(a, b, out=s)
     np.subtract(s, a, out=bb)
@@ -73,8 +75,8 @@ def two_prod_err(a: F64, b: F64, p: F64, e: F64,
                  w1: F64, w2: F64, w3: F64, w4: F64) -> F64:
     """e = a*b - p exactly, for p == fl(a*b) (Dekker), unless the range forbids it.
 
-    Exact when |p| is in [2**-960, 2**1021] and a, b are finite below 2**1023.99;
-    otherwise the result may be wrong (callers check the range and that e is finite).
+    Exact when |p| is in [2**-960, 2**1021] and a, b are finite below 2**1023.99.
+    Otherwise the result may be wrong: callers check the range and that e is finite.
     """
     split(a, w1, w2)
     split(b, w3, w4)
@@ -119,11 +121,11 @@ def three_sum_parts(p: F64, e: F64, c: F64) -> tuple[F64, F64, F64]:
 def odd(hi: F64, lo: F64, out: F64) -> F64:
     """Round-to-odd of the exact value ``v`` at float64's precision.
 
-    ``hi`` is either float64 neighbour of ``v`` (a faithful rounding; ±0 carries
-    ``v``'s sign) and ``lo`` has the sign of ``v - hi`` (zero iff ``v == hi``).
-    An inexact ``v`` becomes whichever neighbour has an odd last bit: it lies on the
-    same side of every point of a format of at most 51 bits, and of its midpoints,
-    as ``v`` does, so rounding it once in any mode rounds ``v`` correctly.
+    ``hi`` is either float64 neighbour of ``v``, a faithful rounding. A zero ``hi``
+    carries ``v``'s sign. ``lo`` has the sign of ``v - hi``, zero iff ``v == hi``.
+    An inexact ``v`` becomes whichever neighbour has an odd last bit. That neighbour
+    lies on the same side of every point of a format of at most 51 bits, and of its
+    midpoints, as ``v`` does. So rounding it once in any mode rounds ``v`` correctly.
     """
     if not np.count_nonzero(lo):                # -0.0 counts as zero, NaN does not
         return hi

@@ -19,8 +19,10 @@ ONE_BITS = 1023 << 52
 
 
 def operand(value: int) -> np.ndarray:
-    """``value`` as a read-only 0-d uint64 array: as an operand of a ufunc it costs less
-    per call than a NumPy scalar (a small call's dozen ufuncs feel it), same result."""
+    """``value`` as a read-only 0-d uint64 array, a cheap ufunc operand.
+
+    As an operand of a ufunc it costs less per call than a NumPy scalar, with the
+    same result. A small call's dozen ufuncs feel the difference."""
     a = np.array(value, dtype=np.uint64)
     a.flags.writeable = False
     return a

@@ -29,7 +29,9 @@ except (ImportError, AttributeError, TypeError):     # another NumPy layout
 
 def ignore() -> Any:
     """Ignore floating-point errors in this thread from now on, as
-    ``np.errstate(all="ignore")`` does; returns the token `restore` takes.
+    ``np.errstate(all="ignore")`` does.
+
+    Returns the token `restore` takes.
 
     Examples
     --------

@@ -1,7 +1,7 @@
 """Reading real input: any real array-like as float64 ``(hi, lo)`` pairs, chunk by chunk.
 
-`Reader` converts one chunk at a time from the input's own dtype, so that no full
-float64 copy of a float16/float32/integer/long double input is made; `as_real_array`
+`Reader` converts one chunk at a time from the input's own dtype. So no full float64
+copy of a float16/float32/integer/long double input is made. `as_real_array`
 converts whole arrays by the same rules. Complex, object and string input is a
 `TypeError` naming the argument.
 """
@@ -22,10 +22,11 @@ _FLOAT64 = np.dtype(np.float64)
 
 
 def as_array(x):
-    """``np.asarray(x)``, except for a list or tuple that NumPy would make float64 while
-    it holds integers float64 cannot hold exactly (``[2**53 + 1, 0.5]``,
-    ``[2**63 + 1, -1]``): that becomes an object array of Python ints and floats, so
-    that the integers too are rounded once (see `_python_numbers`)."""
+    """``np.asarray(x)``, except for lists of integers float64 cannot hold.
+
+    NumPy would make such a list or tuple float64 (``[2**53 + 1, 0.5]``,
+    ``[2**63 + 1, -1]``). Here it becomes an object array of Python ints and floats.
+    So the integers too are rounded once (see `_python_numbers`)."""
     a = np.asarray(x)
     if (isinstance(x, (list, tuple)) and a.dtype == np.float64 and a.size
             and np.any(np.abs(a) >= 2.0**53)):   # below 2**53 ints are exact; NaN hides none
@@ -42,9 +43,9 @@ def as_real_array(x):
     """``x`` as a float64 array ``hi`` plus a correction ``lo`` (or None).
 
     Integer and long double inputs that float64 cannot hold exactly come back as an
-    unevaluated sum ``hi + lo``, so that they too are rounded only once: ``lo`` is
-    exact for 64-bit integers and long doubles, and rounded to odd for wider Python
-    ints (enough for one correct rounding, see `_python_numbers`).
+    unevaluated sum ``hi + lo``, so that they too are rounded only once. ``lo`` is
+    exact for 64-bit integers and long doubles. For wider Python ints it is rounded
+    to odd, which is enough for one correct rounding (see `_python_numbers`).
     Complex, object, string and other non-real input raises `TypeError`.
     """
     a = as_array(x)
@@ -112,15 +113,18 @@ def _python_numbers(a):
     return hi, (lo.reshape(a.shape) if lo.any() else None)
 
 class Reader:
-    """A real input read chunk by chunk as float64 ``(hi, lo)`` pairs (``lo`` None where
-    ``hi`` alone is exact), converting one chunk at a time, so that no full float64
-    copy of a float16/float32/integer/bool/long double input is ever made.
+    """A real input read chunk by chunk as float64 ``(hi, lo)`` pairs.
+
+    ``lo`` is None where ``hi`` alone is exact. The reader converts one chunk at a
+    time, so no full float64 copy of a float16/float32/integer/bool/long double
+    input is ever made.
 
     Only what NumPy cannot view as 1-D without copying (non-contiguous input,
-    non-native byte order) is first copied whole, in its own dtype; object arrays of
+    non-native byte order) is first copied whole, in its own dtype. Object arrays of
     Python numbers are converted whole (`as_real_array`), as they hold Python objects
-    anyway. ``signalling(a, b)`` counts the signalling NaNs among elements ``a:b``,
-    on the input's own bits: NumPy's float32 -> float64 cast quiets them on x86."""
+    anyway. ``signalling(a, b)`` counts the signalling NaNs among elements ``a:b``.
+    It reads the input's own bits, since NumPy's float32 -> float64 cast quiets
+    them on x86."""
 
     #: IEEE-layout float dtypes with NaNs: (unsigned view, exponent mask, quiet bit).
     _NAN_BITS = {np.dtype(np.float16): (np.uint16, 0x7C00, 1 << 9),
@@ -262,8 +266,10 @@ def _signalling(a, nan_bits):
 
 def signalling_nans(*arrays):
     """How many positions of the equal-length 1-D ``arrays`` hold a signalling NaN in
-    at least one of them (each read on its own bits): IEEE 754 §7.2 signals invalid
-    once for an operation with a signalling NaN operand."""
+    at least one of them.
+
+    Each array is read on its own bits. IEEE 754 §7.2 signals invalid once for an
+    operation with a signalling NaN operand."""
     found = None
     for a in arrays:
         nan_bits = Reader._nan_bits(a.dtype)
@@ -273,7 +279,7 @@ def signalling_nans(*arrays):
     return 0 if found is None else int(np.count_nonzero(found))
 
 def read_input(x, name):
-    """A chunk reader of the real input ``x``; `TypeError` naming ``name`` otherwise."""
+    """A chunk reader of the real input ``x``, or `TypeError` naming ``name``."""
     try:
         return Reader(x)
     except TypeError as exc:

@@ -3,7 +3,7 @@
 Every rounding in lowprec goes through `round_into`, which rounds one chunk of float64
 values. Two drivers call it:
 
-- `run` rounds a whole input, chunk by chunk, on the span machinery of `parallel`;
+- `run` rounds a whole input, chunk by chunk, on the span machinery of `parallel`.
 - `finish` rounds an exact ``hi + lo`` pair.
 
 Each mode uses one of two exact methods:
@@ -78,9 +78,11 @@ def _to_integer(t, mode, buf, rand):
 
 def draw(plan, idx):
     """prev(w) for the elements ``idx`` (a mask or sorted indices) of what ``plan``
-    rounds, w uniform on {1, 2, ..., 2**r} / 2**r (r = sr_bits, default 53), so that
-    ``draw < f`` exactly when ``w <= f``: probability floor(f * 2**r) / 2**r, the rule
-    of the encoding path."""
+    rounds.
+
+    w is uniform on {1, 2, ..., 2**r} / 2**r, with r = sr_bits (default 53). So
+    ``draw < f`` exactly when ``w <= f``, with probability floor(f * 2**r) / 2**r.
+    That is the rule of the encoding path."""
     return np.nextafter(_uniform_at(plan, idx), -1.0)
 
 def _uniform_w(plan, buf):
@@ -100,8 +102,10 @@ def at(plan, start):
     return plan if plan.stream is None else plan.with_stream(plan.stream.at(start))
 
 def subset_plan(plan, sel):
-    """``plan`` for the elements ``sel`` (a mask or sorted indices) of what it rounds:
-    "sr" draws their own words (`engine.stream.restrict`); other modes: ``plan``."""
+    """``plan`` for the elements ``sel`` (a mask or sorted indices) of what it rounds.
+
+    Under "sr" they draw their own words (`engine.stream.restrict`). Other modes
+    get ``plan`` itself."""
     return plan if plan.stream is None else plan.with_stream(restrict(plan.stream, sel))
 
 _EXP = operand(int(EXP))
@@ -164,11 +168,17 @@ def _round_on_encoding(plan, x, out, ubuf):
     """Modes rz, rna, ro and sr on the float64 encoding itself.
 
     For |x| >= 2**emin the format's last bit is float64's mantissa bit 52 - m, and
-    the encoding is sign-magnitude, so rounding the magnitude is integer work on
-    the low 52 - m bits: clear them (rz); add half of them first (rna: a carry
-    moves into the exponent exactly as the value's next binade); OR in a sticky
-    bit (ro); add that many random bits (sr: the carry happens with probability
-    equal to the dropped fraction). Smaller |x| go through the scaling path."""
+    the encoding is sign-magnitude. So rounding the magnitude is integer work on
+    the low 52 - m bits:
+
+    - rz clears them.
+    - rna adds half of them first. A carry moves into the exponent exactly as the
+      value's next binade.
+    - ro ORs in a sticky bit.
+    - sr adds that many random bits. The carry happens with probability equal to
+      the dropped fraction.
+
+    Smaller |x| go through the scaling path."""
     xb, e, ob = x.view(np.uint64), ubuf, out.view(np.uint64)
     np.bitwise_and(xb, _EXP, out=e)
     ef = e.view(np.float64)                     # 2**floor(log2|x|), or inf
@@ -397,9 +407,9 @@ def _classify(plan, x, out, masks, counts):
 def round_into(plan, x, out, ubuf, fbuf, counts=None, spare=None):
     """The per-chunk step every caller shares: round ``x`` into ``out``, apply the
     overflow rules, and add the flag counts to ``counts`` (None: nobody listens).
-    ``ubuf``, ``fbuf`` and ``spare`` are work buffers of ``x``'s size (``fbuf`` and
-    ``spare`` may be None: made where a path needs them); "sr": the plan's stream
-    starts at the chunk's first element (`at`).
+    ``ubuf``, ``fbuf`` and ``spare`` are work buffers of ``x``'s size. ``fbuf`` and
+    ``spare`` may be None, and are then made where a path needs them. Under "sr" the
+    plan's stream starts at the chunk's first element (`at`).
 
     Returns the largest 2**floor(log2|x|) of the chunk (inf when it holds inf or
     NaN), or None from the table lookup, which never needs it."""
@@ -414,12 +424,14 @@ def round_into(plan, x, out, ubuf, fbuf, counts=None, spare=None):
 
 def round_small(plan, x, in_place=False):
     """RNE of a small contiguous float64 chunk ``x`` (at most `scratch.SMALL` elements)
-    into a new array (into ``x`` itself with ``in_place``: the caller's temporary), by
+    into a new array.
+
+    With ``in_place`` it rounds into ``x`` itself, the caller's temporary. It takes
     the table lookup or the magic-constant path alone: no spans, buffers or flag
-    counts. Returns None where that path does not settle the chunk (other plans; inf,
-    NaN or values near max: the overflow rules), so that the caller takes `run`. Its
-    operations raise no floating-point error on the chunks it settles, so it needs no
-    error state."""
+    counts. Returns None where that path does not settle the chunk, so that the
+    caller takes `run`. Such chunks have other plans, or inf, NaN or values near max
+    (the overflow rules). Its operations raise no floating-point error on the chunks
+    it settles, so it needs no error state."""
     if not plan.magic or not 0 < x.size <= SMALL:
         return None
     flat = x if x.ndim == 1 else x.reshape(-1)
@@ -449,14 +461,16 @@ def round_small(plan, x, in_place=False):
     return out.reshape(x.shape)
 
 def run(plan, reader, sink=None):
-    """Round the input of ``reader`` chunk by chunk: into a new float64 array of its
-    shape (returned), or, with ``sink``, into a work buffer handed to
-    ``sink(start, stop, values)`` chunk by chunk (nothing is returned).
+    """Round the input of ``reader`` chunk by chunk.
 
-    Large inputs are cut into one contiguous span per thread (`threads`); each
-    span is converted and rounded chunk by chunk with its own buffers, so extra
-    memory is a few chunks per thread and the result does not depend on the number
-    of threads ("sr" included: element i draws the word of its position i)."""
+    The result goes into a new float64 array of its shape, which is returned. With
+    ``sink`` it goes instead into a work buffer handed to
+    ``sink(start, stop, values)`` chunk by chunk, and nothing is returned.
+
+    Large inputs are cut into one contiguous span per thread (`threads`). Each span
+    is converted and rounded chunk by chunk with its own buffers. So extra memory is
+    a few chunks per thread. The result does not depend on the number of threads,
+    "sr" included: element i draws the word of its position i."""
     n = reader.size
     out = np.empty(n, np.float64) if sink is None else None
     listener = recording()
@@ -506,9 +520,11 @@ def _run_span(plan, reader, out, sink, span, counts):
             sink(a, b, os)
 
 def round_fp64(plan, hi, lo, out, counts):
-    """Round the chunk ``hi + lo`` to FP64 itself into ``out`` (returned), where
-    round-to-odd has no spare bits, and count what ``lo`` made inexact (the kernel
-    then sees the result alone); ``out`` may be ``hi`` itself."""
+    """Round the chunk ``hi + lo`` to FP64 itself into ``out`` (returned).
+
+    This is where round-to-odd has no spare bits. It counts what ``lo`` made
+    inexact, since the kernel then sees the result alone. ``out`` may be ``hi``
+    itself."""
     if out is not hi:
         np.copyto(out, hi)
     nz = (lo != 0) & np.isfinite(out)
@@ -543,8 +559,10 @@ def _fp64_move(plan, hi, lo, nz):
 
 def steps_toward_lo(mode, h, lo):
     """Where rz, ru, rd or ro round ``v`` to the neighbour of ``h`` on ``lo``'s side rather
-    than to ``h`` (``h`` a float64 nearest to v, ``lo`` of the sign of v - h, 0 iff v == h);
-    None for the other modes."""
+    than to ``h``.
+
+    ``h`` is a float64 nearest to v. ``lo`` has the sign of v - h, and is 0 iff
+    v == h. Other modes give None."""
     if mode == "rz":
         return (lo != 0) & (np.signbit(lo) != np.signbit(h))
     if mode == "ru":

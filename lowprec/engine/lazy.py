@@ -38,9 +38,11 @@ def is_lazy(x: object) -> bool:
 
 
 def lazy_entry(name: str, operands: int = 1) -> Callable[[F], F]:
-    """Decorate the entry point ``name``: when one of its first ``operands`` positional
-    arguments is a Dask array, call ``LAZY[name]`` with the same arguments (``offset``
-    dropped: a Dask array's blocks take their own), returning a Dask array."""
+    """Decorate the entry point ``name`` to hand Dask arrays to ``LAZY[name]``.
+
+    When one of its first ``operands`` positional arguments is a Dask array, the
+    entry point calls ``LAZY[name]`` with the same arguments and returns a Dask
+    array. ``offset`` is dropped: a Dask array's blocks take their own."""
     def decorate(fn: F) -> F:
         @functools.wraps(fn)
         def entry(*args: Any, **kwargs: Any) -> Any:

@@ -63,10 +63,11 @@ def threads(n: int | None = None) -> int:
     `lowprec.arith`) may use on large inputs.
 
     Inputs of at least ``PARALLEL_MIN`` elements per thread (2**20) are split into
-    contiguous spans rounded on separate threads (NumPy releases the GIL inside
-    its loops); results and flags are identical for any number of threads. The default is
+    contiguous spans rounded on separate threads. NumPy releases the GIL inside its
+    loops. Results and flags are identical for any number of threads. The default is
     the number of usable cores, at most 4, or the environment variable
-    ``LOWPREC_NUM_THREADS``; every mode, "sr" included (its draws go by position).
+    ``LOWPREC_NUM_THREADS``. Every mode runs in threads, "sr" included, since its
+    draws go by position.
 
     Parameters
     ----------
@@ -120,14 +121,15 @@ def in_spans(plan: Any, n: int, counting: bool,
              task: Callable[[Any, tuple[int, int], dict[str, int] | None], object],
              ) -> dict[str, int] | None:
     """Run ``task(plan, (start, stop), counts)`` over ``range(n)`` cut into spans of
-    whole chunks, one per thread (`threads`), and return the summed flag counts
-    (None, and each task's ``counts`` None, unless ``counting``).
+    whole chunks, one per thread (`threads`).
 
-    The plan is read-only, so every span shares it; each span has its own counts.
-    The caller's thread does the first span, in the caller's `np.errstate`; the
-    pool's threads each open their own (it is thread-local). One span (inputs below
-    ``2 * PARALLEL_MIN``, or one thread) is one direct call, with no pool ("sr"
-    draws by element position, so it runs in spans like the other modes)."""
+    Returns the summed flag counts. Unless ``counting``, it returns None and each
+    task's ``counts`` is None. The plan is read-only, so every span shares it. Each
+    span has its own counts. The caller's thread does the first span, in the
+    caller's `np.errstate`. The pool's threads each open their own, since it is
+    thread-local. One span (inputs below ``2 * PARALLEL_MIN``, or one thread) is one
+    direct call, with no pool. "sr" draws by element position, so it runs in spans
+    like the other modes."""
     n_spans = max(1, min(_THREADS, n // PARALLEL_MIN))
     if n_spans == 1:
         tally = dict.fromkeys(FLAG_NAMES, 0) if counting else None

@@ -116,7 +116,9 @@ _CHECKED = Latest(128)
 def cached_plan(fmt: Format, mode: Mode, subnormals: bool | None, saturate: bool,
                 sr_bits: int | None) -> Plan:
     """The `Plan` of checked options (``subnormals`` a bool or None, ``saturate`` a
-    bool), built on first use; its ``stream`` is None."""
+    bool), built on first use.
+
+    Its ``stream`` is None."""
     key = (fmt, fmt.name, mode, subnormals, saturate, sr_bits)
     found = _PLANS.get(key)
     if found is None:

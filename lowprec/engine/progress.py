@@ -1,12 +1,12 @@
 """Progress bars for long work: `Progress`, `check_progress`, `SECONDS`, `ENV`.
 
-A `Progress` counts the units of a long call (chunks of a matrix product, steps of a
-training run) and shows a tqdm bar (``tqdm.auto``: a widget in Jupyter, a line on
-stderr in a terminal) when asked to (``progress=True``), or, by default, once the
-work done so far says the rest will take more than `SECONDS`. tqdm is optional: the
-default shows nothing without it. The environment variable `ENV` (``LOWPREC_PROGRESS``)
-set to ``0`` turns bars off everywhere, ``1`` on. This module imports nothing from
-lowprec and must never change a result or print to stdout.
+A `Progress` counts the units of a long call: chunks of a matrix product, steps of a
+training run. It shows a tqdm bar when asked to (``progress=True``). By default it
+shows one once the work done so far says the rest will take more than `SECONDS`.
+The bar is ``tqdm.auto``'s: a widget in Jupyter, a line on stderr in a terminal.
+tqdm is optional: the default shows nothing without it. The environment variable
+`ENV` (``LOWPREC_PROGRESS``) set to ``0`` turns bars off everywhere, ``1`` on. This
+module imports nothing from lowprec and must never change a result or print to stdout.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ _OFF, _ON = ("0", "off", "false", "no"), ("1", "on", "true", "yes")
 
 
 def check_progress(progress: Any, name: str = "progress") -> bool | None:
-    """``progress`` as True, False or None (the default: by the estimated time);
-    `TypeError` naming ``name`` for anything else."""
+    """``progress`` as True, False or None (the default: by the estimated time).
+
+    Anything else raises `TypeError` naming ``name``."""
     if progress is None or isinstance(progress, bool):
         return progress
     raise TypeError(f"{name} must be True, False or None (show a bar when the work is "

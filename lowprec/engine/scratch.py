@@ -1,12 +1,12 @@
 """Work buffers that small calls reuse: one free list per thread, by kind and size.
 
 A call of at most `SMALL` elements takes its scratch (the rounding kernel's, the
-arithmetic's) with `take` and hands it back with `give` when it is done, so that a
-loop of small calls does not allocate a dozen arrays per call. The free lists are
-thread-local (`threading.local`): a buffer is never shared between threads, and a call
-made while another holds its buffers (a nested call) gets new ones. Scratch is never a
-result: callers write results into arrays of their own. Larger calls allocate per
-call, as before; what the lists keep is bounded (`KEPT` sizes per thread).
+arithmetic's) with `take`. It hands it back with `give` when it is done. So a loop
+of small calls does not allocate a dozen arrays per call. The free lists are
+thread-local (`threading.local`): a buffer is never shared between threads. A call
+made while another holds its buffers (a nested call) gets new ones. Scratch is never
+a result: callers write results into arrays of their own. Larger calls allocate per
+call, as before. What the lists keep is bounded (`KEPT` sizes per thread).
 """
 
 from __future__ import annotations

@@ -1,14 +1,15 @@
-"""Counter-based random words for stochastic rounding: the word of element ``p`` is a
-function of (seed, p) alone, so "sr" gives the same result for any chunk size,
-thread count, span or split of an array, and a prefix rounds as the same prefix of a
-longer array.
+"""Counter-based random words for stochastic rounding.
 
-The construction (docs/design/DESIGN.md, "Rounding"): the key K(seed) is
-``SeedSequence(seed).generate_state(2, uint64)`` read as one 128-bit integer, and
-the word of position ``p`` is word ``p % 4`` of NumPy's Philox-4x64-10 block
+The word of element ``p`` is a function of (seed, p) alone. So "sr" gives the same
+result for any chunk size, thread count, span or split of an array. A prefix rounds
+as the same prefix of a longer array.
+
+The construction is in docs/design/DESIGN.md, "Rounding". The key K(seed) is
+``SeedSequence(seed).generate_state(2, uint64)`` read as one 128-bit integer. The
+word of position ``p`` is word ``p % 4`` of NumPy's Philox-4x64-10 block
 ``p // 4`` under K: ``Philox(key=K, counter=p // 4).random_raw(4)[p % 4]``.
 Philox (Salmon et al., SC'11) is a counter-based generator: any block is computed
-from its counter without the blocks before it. This module draws; it never rounds.
+from its counter without the blocks before it. This module draws. It never rounds.
 """
 
 from __future__ import annotations
@@ -136,10 +137,15 @@ def _derive(seed: int, k: int) -> int:
 
 
 def as_stream(rng: object, offset: object = 0, name: str = "rng") -> Stream:
-    """The stream of an ``rng`` option: an int seed as it is; a Generator gives one
-    draw, ``integers(0, 2**63)``, used as the seed (it advances by that draw, once
-    per call); None a seed from fresh OS entropy. ``offset`` moves the call's
-    element 0 to that position (a slice of a larger array rounds as that array does).
+    """The stream of an ``rng`` option.
+
+    * An int seed is used as it is.
+    * A Generator gives one draw, ``integers(0, 2**63)``, used as the seed. It
+      advances by that draw, once per call.
+    * None gives a seed from fresh OS entropy.
+
+    ``offset`` moves the call's element 0 to that position. So a slice of a larger
+    array rounds as that array does.
 
     Examples
     --------
@@ -161,9 +167,11 @@ def as_stream(rng: object, offset: object = 0, name: str = "rng") -> Stream:
 
 
 def uniform_from_words(words: np.ndarray, sr_bits: int | None, out: np.ndarray) -> np.ndarray:
-    """``w`` of the rounding kernel from 64-bit words: the top ``r`` bits (``r`` =
-    ``sr_bits``, default 53) as ``k / 2**r``, plus ``2**-r``: uniform on {1, ..., 2**r}
-    / 2**r, exact in float64 (``(word >> 11) * 2**-53`` is NumPy's own double)."""
+    """``w`` of the rounding kernel from 64-bit words.
+
+    The top ``r`` bits (``r`` = ``sr_bits``, default 53) give ``k / 2**r``, plus
+    ``2**-r``. So w is uniform on {1, ..., 2**r} / 2**r, exact in float64.
+    ``(word >> 11) * 2**-53`` is NumPy's own double."""
     r = 53 if sr_bits is None else sr_bits
     np.right_shift(words, np.uint64(64 - r), out=words)     # the caller's own words
     np.multiply(words, 2.0 ** -r, out=out)     # exact: k < 2**53
