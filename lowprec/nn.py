@@ -77,9 +77,10 @@ _GELU_A = 0.044715
 
 
 def gelu(x: Tensor) -> Tensor:
-    """GELU, tanh form (``torch.nn.functional.gelu(x, approximate="tanh")``):
-    ``0.5 x (1 + tanh(c (x + a x**3)))`` with ``c = sqrt(2/pi)``, ``a = 0.044715``,
-    every operation rounded to ``x.fmt`` (the constants too).
+    """GELU, tanh form (``torch.nn.functional.gelu(x, approximate="tanh")``).
+
+    It is ``0.5 x (1 + tanh(c (x + a x**3)))`` with ``c = sqrt(2/pi)`` and
+    ``a = 0.044715``. Every operation is rounded to ``x.fmt``, the constants too.
 
     Examples
     --------
@@ -221,8 +222,10 @@ def softmax_cross_entropy(logits: Tensor, labels: ArrayLike, *,
 def softmax_cross_entropy_backward(logits: Tensor, labels: ArrayLike, dloss: float | Tensor = 1.0,
                                    *, fmt: FormatLike | None = None) -> Tensor:
     """The gradient of `softmax_cross_entropy` with respect to the logits, times
-    ``dloss``: ``(softmax(z) - onehot(labels)) * (dloss / N)``, computed in ``fmt``
-    (as the forward) and returned in the logits' format.
+    ``dloss``.
+
+    It is ``(softmax(z) - onehot(labels)) * (dloss / N)``, computed in ``fmt`` as the
+    forward is. It is returned in the logits' format.
 
     ``dloss`` is rounded into ``fmt`` first: a loss scale of 2**16 is infinite in
     FP16, as it is when PyTorch back-propagates a scaled FP16 loss.
