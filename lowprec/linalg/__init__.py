@@ -2,8 +2,9 @@
 
 `lu` (partial pivoting, unblocked or blocked through `lowprec.matmul`), `cholesky`,
 `qr` (Householder), `solve_triangular`, `solve`, `inv`, `det`, `lstsq`, `norm`, and
-`refine`, mixed-precision iterative refinement. Each algorithm is the textbook one
-with its order of operations written in its docstring, so that a result can be
+`refine`, mixed-precision iterative refinement with a verdict (LU-IR and GMRES-IR, by
+`gmres`), and `randsvd`, test matrices of a chosen condition number. Each algorithm is
+the textbook one with its order of operations written in its docstring, so that a result can be
 checked bit for bit against a reference that follows the same order. This module
 never computes a value of a result in float64 and rounds it afterwards: every
 multiplication, subtraction, division and square root is a rounded Tensor
@@ -24,9 +25,12 @@ looped over, each matrix factored on its own in C order of the leading indices.
 from . import numpy_linalg  # noqa: F401 - registers the np.linalg handlers
 from .core import LinAlgError
 from .factor import cholesky, lu, qr
+from .gallery import randsvd
+from .krylov import gmres
 from .norms import norm
-from .refinement import Step, refine
+from .refinement import Refinement, Step, refine
 from .solvers import det, inv, lstsq, matrix_power, multi_dot, slogdet, solve, solve_triangular
 
 __all__ = ["lu", "cholesky", "qr", "solve_triangular", "solve", "inv", "det", "slogdet",
-           "lstsq", "norm", "matrix_power", "multi_dot", "refine", "Step", "LinAlgError"]
+           "lstsq", "norm", "matrix_power", "multi_dot", "refine", "Refinement", "Step",
+           "gmres", "randsvd", "LinAlgError"]
