@@ -29,8 +29,8 @@ computes a result in float64 and rounds it afterwards.
   ``w_((j k) mod n) * x_j`` is formed as above. The real parts and the imaginary
   parts of the ``n`` products of each output are then summed pairwise in the
   format. This is `lp.sum`'s ``"pairwise"`` order, as in ``Tensor.sum``.
-  The products are formed in blocks of at most ``max(_PRODUCTS, n)``, which is
-  65536. Each takes under 300 bytes in the working arrays (280 measured by
+  The products are formed in blocks of at most ``max(_PRODUCTS, n)``, with
+  ``_PRODUCTS`` = 65536. Each takes under 300 bytes in the working arrays (280 measured by
   ``python benchmarks/run.py memory``). So the blocks take under 20 MiB beyond
   the input and the result. A block holds whole rows of the batch where they fit,
   else outputs of one row. Each output's products and sum do not depend on the
