@@ -629,10 +629,10 @@ def cumsum(x: DaskLike, fmt: FormatLike, mode: Mode = "rne", *, axis: int | None
 
 def k_multiple(model: ModelLike, in_fmt: FormatLike,
                b_fmt: FormatLike | None = None) -> int | None:
-    """The chunk of K of which `matmul` needs multiples to chain ``model`` bit for bit.
+    """The multiple every chunk of K but the last needs for `matmul` to chain ``model``.
 
-    Every chunk of K but the last must be such a multiple. None means the model
-    takes K in one chunk only.
+    With such chunks the chained result is bit for bit the NumPy call's. None means
+    the model takes K in one chunk only.
 
     * Block-FMA models chain whole blocks (``block``). The ``mma_split`` models
       split their 32 products by k mod 4, so they chain 32, twice their block.
