@@ -52,8 +52,8 @@ def product(a: Tensor, b: Tensor, model: ModelLike | None,
 
     Where the model has an output in that format, its output conversion rounds.
     Else its FP32 output is rounded once in the context's mode, as a GEMM epilogue
-    converts. A model without FP32 output rounds from its default output instead. An
-    example is BF16 or FP8 inputs on ``"h100"``, whose outputs are FP32 and FP16."""
+    converts. BF16 or FP8 inputs on ``"h100"`` are such a case: their outputs are
+    FP32 and FP16. A model without FP32 output rounds from its default output instead."""
     fmt = a.fmt
     model = get_context().matmul if model is None else model
     allowed = resolve_model(model).out_formats(fmt)
