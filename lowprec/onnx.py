@@ -5,10 +5,13 @@ models (``import lowprec.onnx``; the ``onnx`` extra).
 and ``Conv`` compute each product by `lowprec.tensorcore.matmul` under a GPU's model
 (``gpu="h100"``) or a named one (``matmul="b200"``), and whose ``QuantizeLinear`` and
 ``DequantizeLinear`` follow the ONNX spec's rules for the float8, float4 and e8m0 types
-on lowprec's correctly rounded arithmetic. `run` runs a model once. Every other op is
-onnx's own. onnx is imported only inside these functions, so that ``import lowprec``
-never imports it. Nothing here computes a product in float32 or float64 on its own: a
-product lowprec cannot model (integer or float64 operands without ``in_fmt``) raises.
+on lowprec's correctly rounded arithmetic. A two-operand ``Einsum`` that contracts
+indices runs as a batched matrix product too. Ops whose products lowprec does not
+model (`UNMODELLED`: ``ConvTranspose``, ``LSTM``, ``Attention``, ...) raise, naming
+the op. `run` runs a model once. Every other op is onnx's own. onnx is imported only
+inside these functions, so that ``import lowprec`` never imports it. Nothing here
+computes a product in float32 or float64 on its own: a product lowprec cannot model
+(integer or float64 operands without ``in_fmt``) raises.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from .rounding import round as _round
 from .tensorcore import Model, matmul, resolve_model
 from .torch import GPUS, model_for
 
-__all__ = ["run", "evaluator", "ops", "Policy", "GPUS"]
+__all__ = ["run", "evaluator", "ops", "Policy", "GPUS", "UNMODELLED"]
 
 #: NumPy / ml_dtypes dtype names -> the format they hold.
 _DTYPE_FORMATS = {"float16": "fp16", "float32": "fp32", "bfloat16": "bf16",
@@ -312,6 +315,99 @@ def dequantize_linear(x: np.ndarray, x_scale: np.ndarray, x_zero_point: Any = No
     return np.asarray(y).astype(out_dtype)
 
 
+# -- Einsum as a batched matrix product ------------------------------------------------
+
+#: ONNX ops with floating products inside that lowprec does not model: each raises.
+UNMODELLED = ("ConvTranspose", "DeformConv", "LSTM", "GRU", "RNN", "Attention",
+              "LinearAttention", "CausalConvWithState")
+
+
+def _einsum_terms(equation: str, ranks: Sequence[int]) -> tuple[list[str], str]:
+    """The operands' subscripts and the output's, with ``...`` spelled as letters the
+    equation does not use (right-aligned, as NumPy broadcasts), and the implicit
+    output (each letter used once, in alphabetical order) made explicit."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, out = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ranks):
+        raise ValueError(f"Einsum {equation!r} names {len(terms)} operands, got "
+                         f"{len(ranks)}")
+    spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+             if c not in eq]
+    width = max((r - len(t.replace("...", "")) for t, r in zip(terms, ranks)
+                 if "..." in t), default=0)
+    fill = "".join(spare[:width])
+    terms = [t.replace("...", fill[width - (r - len(t) + 3):]) if "..." in t else t
+             for t, r in zip(terms, ranks)]
+    for t, r in zip(terms, ranks):
+        if len(t) != r or not t.isalpha():
+            raise ValueError(f"Einsum {equation!r}: subscripts {t!r} do not fit an "
+                             f"operand of rank {r}")
+    if arrow:
+        out = out.replace("...", fill)
+    else:
+        letters = "".join(terms)
+        out = fill + "".join(sorted(c for c in set(letters) - set(fill)
+                                    if letters.count(c) == 1))
+    return terms, out
+
+
+def einsum(policy: Policy, equation: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """A two-operand einsum as one batched product ``(batch, M, K) @ (batch, K, N)``.
+
+    Indices in both operands and the output are batch indices (broadcast as NumPy
+    does), indices in both and not in the output are contracted, and the others are
+    rows (A) or columns (B). K runs over the contracted indices in the order A's
+    subscripts list them, row-major. An einsum that is not such a product raises:
+    a repeated index in one operand (a diagonal) or an index summed within one
+    operand (a reduction, not a product).
+    """
+    (ta, tb), out = _einsum_terms(equation, (a.ndim, b.ndim))
+    for t in (ta, tb):
+        if len(set(t)) != len(t):
+            raise ValueError(f"Einsum {equation!r}: an index repeated in one operand "
+                             "(a diagonal) is not a matrix product lowprec models")
+    alone = (set(ta) ^ set(tb)) - set(out)
+    if alone:
+        raise ValueError(f"Einsum {equation!r}: index {''.join(sorted(alone))} is summed "
+                         "within one operand, a reduction lowprec does not model")
+    if len(set(out)) != len(out) or not set(out) <= set(ta) | set(tb):
+        raise ValueError(f"Einsum {equation!r}: the output's subscripts {out!r} must be "
+                         "distinct indices of the operands")
+    batch = [c for c in out if c in ta and c in tb]
+    contr = [c for c in ta if c in tb and c not in out]
+    rows = [c for c in ta if c not in tb]
+    cols = [c for c in tb if c not in ta]
+    dims = {c: n for c, n in zip(ta, a.shape)}
+    for c, n in zip(tb, b.shape):
+        if c in dims and dims[c] != n and not (c in batch and 1 in (dims[c], n)):
+            raise ValueError(f"Einsum {equation!r}: index {c} has sizes {dims[c]} and {n}")
+        dims[c] = n if dims.get(c, 1) == 1 else dims[c]
+    x = np.transpose(a, [ta.index(c) for c in batch + rows + contr])
+    y = np.transpose(b, [tb.index(c) for c in batch + contr + cols])
+    bshape = tuple(dims[c] for c in batch)     # size-1 batch indices broadcast
+    x = np.broadcast_to(x, bshape + x.shape[len(batch):])
+    y = np.broadcast_to(y, bshape + y.shape[len(batch):])
+    m, k, n = (math.prod(dims[c] for c in g) for g in (rows, contr, cols))
+    p = policy.product(x.reshape(bshape + (m, k)), y.reshape(bshape + (k, n)), "Einsum")
+    p = p.reshape(bshape + tuple(dims[c] for c in rows + cols))
+    return np.transpose(p, [(batch + rows + cols).index(c) for c in out])
+
+
+def _refusal(name: str) -> type:
+    """An op class of ``name`` that raises, naming the op: its products are not
+    modelled, and onnx's own would compute them in float32 or float64."""
+    from onnx.reference.op_run import OpRun
+
+    def _run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise ValueError(f"{name}: lowprec.onnx does not model this op's matrix "
+                         "products, and onnx's own would compute them in float32 or "
+                         "float64; rewrite it as MatMul, Gemm or Conv, or run the model "
+                         "without lowprec.onnx")
+
+    return type(name, (OpRun,), {"op_domain": "", "_run": _run})
+
+
 # -- the ops and the evaluator ---------------------------------------------------------
 
 def _dtype_of(tensor_type: int) -> np.dtype:
@@ -321,17 +417,19 @@ def _dtype_of(tensor_type: int) -> np.dtype:
 
 def ops(*, gpu: str | None = None, matmul: str | Model | None = None,
         in_fmt: FormatLike | None = None, tf32: bool = False) -> list[type]:
-    """The ``new_ops`` classes of ``onnx.reference.ReferenceEvaluator`` (``MatMul``,
-    ``Gemm``, ``Conv``, ``QuantizeLinear``, ``DequantizeLinear``) under one policy.
+    """The ``new_ops`` classes of ``onnx.reference.ReferenceEvaluator`` under one
+    policy: ``MatMul``, ``Gemm``, ``Conv``, ``Einsum``, ``QuantizeLinear``,
+    ``DequantizeLinear``, and a class raising `ValueError` for each op of `UNMODELLED`.
 
     Examples
     --------
     >>> import lowprec.onnx
-    >>> [c.__name__ for c in lowprec.onnx.ops(gpu="h100")]
-    ['MatMul', 'Gemm', 'Conv', 'QuantizeLinear', 'DequantizeLinear']
+    >>> [c.__name__ for c in lowprec.onnx.ops(gpu="h100")][:6]
+    ['MatMul', 'Gemm', 'Conv', 'Einsum', 'QuantizeLinear', 'DequantizeLinear']
     """
     from onnx.reference.op_run import OpRun
     from onnx.reference.ops.op_dequantize_linear import DequantizeLinear_25
+    from onnx.reference.ops.op_einsum import Einsum as OnnxEinsum
     from onnx.reference.ops.op_quantize_linear import QuantizeLinear_25
 
     policy = Policy.make(gpu, matmul, in_fmt, tf32)
@@ -381,6 +479,21 @@ def ops(*, gpu: str | None = None, matmul: str | Model | None = None,
                                 precision_dtype=_dtype_of(precision) if precision else None)
             return (q.astype(target),)
 
+    class Einsum(OnnxEinsum):
+        op_domain = ""
+
+        def _run(self, *inputs, equation=None):
+            arrays = [np.asarray(x) for x in inputs]
+            eq = equation.decode() if isinstance(equation, bytes) else str(equation)
+            if len(arrays) == 1:
+                (term,), out = _einsum_terms(eq, (arrays[0].ndim,))
+                if sorted(term) == sorted(out):      # a permutation: exact, onnx's own
+                    return super()._run(*inputs, equation=equation)
+            if len(arrays) != 2:
+                raise ValueError(f"Einsum {eq!r} on {len(arrays)} operands: lowprec models "
+                                 "two-operand einsums (matrix products) only")
+            return (_as_dtype(einsum(policy, eq, *arrays), arrays[0].dtype),)
+
     class DequantizeLinear(DequantizeLinear_25):
         op_domain = ""
 
@@ -400,7 +513,8 @@ def ops(*, gpu: str | None = None, matmul: str | Model | None = None,
             return (dequantize_linear(x, scale, x_zero_point, axis=axis,
                                       block_size=block_size, out_dtype=out),)
 
-    return [MatMul, Gemm, Conv, QuantizeLinear, DequantizeLinear]
+    return [MatMul, Gemm, Conv, Einsum, QuantizeLinear, DequantizeLinear] + [
+        _refusal(name) for name in UNMODELLED]
 
 
 def evaluator(model: Any, *, gpu: str | None = None, matmul: str | Model | None = None,

@@ -614,3 +614,110 @@ def test_sklearn_digits_mlp_equals_the_torch_bridge(tf32):
     last_add = [n for n in model.graph.node if n.op_type == "Add"][-1].output[0]
     assert_bits(values[last_add].astype(np.float64), logits.astype(np.float64))
     assert np.array_equal(values["label"], logits.argmax(1))
+
+
+# -- Einsum: a batched product; the ops lowprec does not model -------------------------
+
+def _einsum_loop(eq, a, b, model, fmt):
+    """Each output entry as one lp matmul of a (1, K) row and a (K, 1) column, gathered
+    entry by entry, K over the contracted indices in A's order (row-major)."""
+    import itertools
+    lhs, out = eq.split("->")
+    ta, tb = lhs.split(",")
+    size = {c: n for t, x in ((ta, a), (tb, b)) for c, n in zip(t, x.shape) if n != 1}
+    size.update({c: 1 for c in ta + tb if c not in size})
+    contr = [c for c in ta if c in tb and c not in out]
+    y = np.zeros([size[c] for c in out])
+    for idx in itertools.product(*[range(size[c]) for c in out]):
+        at = dict(zip(out, idx))
+        row, col = [], []
+        for kidx in itertools.product(*[range(size[c]) for c in contr]):
+            at.update(zip(contr, kidx))
+            row.append(a[tuple(at[c] if a.shape[i] > 1 else 0 for i, c in enumerate(ta))])
+            col.append(b[tuple(at[c] if b.shape[i] > 1 else 0 for i, c in enumerate(tb))])
+        y[idx] = matmul(np.array([row], a.dtype), np.array(col, b.dtype).reshape(-1, 1),
+                        model=model, in_fmt=fmt, out_fmt="fp32")[0, 0]
+    return y
+
+
+@pytest.mark.parametrize("eq, sa, sb, explicit", [
+    ("ij,jk->ik", (3, 5), (5, 4), None),
+    ("ij,jk", (3, 5), (5, 4), "ij,jk->ik"),                        # implicit output
+    ("bhqd,bhkd->bhqk", (2, 2, 3, 17), (2, 2, 4, 17), None),       # attention scores
+    ("ijk,jkl->li", (3, 4, 5), (4, 5, 2), None),                   # K = (j, k)
+    ("...ij,...jk->...ik", (2, 1, 3, 4), (5, 4, 2), "xyij,yjk->xyik"),
+    ("bi,bj->bij", (2, 3), (2, 4), None),                          # K = 1: outer
+    ("i,i->", (40,), (40,), None),
+])
+def test_einsum_is_a_loop_of_lp_matmul(eq, sa, sb, explicit):
+    import lowprec.onnx as lo
+    rng = np.random.default_rng(4)
+    a = _adversarial(rng, sa, np.float16)
+    b = rng.standard_normal(sb).astype(np.float16)
+    node = onnx.helper.make_node("Einsum", ["a", "b"], ["y"], equation=eq)
+    m = _model([node], [("a", _tp(np.float16)), ("b", _tp(np.float16))],
+               [("y", _tp(np.float16))])
+    (y,) = lo.run(m, [a, b], gpu="h100")
+    want = _einsum_loop(explicit or eq, a, b, "h100", "fp16")
+    assert y.dtype == np.float16
+    assert_same(y.astype(np.float64), lp.round(want, "fp16"))
+
+
+@requires_torch
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_torch_exported_einsum_equals_the_torch_bridge():
+    import torch
+
+    import lowprec.onnx as lo
+    import lowprec.torch as lpt
+
+    class Scores(torch.nn.Module):
+        def forward(self, q, k):
+            return torch.einsum("bhqd,bhkd->bhqk", q, k)
+
+    rng = np.random.default_rng(8)
+    q, k = (torch.from_numpy(rng.standard_normal((2, 2, 5, 16))).to(torch.bfloat16)
+            for _ in range(2))
+    buf = io.BytesIO()
+    torch.onnx.export(Scores(), (q, k), buf, dynamo=False)
+    model = onnx.load_from_string(buf.getvalue())
+    assert [n.op_type for n in model.graph.node] == ["Einsum"]
+    with lpt.emulate(gpu="h100"):
+        want = Scores()(q, k)
+    (got,) = lo.run(model, [x.float().numpy().astype(ml_dtypes.bfloat16) for x in (q, k)],
+                    gpu="h100")
+    assert_bits(got.astype(np.float64), want.double().numpy())
+
+
+def test_einsum_refusals_and_onnx_own_permutations():
+    import lowprec.onnx as lo
+    f32 = _tp(np.float32)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+
+    def one(eq, n=2):
+        names = ["a", "b", "c"][:n]
+        node = onnx.helper.make_node("Einsum", names, ["y"], equation=eq)
+        return _model([node], [(v, f32) for v in names], [("y", f32)])
+
+    (y,) = lo.run(one("ij->ji", 1), [x], gpu="h100")       # a permutation: exact
+    assert_same(y, x.T)
+    for eq, n, match in [("ij->i", 1, "two-operand"), ("ii,ij->ij", 2, "diagonal"),
+                         ("ij,jk->i", 2, "index k is summed within one operand"),
+                         ("ij,jk,kl->il", 3, "two-operand")]:
+        args = [np.ones((3, 3), np.float32)] * n
+        with pytest.raises(Exception, match=match):
+            lo.run(one(eq, n), args, gpu="h100")
+    with pytest.raises(Exception, match="index j has sizes 3 and 4"):
+        lo.run(one("ij,jk->ik"), [np.ones((2, 3), np.float32),
+                                  np.ones((4, 2), np.float32)], gpu="h100")
+
+
+@pytest.mark.parametrize("op", ["ConvTranspose", "LSTM", "Attention"])
+def test_ops_lowprec_does_not_model_are_refused_by_name(op):
+    import lowprec.onnx as lo
+    assert op in lo.UNMODELLED
+    f32 = _tp(np.float32)
+    node = onnx.helper.make_node(op, ["x", "w"], ["y"])
+    model = _model([node], [("x", f32), ("w", f32)], [("y", f32)])
+    with pytest.raises(Exception, match=f"{op}: lowprec.onnx does not model"):
+        lo.run(model, [np.ones((1, 1, 3, 3), np.float32)] * 2, gpu="h100")
