@@ -1,0 +1,147 @@
+"""The widgets' views as HTML: what the browser draws, and the static fallback.
+
+Each function draws one state dict of `lowprec.widgets.state` with `lowprec.display`.
+The live widget puts the same HTML on the page and adds its controls, so nbconvert, the
+docs site and Jupyter show the same numbers. Elements a test or a click reads carry a
+``data-role`` (and each bit a ``data-bit``). This module computes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..display import bit_boxes, card, esc, mark, table
+
+__all__ = ["bits_html", "rounding_html", "block_html", "tensor_core_html",
+           "summation_html"]
+
+
+def _role(role: str, text: object) -> str:
+    return f'<span data-role="{esc(role)}">{esc(text)}</span>'
+
+
+def bits_html(s: dict[str, Any]) -> str:
+    """A bit pattern's boxes (each with ``data-bit``: its place value), then its fields.
+
+    Examples
+    --------
+    >>> from lowprec.widgets.state import bits_state
+    >>> 'data-role="value">0.10009765625<' in bits_html(bits_state("bf16", 0x3dcd))
+    True
+    """
+    b, e = s["binary"], s["exponent_bits"]
+    sign = b[0] if s["signed"] else ""
+    fields = [("sign", sign, "sign"), ("exponent", b[len(sign):len(sign) + e],
+                                       f"exponent (bias {s['bias']})"),
+              ("mantissa", b[len(sign) + e:], "mantissa")]
+    boxes = bit_boxes(fields, s["hex"])
+    # Bit i from the left is place value bits - 1 - i: a click flips that bit.
+    n = s["bits"]
+    for i in range(n):
+        boxes = boxes.replace('bit" style=', f'bit" data-bit="{n - 1 - i}" style=', 1)
+    rows = [("value", _role("value", s["value"])), ("class", _role("kind", s["kind"])),
+            ("fields", esc(f"sign {s['sign']}, exponent {s['exponent']}, "
+                           f"mantissa {s['mantissa']}"))]
+    if s.get("power") is not None:
+        rows.append(("significand", esc(f"{s['significand']} * 2**{s['power']}")))
+    rows.append(("neighbours", _role("below", s["below"] if s["below"] is not None else "none")
+                 + " &lt; x &lt; "
+                 + _role("above", s["above"] if s["above"] is not None else "none")))
+    return card(f"{s['format']} pattern {s['hex']}", [(k, "") for k, _ in rows],
+                raw=dict(rows), before=boxes)
+
+
+def rounding_html(s: dict[str, Any]) -> str:
+    """``x`` between its neighbours: each mode's choice and the ``sr`` draws.
+
+    Examples
+    --------
+    >>> from lowprec.widgets.state import rounding_state
+    >>> 'data-role="chosen">0.09375<' in rounding_html(rounding_state(0.1, "e4m3", "rz"))
+    True
+    """
+    def choice(v):
+        return mark(esc(v)) if v == s["chosen"] else esc(v)
+    rows = [("x", esc(repr(s["x"]))),
+            ("candidates", f"{choice(s['down'])} &lt;= x &lt;= {choice(s['up'])}"),
+            ("mode", esc(f"{s['mode']} ({s['mode_name']})")),
+            ("gives", _role("chosen", s["chosen"]))]
+    if s["p_up"] is not None:
+        rows.append(("P(up)", esc(f"{s['p_up']:.6g} = {s['p_up_exact']}")))
+        rows.append((f"{s['draws']} sr draws", esc(
+            f"{s['count_up']} up, {s['draws'] - s['count_up']} down; mean "
+            f"{s['mean']!r} (seed {s['seed']})")))
+    modes = table([(m, esc(v) if v != s["chosen"] else mark(esc(v)))
+                   for m, v in s["choices"].items()], header=("mode", "gives"), raw=True)
+    return card(f"Rounding to {s['format']}", [(k, "") for k, _ in rows], raw=dict(rows),
+                after=modes)
+
+
+def block_html(s: dict[str, Any], rule: str = "floor") -> str:
+    """One block under one scale rule: scale, elements, errors, what clamps.
+
+    Examples
+    --------
+    >>> from lowprec.widgets.state import block_state
+    >>> 'data-role="scale">2.0<' in block_html(block_state([1.0, 957.0], "mxfp8_e4m3"))
+    True
+    """
+    r = s["rules"][rule]
+    body = table([(repr(x), esc(v), esc(f"{err:.4g}"), mark("clamped") if c else "")
+                  for x, v, err, c in zip(s["inputs"], r["values"], r["errors"],
+                                          r["clamped"])],
+                 header=("input", "value", "error", ""), raw=True)
+    rows = [("scheme", esc(f"{s['scheme']}: {s['element']} x {s['block']}, "
+                           f"scale {s['scale_format']}")),
+            ("rule", esc(rule)), ("scale", _role("scale", r["scales"][0])),
+            ("clamped", _role("clamped", sum(r["clamped"])))]
+    if r["tensor_scale"] != 1.0:
+        rows.append(("tensor scale", esc(repr(r["tensor_scale"]))))
+    return card("Block scaling", [(k, "") for k, _ in rows], raw=dict(rows), after=body)
+
+
+def tensor_core_html(s: dict[str, Any]) -> str:
+    """A dot product on a Tensor Core model: products, alignment, drops, result.
+
+    Examples
+    --------
+    >>> from lowprec.widgets.state import tensor_core_state
+    >>> s = tensor_core_state([1.0, 1.0], [1.0, 2.0**-30], "v100")
+    >>> 'data-role="result">1.0<' in tensor_core_html(s)
+    True
+    """
+    rows = [("model", esc(s["model"])), ("inputs", esc(s["format"]))]
+    after = ""
+    if "aligned" in s:
+        rows.append(("alignment", esc(
+            f"to {s['fraction_bits']} bits below 2**{s['reference_exponent']} "
+            f"(block of {s['block']})")))
+        after = table([(repr(a), repr(b), repr(p), repr(k), repr(d))
+                       for a, b, p, k, d in zip(s["a"], s["b"], s["products"],
+                                                s["aligned"], s["dropped"])],
+                      header=("a", "b", "product (exact)", "kept", "dropped"))
+    rows += [("result", _role("result", s["result"])), ("exact", _role("exact", s["exact"])),
+             ("error", esc(repr(s["error"])))]
+    return card("Tensor Core dot product", [(k, "") for k, _ in rows], raw=dict(rows),
+                after=after)
+
+
+def summation_html(s: dict[str, Any]) -> str:
+    """Three summation orders of the first n values, against the error bounds.
+
+    Examples
+    --------
+    >>> from lowprec.widgets.state import summation_state
+    >>> "pairwise" in summation_html(summation_state([0.1] * 10, "fp16"))
+    True
+    """
+    def rel(v):
+        return "-" if v is None else f"{v:.3g}"
+    body = table([(o, _role(f"sum-{o}", r["sum"]), rel(r["rel_error"]))
+                  for o, r in s["orders"].items()], header=("order", "sum", "rel. error"),
+                 raw=True)
+    rows = [("n", _role("n", s["n"])), ("exact sum", esc(repr(s["exact"]))),
+            ("bounds", esc(f"(n - 1) u = {s['bound_n']:.3g}, sqrt(n) u = "
+                           f"{s['bound_sqrt']:.3g} (relative, u = {s['u']!r})"))]
+    return card(f"Summation in {s['format']}", [(k, "") for k, _ in rows], raw=dict(rows),
+                after=body)
