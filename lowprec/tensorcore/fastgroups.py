@@ -22,7 +22,7 @@ import numpy as np
 from ..formats import FP32, Format
 from . import fused
 
-__all__ = ["covers", "nv_fused", "nv_block_fp4", "amd_fp8"]
+__all__ = ["covers", "nv_fused", "nv_block_fp4", "amd_fp8", "nv_chain", "fp4_chain"]
 
 _BASE_BITS = 8        # the (max, +) weights are powers of 2**8: groups of up to 255 products
 _FRACTION_MASK = (1 << 52) - 1
@@ -380,3 +380,240 @@ def amd_fp8(A: np.ndarray, B: np.ndarray, c: np.ndarray, fa: Format,
         _reference(lambda ra, rb, cc: fused.amd_fp8(ra, rb, cc, fa, fb), need, A, B, c, d,
                    bound, 16 * 16 + 128 * 17 + 64)
     return d
+
+
+# -- whole chains of groups (the f32 output mode) --------------------------------------
+
+#: Outputs of one step of `nv_chain` and `fp4_chain`: their arrays stay in the L2 cache.
+CHAIN_OUTPUTS = 1 << 14
+
+_FAR = 480                  # a stand-in exponent for "no nonzero term": 2**(2 * 504) is finite
+_TINY = 2.0**-126           # FP32's least normal number
+_KEEP_F32 = ~np.int64((1 << 29) - 1)
+
+
+def _summaries(X, fmt, k, es, rows_are_groups):
+    """Exponent summaries of the groups of ``k`` terms of each row of X (M, K), or of
+    each column of X (K, N) when ``rows_are_groups``, computed a few thousand values
+    at a time (no array of X's size but the results):
+
+    - ``top`` (M, G) or (G, N): the largest term exponent of the group (a zero's
+      `fused.ZERO_EXP` included) plus its scale exponent ``es``;
+    - ``least``: the least last bit of a nonzero term plus ``es``, at most _FAR;
+    - ``x`` and ``y`` (G, M or N, k), int16: each term's exponent (a zero's ZERO_EXP)
+      and last bit (a zero's _FAR), one group's rows contiguous for gathers."""
+    if rows_are_groups:
+        X = X.T
+    M, K = X.shape
+    G = K // k
+    x = np.empty((G, M, k), dtype=np.int16)
+    y = np.empty((G, M, k), dtype=np.int16)
+    step = max(1, (1 << 11) // K)
+    for r0 in range(0, M, step):
+        nz, e, lsb = _exponents(X[r0:r0 + step], fmt)
+        m = nz.shape[0]
+        x[:, r0:r0 + m] = np.where(nz, e, fused.ZERO_EXP).reshape(m, G, k).transpose(1, 0, 2)
+        y[:, r0:r0 + m] = np.where(nz, lsb, _FAR).reshape(m, G, k).transpose(1, 0, 2)
+    top = x.max(axis=2).astype(np.int64)
+    least = y.min(axis=2).astype(np.int64)
+    if not rows_are_groups:
+        top, least = top.T, least.T
+    return top + es, np.minimum(least + es, _FAR), x, y
+
+
+def _chain(operands, M, N, c, F, summaries, exact, group, safe, bound):
+    """The f32 chain of groups of ``k`` along K over all outputs, CHAIN_OUTPUTS at a time.
+
+    ``summaries``: (ra, qa) of shape (M, G) and (rb, qb) of shape (G, N), bounds of
+    each group's term exponents, P <= ra + rb, and last bits, Q >= qa + qb. Where, for
+    the running result d (an FP32 value, c first),
+
+    - d = 0 in the first group, or P - F <= e(d) - 23: d lies on the alignment grid
+      2**(E - F), E = max(P, e(d)), so it is not truncated;
+    - max(P, e(d), -126) <= Q + F: no term is truncated either;
+
+    the group's result is its exact sum, ``operands``' product (exact: terms on the grid, their
+    sum below 2**(E + 8), so within 53 bits of it for F <= 45) plus d, truncated to
+    FP32 by clearing float64 bits. That is exact and equal to `fused.to_output` for
+    magnitudes in [2**-126, 2**128); a smaller sum is a multiple of 2**-149 (the
+    ``safe`` groups' terms, and FP32's d, lie on that grid), so clearing changes
+    nothing, as FP32's truncation would not. The other outputs take ``exact`` (the
+    reference semantics on gathered pairs), and the groups that are not ``safe``
+    (a sum that may reach 2**128, a last bit below 2**-149) take ``group``."""
+    (ra, qa), (rb, qb) = summaries
+    c = np.broadcast_to(np.asarray(c, dtype=np.float64), (M, N))
+    G = ra.shape[1]
+    # Powers of two of the bounds, with F folded in: PB = 2**(P - F + 23), QB = 2**(Q + 24).
+    pa, pb = _pow2(ra - F + 23), _pow2(rb)
+    qa2, qb2 = _pow2(qa + 24), _pow2(qb)
+    widen = 2.0**(23 - F)
+    outputs = max(1, min(CHAIN_OUTPUTS, bound // 64))     # five float64 arrays of them
+    nc = max(1, min(N, outputs))
+    mc = max(1, outputs // nc)
+    out = np.empty((M, N))
+    for i0 in range(0, M, mc):
+        for j0 in range(0, N, nc):
+            rows, cols = slice(i0, i0 + mc), slice(j0, j0 + nc)
+            d = c[rows, cols] + 0.0          # -0 becomes +0: the same value, as the sum's
+            first_zero = not d.any()
+            v, ad, PB = np.empty_like(d), np.empty_like(d), np.empty_like(d)
+            for g in range(G):
+                if not safe[g]:
+                    d = group(g, rows, cols, d)
+                    first_zero = False
+                    continue
+                np.matmul(*operands(g, rows, cols), out=v)
+                np.abs(d, out=ad)
+                np.maximum(ad, _TINY, out=ad)
+                np.multiply(pa[rows, g, None], pb[None, g, cols], out=PB)
+                ok = None if first_zero else ad >= PB
+                ad *= widen
+                np.maximum(ad, PB, out=ad)
+                np.multiply(qa2[rows, g, None], qb2[None, g, cols], out=PB)
+                okb = ad < PB
+                ok = okb if ok is None else np.logical_and(ok, okb, out=ok)
+                first_zero = False
+                redo = None if ok.all() else np.flatnonzero(~ok)
+                if redo is not None:
+                    vr, dr = v.ravel()[redo], d.ravel()[redo]
+                v += d
+                bits = v.view(np.int64)
+                bits &= _KEEP_F32
+                if redo is not None:
+                    ii, jj = np.divmod(redo, v.shape[1])
+                    v.ravel()[redo] = exact(g, ii + i0, jj + j0, dr, vr)
+                d, v = v, d
+            out[rows, cols] = d
+    return out
+
+
+def _finite_all(*xs: np.ndarray | None) -> bool:
+    return all(x is None or np.isfinite(x).all() for x in xs)
+
+
+def _safe_groups(c, k, ra, rb, qa, qb, bits):
+    """Which groups keep every running sum below 2**128 and every term's last bit at or
+    above 2**-149. A term is below 2**(ra + rb + bits) (``bits``: its magnitude's bits
+    above the summaries' exponents), so a running sum is below |c| plus k times that
+    for each group so far."""
+    top = ra.max(axis=0, initial=-_FAR) + rb.max(axis=1, initial=-_FAR) + bits
+    reach = np.abs(c).max(initial=0.0) + np.cumsum(k * _pow2(np.minimum(top, 1000)))
+    return (reach < 2.0**127) & (qa.min(axis=0, initial=_FAR) + qb.min(axis=1, initial=_FAR)
+                                 >= -149)
+
+
+def nv_chain(A: np.ndarray, B: np.ndarray, c: np.ndarray, fa: Format, fb: Format, F: int,
+             k: int, sa: np.ndarray | None = None, sb: np.ndarray | None = None,
+             bound: int = 1 << 27) -> np.ndarray | None:
+    """`fused.nv_fused` of every group of ``k`` along K in order, each group's result the
+    next one's c, into FP32 with truncation (the "f32" mode): A (M, K), B (K, N), c
+    (M, N) FP32 values; ``sa`` (M, K / k) and ``sb`` (K / k, N): one E8M0 scale value
+    per group, or None. None where a value is inf or NaN (the callers then take a
+    group at a time)."""
+    if not _finite_all(A, B, c, sa, sb):
+        return None
+    M, K = A.shape
+    N = B.shape[1]
+    G = K // k
+    esa = np.zeros((M, G), dtype=np.int64)
+    esb = np.zeros((G, N), dtype=np.int64)
+    if sa is not None and sb is not None:
+        esa, esb = _floor_log2(sa), _floor_log2(sb)
+    ra, qa, xa, ya = _summaries(A, fa, k, esa, False)
+    rb, qb, xb, yb = _summaries(B, fb, k, esb, True)
+    c = np.broadcast_to(np.asarray(c, dtype=np.float64), (M, N))
+    safe = _safe_groups(c, k, ra, rb, qa, qb, 2)
+
+    # Exact: multiplying by powers of two (results within 2**(+-300): normal).
+    def operands(g, rows, cols):
+        ks = slice(g * k, (g + 1) * k)
+        a, b = A[rows, ks], B[ks, cols]
+        if sa is not None and sb is not None:
+            a, b = a * sa[rows, g, None], b * sb[g, None, cols]
+        return a, b
+
+    def terms(g, ii, jj):
+        ks = slice(g * k, (g + 1) * k)
+        t = A[ii, ks] * B[ks][:, jj].T
+        return t if sa is None or sb is None else t * (sa[ii, g] * sb[g, jj])[:, None]
+
+    def exact(g, ii, jj, d, v):
+        es = esa[ii, g] + esb[g, jj]
+        top = (xa[g, ii] + xb[g, jj]).max(axis=1) + es
+        least = (ya[g, ii] + yb[g, jj]).min(axis=1) + es
+        return _settle(top, d, v, least, F, lambda s: terms(g, ii[s], jj[s]))
+
+    def group(g, rows, cols, d):
+        ks = slice(g * k, (g + 1) * k)
+        s = (None, None) if sa is None or sb is None else (sa[rows, g], sb[g, cols])
+        return nv_fused(A[rows, ks], B[ks, cols], d, fa, fb, FP32, F, "f32", *s, bound=bound)
+
+    return _chain(operands, M, N, c, F, ((ra, qa), (rb, qb)), exact, group, safe, bound)
+
+
+def _settle(top, d, v, q, F, terms):
+    """The reference semantics of one group on gathered outputs: ``top`` (n,) the
+    largest term exponent (zeros' included), d (n,) FP32 values, v (n,) the float64
+    sums of the terms, ``q`` (n,) their least last bit; every term and d
+    truncated to F bits below E = max(top, e(d)), summed, truncated to FP32.
+
+    Where q >= E - F no term is truncated and v is exact; elsewhere ``terms(where)``
+    gives the terms (exact float64 values) to truncate one by one. Exact: scalings
+    by powers of two that stay normal, trunc exact, and the integers' sum below
+    (t + 1) * 2**(F + 2) <= 2**53 (NVFP4's four terms: below 2**(F + 14))."""
+    nz = d != 0
+    ed = np.where(nz, np.maximum(_floor_log2(np.where(nz, np.abs(d), 1.0)), -126),
+                  fused.ZERO_EXP)
+    low = np.maximum(top, ed) - F
+    down, up = _pow2(-low), _pow2(low)
+    cut = np.trunc(d * down)
+    s = v * down + cut
+    short = np.flatnonzero(q < low)
+    if short.size:
+        s[short] = np.trunc(terms(short) * down[short, None]).sum(axis=1) + cut[short]
+    return _to_output(s * up, "f32")
+
+
+def fp4_chain(A: np.ndarray, B: np.ndarray, c: np.ndarray, sa: np.ndarray, sb: np.ndarray,
+              fs: Format, F: int, bound: int = 1 << 27) -> np.ndarray | None:
+    """`fused.nv_block_fp4` of every group of 64 along K in order, each group's result
+    the next one's c: A (M, K), B (K, N) FP4 values, c (M, N) FP32 values, ``sa``
+    (M, K / 16) and ``sb`` (K / 16, N) the scale values of each sum of 16. None where
+    a value is inf or NaN (the callers then take a group at a time)."""
+    if not _finite_all(A, B, c, sa, sb):
+        return None
+    sa0, sb0 = np.abs(sa), np.abs(sb)
+    # The four terms of a group: each scale pair's exponents, and its last bit: a term is
+    # g * sa * sb with 4 * g an integer, so its last bit is at least la + lb - 2.
+    ra, qa, xa, ya = _summaries(sa0, fs, 4, 0, False)
+    rb, qb, xb, yb = _summaries(sb0, fs, 4, 0, True)
+    qa, qb, ya, yb = qa - 1, qb - 1, ya - 1, yb - 1
+    M, N = A.shape[0], B.shape[1]
+    c = np.broadcast_to(np.asarray(c, dtype=np.float64), (M, N))
+    # FP4 values are at most 6 < 2**3: a term of 16 is below 2**(ra + rb + 2 + 6 + 4).
+    safe = _safe_groups(c, 4, ra, rb, qa, qb, 12)
+
+    # Exact: FP4 values (at most 2 bits) times scales of at most 4 bits.
+    def operands(g, rows, cols):
+        ks, us = slice(64 * g, 64 * g + 64), slice(4 * g, 4 * g + 4)
+        return (A[rows, ks] * np.repeat(sa0[rows, us], 16, axis=1),
+                B[ks, cols] * np.repeat(sb0[us, cols], 16, axis=0))
+
+    def terms(g, ii, jj):
+        ks, us = slice(64 * g, 64 * g + 64), slice(4 * g, 4 * g + 4)
+        a = A[ii, ks] * np.repeat(sa0[ii, us], 16, axis=1)
+        b = B[ks][:, jj].T * np.repeat(sb0[us][:, jj].T, 16, axis=1)
+        # Exact: each sum of 16 products is a multiple of 2**(la + lb - 2) below 2**(E + 12).
+        return (a * b).reshape(-1, 4, 16).sum(axis=2)
+
+    def exact(g, ii, jj, d, v):
+        top = (xa[g, ii] + xb[g, jj]).max(axis=1)
+        least = (ya[g, ii] + yb[g, jj]).min(axis=1)
+        return _settle(top, d, v, least, F, lambda s: terms(g, ii[s], jj[s]))
+
+    def group(g, rows, cols, d):
+        ks, us = slice(64 * g, 64 * g + 64), slice(4 * g, 4 * g + 4)
+        return nv_block_fp4(A[rows, ks], B[ks, cols], d, sa[rows, us], sb[us, cols], fs, F,
+                            bound=bound)
+
+    return _chain(operands, M, N, c, F, ((ra, qa), (rb, qb)), exact, group, safe, bound)

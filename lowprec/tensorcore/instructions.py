@@ -242,6 +242,19 @@ class Instruction:
         take the reference kernel, a batch at a time."""
         a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
         k, alg = self.block, self.algorithm
+        if self.promote_every is None and self.out_mode(out) == "f32":
+            # Whole chains where the data are finite (else a group at a time, below).
+            whole = None
+            if alg == "nv-fused" or (alg == "nv-mx" and sa is not None and sb is not None):
+                whole = fastgroups.nv_chain(a, b, c, fa, fb, self.fraction_bits, k, sa, sb,
+                                            bound=bound)
+            elif alg == "nv-fp4" and sa is not None and sb is not None:
+                reps = (self.scale_block or 16) // 16
+                whole = fastgroups.fp4_chain(a, b, c, np.repeat(sa, reps, axis=1),
+                                             np.repeat(sb, reps, axis=0), self.scales[0],
+                                             self.fraction_bits, bound=bound)
+            if whole is not None:
+                return whole
 
         def group(j: int, d: np.ndarray) -> np.ndarray:
             A, B = a[:, j:j + k], b[j:j + k]

@@ -342,3 +342,41 @@ def test_the_mma_vectors_through_the_fast_paths(path):
                              None if sa is None else sa[rows],
                              None if sb is None else sb[rows].T)
         assert_same(np.diagonal(got), want[rows])
+
+
+def test_the_chain_takes_each_of_its_paths(monkeypatch):
+    """A chain of MXFP8 groups where the accumulator falls far below a group's
+    products (c truncated), a group with tiny elements beside large ones (products
+    truncated) and a group whose scale puts last bits below 2**-149 (a group at a
+    time): each path is taken, and the result is the reference's."""
+    ins = resolve_model("b200/tcgen05").instruction("e4m3", scale="e8m0", scale_block=32)
+    f = fmt_of("e4m3")
+    rng = np.random.default_rng(31)
+    M, N = 12, 10
+    a = np.asarray(lp.round(rng.standard_normal((M, 128)) * 8, f, saturate=True))
+    b = np.asarray(lp.round(rng.standard_normal((128, N)), f, saturate=True))
+    a[:, 64:72] = np.asarray(lp.round(rng.standard_normal((M, 8)) * 2.0**-8, f))
+    b[64:72] = np.asarray(lp.round(rng.standard_normal((8, N)) * 2.0**-8, f))
+    sa = np.ldexp(1.0, np.tile([0, 24, 0, -120], (M, 1)))
+    sb = np.ldexp(1.0, np.tile([[0], [0], [0], [-20]], (1, N)))
+    c = np.asarray(lp.round(rng.standard_normal((M, N)), FP32))
+    seen = {"settle": 0, "short": 0, "group": 0}
+    settle, group = fastgroups._settle, fastgroups.nv_fused
+
+    def counting_settle(top, d, v, q, F, terms):
+        seen["settle"] += top.size
+
+        def counted_terms(s):
+            seen["short"] += s.size
+            return terms(s)
+        return settle(top, d, v, q, F, counted_terms)
+
+    def counting_group(*args, **kwargs):
+        seen["group"] += 1
+        return group(*args, **kwargs)
+
+    monkeypatch.setattr(fastgroups, "_settle", counting_settle)
+    monkeypatch.setattr(fastgroups, "nv_fused", counting_group)
+    assert_same(ins.dot_matrix(a, b, c, f, f, FP32, sa, sb),
+                reference(ins, a, b, c, f, f, FP32, sa, sb))
+    assert seen["settle"] > 0 and seen["short"] > 0 and seen["group"] > 0, seen
