@@ -158,6 +158,33 @@ def products_fit_float32(fmt):
 
 # -- Tensor Core block FMAs --------------------------------------------------------
 
+def _side(x, emin, bias, always):
+    """One operand's entries of a span, K first: a contiguous float64 copy, its
+    exponents (`_exponents`, 1/16 units), whether all are finite, and the least
+    nonzero and the largest magnitude (None where the format settles `_fit_float32`)."""
+    x = np.ascontiguousarray(x)
+    finite = bool(np.isfinite(x).all())
+    ext = None
+    if not always and finite:
+        mag = np.abs(x)
+        ext = (float(np.min(mag, where=mag > 0, initial=np.inf)), float(mag.max(initial=0.0)))
+        del mag
+    return x, _exponents(x, emin, bias=bias, unit=16), finite, ext
+
+
+def _fit_float32(ext_a, ext_b, F):
+    """Whether every product of finite a and b (of at most 24 bits; ``ext_*`` their
+    least nonzero and largest magnitudes) is 0 or an exact normal float32 whose
+    exponent e_a + e_b is at least F - 126, so that the scale 2**(F - E) of an output
+    with a nonzero product is a float32."""
+    (lo_a, hi_a), (lo_b, hi_b) = ext_a, ext_b
+    if math.inf in (lo_a, lo_b):
+        return True                                      # every product is 0
+    # e_a + e_b >= floor(log2 lo_a) + floor(log2 lo_b), and |a * b| < 2**(e + 2).
+    e = math.frexp(lo_a)[1] + math.frexp(lo_b)[1] - 2
+    return e >= F - 126 and hi_a * hi_b < 2.0**128       # products of <= 12 bits: exact
+
+
 # The int16 lane of a uint64 that holds its top 16 bits.
 _TOP_LANE = 3 if np.little_endian else 0
 
@@ -175,6 +202,10 @@ class BlockFMA:
     #: Whether spans whose data allow it form float32 products and int32 sums (the
     #: tests turn it off to compare them with the float64 terms, which compute the same).
     float32_terms = True
+    #: The driver's name for the operand b of the next call (None: a fresh one), under
+    #: which the copies of its spans are kept for the calls that follow (a chunk of
+    #: rows after another against the same columns).
+    b_key = None
 
     def __init__(self, params, fmt, out, memory_bound):
         self.p, self.fmt, self.out, self.memory_bound = params, fmt, out, memory_bound
@@ -195,6 +226,7 @@ class BlockFMA:
         # copies (28), a temporary of `_exponents` and a finiteness mask; with the
         # mma split, the two halves' gathered copies of one block besides.
         self.entry_bytes = 40 + (28 if params.mma_split else 0)
+        self._b_sides, self._b_bytes = {}, 0
 
     def target_outputs(self, K):
         return max(1, (1 << 18) // min(self.k, K))   # a 2 MiB float64 work array
@@ -243,18 +275,30 @@ class BlockFMA:
         tiny = bool(np.any((d != 0) & (np.abs(d) < 2.0**-126)))
         width = a.shape[0] * (a.shape[1] + b.shape[2])
         for span in k_spans(K, self.k, width, self.entry_bytes, self.memory_bound):
-            at = np.ascontiguousarray(np.moveaxis(a[..., span], -1, 0))[..., None]
-            bt = np.ascontiguousarray(np.moveaxis(b[:, span, :], 1, 0))[:, :, None, :]
-            if not self.special:
-                self.special = not (np.isfinite(at).all() and np.isfinite(bt).all())
             # at: (K, bc, mc, 1), bt: (K, bc, 1, nc). Exponents in 1/16 units:
             # (1023 + 2 * 127) * 16 and 2 * _ZERO_EXP fit in int16.
-            ea = _exponents(at, self.fmt.emin, bias=1023, unit=16)
-            eb = _exponents(bt, self.fmt.emin, unit=16)
+            at, ea, fin_a, ext_a = _side(np.moveaxis(a[..., span], -1, 0)[..., None],
+                                         self.fmt.emin, 1023, always)
+            key = None if self.b_key is None else (self.b_key, span.start, span.stop)
+            side = self._b_sides.get(key) if key is not None else None
+            if side is None:
+                side = _side(np.moveaxis(b[:, span, :], 1, 0)[:, :, None, :],
+                             self.fmt.emin, 0, always) + (None,)
+                if key is not None and self._b_bytes + side[0].nbytes * 2 <= \
+                        self.memory_bound // 4:
+                    self._b_sides[key] = side = list(side)
+                    self._b_bytes += side[0].nbytes * 2
+            bt, eb, fin_b, ext_b, bt32 = side
+            if not self.special:
+                self.special = not (fin_a and fin_b)
             # (Once an inf or NaN is seen, the float64 terms carry it to the end.)
-            self.narrow = narrow and not self.special and (always or self._fit_float32(at, bt))
+            self.narrow = narrow and not self.special and (
+                always or _fit_float32(ext_a, ext_b, self.F))
             at32 = at.astype(np.float32) if self.narrow else None
-            bt32 = bt.astype(np.float32) if self.narrow else None
+            if self.narrow and bt32 is None:
+                bt32 = bt.astype(np.float32)
+                if isinstance(side, list):
+                    side[4] = bt32                   # a float32 copy: half the float64's
             for j0 in range(0, at.shape[0], self.k):
                 blk = slice(j0, j0 + self.k)
                 ops = (at[blk], bt[blk], at32[blk] if self.narrow else None,
@@ -264,22 +308,6 @@ class BlockFMA:
                 else:
                     d, tiny = self._block(ops, d, tiny)
         return d.copy() if d is self.s else d
-
-    def _fit_float32(self, at, bt):
-        """Whether every product of finite ``at`` and ``bt`` (of at most 24 bits) is 0
-        or an exact normal float32 whose exponent e_a + e_b is at least F - 126, so
-        that the scale 2**(F - E) of an output with a nonzero product is a float32."""
-        lo, hi = [], []
-        for x in (at, bt):
-            mag = np.abs(x)
-            hi.append(float(mag.max(initial=0.0)))
-            lo.append(float(np.min(mag, where=mag > 0, initial=np.inf)))
-            del mag
-        if math.inf in lo:
-            return True                                  # every product is 0
-        # e_a + e_b >= floor(log2 lo_a) + floor(log2 lo_b), and |a * b| < 2**(e + 2).
-        e = math.frexp(lo[0])[1] + math.frexp(lo[1])[1] - 2
-        return e >= self.F - 126 and hi[0] * hi[1] < 2.0**128   # products of <= 12 bits: exact
 
     def _mma_split(self, ops, c, tiny):
         """§4: halves {k mod 4 in (0, 1)} and {2, 3}, then one rounded addition of c."""

@@ -407,6 +407,10 @@ def _run_chunks(kernel, a, b, c, batch, shape, progress=None, desc="lp.matmul"):
             for m0 in range(0, M, mc):
                 for n0 in range(0, N, nc):
                     rows, cols = slice(m0, m0 + mc), slice(n0, n0 + nc)
+                    if isinstance(kernel, BlockFMA):
+                        # The same columns of b come back for every chunk of rows: the
+                        # kernel keeps its copies of them (in the gathering quarter).
+                        kernel.b_key = (b0, n0) if bc == 1 else None
                     out_flat[b0:b1, rows, cols] = kernel(
                         ab[:, rows, :], bb[:, :, cols], cb[:, rows, cols])
                     bar.update()
