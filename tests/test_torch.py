@@ -492,6 +492,39 @@ def test_attention_math_path_products_reach_the_mode():
     assert q.grad is not None and torch.isfinite(q.grad).all()
 
 
+@pytest.mark.parametrize("dtype, tf32", [("float32", False), ("float32", True),
+                                         ("bfloat16", False), ("float16", False)])
+@pytest.mark.parametrize("head, scale", [(16, None), (8, 2.0**-4)])
+def test_attention_math_path_equals_its_decomposition_into_lp_matmul(dtype, tf32, head,
+                                                                      scale):
+    # torch's documented math: attn = softmax(q @ k^T * scale) @ v, scale defaulting to
+    # 1/sqrt(head). Its CPU math path computes half types in float32 (upcast first, the
+    # result cast back) and scales q and k by sqrt(scale) each: with scale a power of
+    # four both are powers of two, exact on normal values, so the bits agree.
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    was, prec = torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision()
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    try:
+        rng = np.random.default_rng(head + tf32)
+        dt = getattr(torch, dtype)
+        q, k, v = (_data((2, 3, 24, head), dt, False, rng) for _ in range(3))
+        with sdpa_kernel(SDPBackend.MATH), lpt.emulate(gpu="h100"):
+            got = torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=scale)
+        model, fmt = ("h100", "tf32") if tf32 else ("fp32", "fp32")
+        s = 1 / np.sqrt(head) if scale is None else scale
+        with np.errstate(all="ignore"):
+            attn = lp.matmul(_np(q), np.swapaxes(_np(k), -1, -2), model=model,
+                             in_fmt=fmt, out_fmt="fp32") * s       # exact: a power of two
+            p = torch.softmax(torch.from_numpy(np.asarray(attn, np.float32)), dim=-1)
+            want = lp.matmul(_np(p), _np(v), model=model, in_fmt=fmt, out_fmt="fp32")
+        assert got.dtype == dt
+        assert_same_values(got, _rounded(want, dt))
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = was
+        torch.set_float32_matmul_precision(prec)
+
+
 def test_bad_options_say_so():
     with pytest.raises(ValueError, match="exactly one of gpu= .* and matmul="):
         lpt.emulate()
