@@ -91,8 +91,8 @@ def _relative(err: float, size: float) -> float:
     return err / size
 
 
-def _verdict(history: list[Step], tol: float | None, u: float, finite: bool,
-             unchanged: bool = False) -> tuple[Status, str] | None:
+def _verdict(history: list[Step], tol: float | None, u: float, floor: float | None,
+             finite: bool, unchanged: bool = False) -> tuple[Status, str] | None:
     """The stopping rule that fires at the last step of ``history``, or None (the
     rules are `refine`'s, in its order)."""
     step = history[-1]
@@ -116,6 +116,9 @@ def _verdict(history: list[Step], tol: float | None, u: float, finite: bool,
                             f"{ratio:.3g} after {before:.3g}")
     if ratio > 1 and before <= 1:
         return None                      # a first growth: the next step decides
+    if ratio > STALL_RATIO and floor is not None and be <= floor:
+        return "converged", (f"||d_{i}||/||d_{i - 1}|| = {ratio:.3g} at backward error "
+                             f"{be:.3g} <= 3 n u = {floor:.3g}: x is backward stable")
     if ratio > STALL_RATIO:
         return "stalled", (f"||d_{i}||/||d_{i - 1}|| = {ratio:.3g} > {STALL_RATIO}: "
                            f"the correction shrinks too slowly")
@@ -163,14 +166,20 @@ def refine(a: Tensor | ArrayLike, b: Tensor | ArrayLike, *, factor: FormatLike =
     ``iterations`` and ``reason``. The stopping rules, checked after each iterate:
 
     - ``x`` or ``r`` not finite: ``"diverged"``.
-    - normwise backward error at most ``tol`` (default: ``working``'s unit roundoff
-      u): ``"converged"``.
-    - ``||d_i|| / ||x_i|| <= u``: ``"converged"``. The update no longer changes
-      ``x`` beyond its last bit (Carson and Higham 2018, section 2: this ratio
-      estimates the forward error once the iteration contracts).
-    - ``||d_i|| / ||d_{i-1}|| > 2``: ``"diverged"``.
+    - normwise backward error at most ``tol``, where ``tol`` is given:
+      ``"converged"``.
+    - ``x_i`` equal to ``x_{i-1}``, or ``||d_i|| / ||x_i|| <= u`` (``working``'s
+      unit roundoff): ``"converged"``. The update no longer changes ``x`` beyond its
+      last bits. Once the iteration contracts, this ratio estimates the forward
+      error (Carson and Higham 2018, section 2).
+    - ``||d_i|| / ||d_{i-1}|| > 1`` twice running, growing by at least 2 over the
+      two steps: ``"diverged"``. A first growth waits for the next step.
     - ``||d_i|| / ||d_{i-1}|| > 0.5``: ``"stalled"``. The iteration contracts too
-      slowly to reach u (Demmel et al., ACM TOMS 32(2), 2006, rho_thresh).
+      slowly to reach u (Demmel et al., ACM TOMS 32(2), 2006, rho_thresh). Where
+      ``residual`` is no more precise than ``working``, a backward error of at most
+      ``3 n u`` there is ``"converged"`` instead. Such refinement aims at backward
+      stability, and its forward error is limited to about ``kappa u`` (Higham,
+      Accuracy and Stability of Numerical Algorithms, 2nd ed., section 12.2).
     - ``max_iter`` corrections without a verdict: ``"max_iterations"``.
 
     History: one `Step` per iterate ``x_i`` (``i = 0`` the first solve):
@@ -250,7 +259,10 @@ def refine(a: Tensor | ArrayLike, b: Tensor | ArrayLike, *, factor: FormatLike =
 
     r = resid()
     measure(r, 0, None, None)
-    verdict = _verdict(history, tol, fw.eps / 2, finite(r))
+    # Residuals no more precise than x: backward stability is the goal (Higham 2002,
+    # section 12.2), and 3 n u bounds what a stable solver leaves (Theorem 9.4).
+    floor = 3 * aw.shape[0] * fw.eps / 2 if fr.eps >= fw.eps else None
+    verdict = _verdict(history, tol, fw.eps / 2, floor, finite(r))
     for i in range(1, max_iter + 1):
         if verdict is not None:
             break
@@ -261,7 +273,7 @@ def refine(a: Tensor | ArrayLike, b: Tensor | ArrayLike, *, factor: FormatLike =
         old, x = x, x + d
         r = resid()
         measure(r, i, d, inner)
-        verdict = _verdict(history, tol, fw.eps / 2, finite(r),
+        verdict = _verdict(history, tol, fw.eps / 2, floor, finite(r),
                            np.array_equal(old.values, x.values))
     if verdict is not None:
         return Refinement(x, history, *verdict)
