@@ -9,7 +9,6 @@ arrays beyond dtype lookup, and it must never hold mutable state.
 
 from __future__ import annotations
 
-import html as _html
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -405,25 +404,18 @@ class Format:
         ]
 
     def _repr_html_(self) -> str:
-        """`table` as an HTML table, for Jupyter (inline CSS, every text escaped); the
-        plain repr (``lp.FP16``) stays the text fallback.
+        """`table` as a themed HTML card, for Jupyter; the plain repr stays the text
+        fallback.
 
         Examples
         --------
         >>> import lowprec as lp
         >>> html = lp.BF16._repr_html_()
-        >>> html.startswith("<table"), "<td" in html, "3.3895313892515355e+38" in html
+        >>> html.startswith("<div"), "<td" in html, "3.3895313892515355e+38" in html
         (True, True, True)
         """
-        cell = "padding:1px 10px 1px 0;text-align:left"
-        body = "".join(f'<tr><th style="{cell};font-weight:normal;color:#555">'
-                       f'{_html.escape(str(k))}</th><td style="{cell}">'
-                       f"{_html.escape(str(v))}</td></tr>" for k, v in self._table_rows())
-        caption = _html.escape(repr(self))
-        return ('<table style="border-collapse:collapse;font-family:ui-monospace,'
-                'SFMono-Regular,Menlo,Consolas,monospace;font-size:13px">'
-                f'<caption style="text-align:left;font-weight:bold;padding-bottom:3px">'
-                f"{caption}</caption>{body}</table>")
+        from .display import card
+        return card(repr(self), self._table_rows())
 
     def __str__(self) -> str:
         """The name, or for an unnamed format its parameters in one short line.

@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..bits import decode, encode, fields
+from ..display import bit_boxes, card, mark
 from ..engine.inputs import as_real_array
 from ..formats import Format, FormatLike
 from ..formats import format as _format
@@ -388,19 +389,12 @@ class Explanation:
         (True, True, False)
         """
         title, rows = self._rows()
-        parts = [f'<div style="{_BOX}">',
-                 f'<div style="font-weight:bold;margin-bottom:4px">{_esc(title)}</div>']
-        if self.bits is not None:
-            parts.append(self._bits_html())
-        parts.append('<table style="border-collapse:collapse;margin-top:4px">')
-        for key, text in rows:
-            if key in ("fields", "bits") and self.bits is not None:
-                continue                       # drawn as the boxes above
-            cell = self._candidates_html() if key == "candidates" else _esc(text)
-            parts.append(f'<tr><th style="{_KEY}">{_esc(key)}</th>'
-                         f'<td style="{_CELL}">{cell}</td></tr>')
-        parts.append("</table></div>")
-        return "".join(parts)
+        shown = [(key, text) for key, text in rows
+                 if not (key in ("fields", "bits") and self.bits is not None)]
+        raw = {"candidates": self._candidates_html()} if any(
+            key == "candidates" for key, _ in shown) else {}
+        return card(title, shown, raw=raw,
+                    before=self._bits_html() if self.bits is not None else "")
 
     def _bits_html(self):
         fmt = self.fmt
@@ -408,40 +402,18 @@ class Explanation:
         fields_ = [("sign", self.sign_field if fmt.signed else "", "sign"),
                    ("exponent", self.exponent_field or "", f"exponent (bias {fmt.bias})"),
                    ("mantissa", self.mantissa_field or "", "mantissa")]
-        fields_ = [f for f in fields_ if f[1]]
-        bits = "".join(f'<td title="{name} bit" style="{_BIT}background:{_COLOURS[name]}">'
-                       f"{b}</td>" for name, text, _ in fields_ for b in text)
-        labels = "".join(f'<td colspan="{len(text)}" style="{_LABEL}color:{_INK[name]}">'
-                         f"{_esc(label)}</td>" for name, text, label in fields_)
         hex_digits = (fmt.bits + 3) // 4
-        return (f'<table style="border-collapse:separate;border-spacing:2px">'
-                f"<tr>{bits}<td style=\"{_LABEL}padding-left:8px\">"
-                f"= 0x{self.bits:0{hex_digits}x}</td></tr>"
-                f"<tr>{labels}<td></td></tr></table>")
+        return bit_boxes(fields_, f"= 0x{self.bits:0{hex_digits}x}")
 
     def _candidates_html(self):
-        chosen = 'style="font-weight:bold;background:#fff3b0;padding:0 3px"'
         down, up, r = repr(self.down), repr(self.up), repr(self.rounded)
         # rounded is one of the candidates (or NaN / inf past them): mark the one taken.
-        d = f"<span {chosen}>{_esc(down)}</span>" if self.rounded == self.down else _esc(down)
-        u = f"<span {chosen}>{_esc(up)}</span>" if self.rounded == self.up else _esc(up)
+        d = mark(_esc(down)) if self.rounded == self.down else _esc(down)
+        u = mark(_esc(up)) if self.rounded == self.up else _esc(up)
         text = f"{d} &lt;= {_esc(_shown(self.value))} &lt;= {u}: {_esc(self.mode)} gives {_esc(r)}"
         if self.mode == "sr" and self.p_up is not None:
             text += f" (P(up) = {float(self.p_up):.6g})"
         return text
-
-
-# Inline styles of the HTML view (Jupyter, nbviewer and GitHub strip <style> blocks).
-_BOX = ("font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:13px;"
-        "line-height:1.4;color:#1b1b1b;background:#fafafa;border:1px solid #ddd;"
-        "border-radius:4px;padding:6px 8px;display:inline-block")
-_COLOURS = {"sign": "#f7c6c7", "exponent": "#c6dbf7", "mantissa": "#c9ecc1"}
-_INK = {"sign": "#9b1c1f", "exponent": "#1c4f9b", "mantissa": "#2a6e1d"}
-_BIT = ("width:1.3em;text-align:center;border:1px solid #888;border-radius:2px;"
-        "padding:1px 0;font-weight:bold;")
-_LABEL = "font-size:11px;text-align:center;padding:0 2px;"
-_KEY = "text-align:left;font-weight:normal;color:#555;padding:1px 12px 1px 0;vertical-align:top"
-_CELL = "text-align:left;padding:1px 0;white-space:pre-wrap"
 
 
 def _esc(text):
