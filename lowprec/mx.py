@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -77,19 +77,34 @@ class BlockScaled:
     axis: int
     shape: tuple
     tensor_scale: float = 1.0
+    _decoded: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def _cached(self, name, codes, compute):
+        """``compute()``, kept where ``codes`` cannot change (`quantize` makes its code
+        arrays read-only), so that each array is decoded once. A read-only copy."""
+        if codes.flags.writeable:
+            return compute()
+        if name not in self._decoded:
+            v = compute()
+            v.flags.writeable = False
+            self._decoded[name] = v
+        return self._decoded[name]
 
     @property
     def elements(self) -> NDArray[np.float64]:
         """Element values (blocked axis last, padded), before scaling."""
         if self.elem == "int8":
             return self.codes.astype(np.float64) * _INT8_STEP
-        assert isinstance(self.elem, Format)
-        return np.asarray(decode(self.codes, self.elem), dtype=np.float64)
+        elem = self.elem
+        assert isinstance(elem, Format)
+        return self._cached("elements", self.codes,
+                            lambda: np.asarray(decode(self.codes, elem), dtype=np.float64))
 
     @property
     def scales(self) -> NDArray[np.float64]:
         """Scale values, one per block (NaN for a NaN scale)."""
-        return np.asarray(decode(self.scale_codes, self.scale_fmt), dtype=np.float64)
+        return self._cached("scales", self.scale_codes, lambda: np.asarray(
+            decode(self.scale_codes, self.scale_fmt), dtype=np.float64))
 
     def dequantize(self) -> NDArray[np.float64]:
         """The values: element * scale * tensor_scale, exact in float64 (products of
@@ -329,6 +344,7 @@ def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "fl
     if any_special:
         scale = np.where(special, np.nan, scale)
     scodes = np.asarray(encode(lay.per_block(scale), sfmt))
+    codes.flags.writeable = scodes.flags.writeable = False   # their decoded values are kept
     return BlockScaled(scheme, codes, scodes, elem, sfmt, block, axis, arr.shape, ts)
 
 
