@@ -392,10 +392,31 @@ _TINY = 2.0**-126           # FP32's least normal number
 _KEEP_F32 = ~np.int64((1 << 29) - 1)
 
 
-def _summaries(X, fmt, k, es, rows_are_groups):
+def _exponents_of(x, fmt):
+    """`_exponents`, for formats of at most 12 fraction bits by a table of the
+    trailing zeros of the fraction's top bits (a value of such a format, subnormals
+    included, has no set bit below them in float64)."""
+    m = fmt.mantissa_bits
+    if m > 12:
+        return _exponents(x, fmt)
+    if m not in _TRAILING:
+        t = np.arange(1 << m) | (1 << m)
+        _TRAILING[m] = _floor_log2((t & -t).astype(np.float64))
+    bits = np.ascontiguousarray(x).view(np.int64)
+    field = (bits >> 52) & 0x7FF
+    nz = field != 0                  # finite values of these formats are normal float64s
+    top = field - 1023
+    lsb = top - m + _TRAILING[m][(bits >> (52 - m)) & ((1 << m) - 1)]
+    return nz, np.where(nz, np.maximum(top, fmt.emin), 0), np.where(nz, lsb, 0)
+
+
+_TRAILING: dict = {}
+
+
+def _summaries(X, fmt, k, es, rows_are_groups, bound):
     """Exponent summaries of the groups of ``k`` terms of each row of X (M, K), or of
-    each column of X (K, N) when ``rows_are_groups``, computed a few thousand values
-    at a time (no array of X's size but the results):
+    each column of X (K, N) when ``rows_are_groups``, computed within ``bound`` bytes
+    of work at a time (about 48 per value; no array of X's size but the results):
 
     - ``top`` (M, G) or (G, N): the largest term exponent of the group (a zero's
       `fused.ZERO_EXP` included) plus its scale exponent ``es``;
@@ -408,9 +429,9 @@ def _summaries(X, fmt, k, es, rows_are_groups):
     G = K // k
     x = np.empty((G, M, k), dtype=np.int16)
     y = np.empty((G, M, k), dtype=np.int16)
-    step = max(1, (1 << 11) // K)
+    step = max(1, min(bound // 48, CHAIN_OUTPUTS) // K)    # cache-sized pieces
     for r0 in range(0, M, step):
-        nz, e, lsb = _exponents(X[r0:r0 + step], fmt)
+        nz, e, lsb = _exponents_of(X[r0:r0 + step], fmt)
         m = nz.shape[0]
         x[:, r0:r0 + m] = np.where(nz, e, fused.ZERO_EXP).reshape(m, G, k).transpose(1, 0, 2)
         y[:, r0:r0 + m] = np.where(nz, lsb, _FAR).reshape(m, G, k).transpose(1, 0, 2)
@@ -519,8 +540,8 @@ def nv_chain(A: np.ndarray, B: np.ndarray, c: np.ndarray, fa: Format, fb: Format
     esb = np.zeros((G, N), dtype=np.int64)
     if sa is not None and sb is not None:
         esa, esb = _floor_log2(sa), _floor_log2(sb)
-    ra, qa, xa, ya = _summaries(A, fa, k, esa, False)
-    rb, qb, xb, yb = _summaries(B, fb, k, esb, True)
+    ra, qa, xa, ya = _summaries(A, fa, k, esa, False, bound)
+    rb, qb, xb, yb = _summaries(B, fb, k, esb, True, bound)
     c = np.broadcast_to(np.asarray(c, dtype=np.float64), (M, N))
     safe = _safe_groups(c, k, ra, rb, qa, qb, 2)
 
@@ -585,8 +606,8 @@ def fp4_chain(A: np.ndarray, B: np.ndarray, c: np.ndarray, sa: np.ndarray, sb: n
     sa0, sb0 = np.abs(sa), np.abs(sb)
     # The four terms of a group: each scale pair's exponents, and its last bit: a term is
     # g * sa * sb with 4 * g an integer, so its last bit is at least la + lb - 2.
-    ra, qa, xa, ya = _summaries(sa0, fs, 4, 0, False)
-    rb, qb, xb, yb = _summaries(sb0, fs, 4, 0, True)
+    ra, qa, xa, ya = _summaries(sa0, fs, 4, 0, False, bound)
+    rb, qb, xb, yb = _summaries(sb0, fs, 4, 0, True, bound)
     qa, qb, ya, yb = qa - 1, qb - 1, ya - 1, yb - 1
     M, N = A.shape[0], B.shape[1]
     c = np.broadcast_to(np.asarray(c, dtype=np.float64), (M, N))

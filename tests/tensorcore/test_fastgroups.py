@@ -380,3 +380,20 @@ def test_the_chain_takes_each_of_its_paths(monkeypatch):
     assert_same(ins.dot_matrix(a, b, c, f, f, FP32, sa, sb),
                 reference(ins, a, b, c, f, f, FP32, sa, sb))
     assert seen["settle"] > 0 and seen["short"] > 0 and seen["group"] > 0, seen
+
+
+@pytest.mark.parametrize("name", ["e4m3", "e5m2", "e4m3fnuz", "e2m1", "e3m2", "e2m3", "ue4m3",
+                                  "fp16", "bf16"])
+def test_exponents_by_table_on_every_value(name):
+    """Every finite value of each format: the exponent is max(floor(log2|x|), emin)
+    (numpy's frexp) and |x| / 2**lsb is an odd integer; zeros are flagged."""
+    f = fmt_of(name)
+    x = np.asarray(decode(np.arange(2**f.bits, dtype=np.uint16 if f.bits > 8 else np.uint8),
+                          f), dtype=np.float64)
+    x = x[np.isfinite(x)]
+    nz, e, lsb = fastgroups._exponents_of(x, f)
+    assert np.array_equal(nz, x != 0)
+    v = x[nz]
+    assert np.array_equal(e[nz], np.maximum(np.frexp(v)[1] - 1, f.emin))
+    odd = np.ldexp(np.abs(v), -lsb[nz].astype(np.int32))
+    assert np.array_equal(odd, np.trunc(odd)) and np.all(np.fmod(odd, 2) == 1)
