@@ -12,9 +12,10 @@ from typing import cast
 
 import numpy as np
 
+from ..engine.checks import check_int
 from ..formats import Format
 from ..tensors import Tensor
-from .core import apply, exact
+from .core import apply, as_tensor, exact
 from .norms import norm
 from .solvers import solve_triangular
 
@@ -71,6 +72,13 @@ def gmres(op: Callable[[Tensor], Tensor], s: Tensor, *, tol: float,
     >>> d.fmt, d.values.round(6), len(res)
     (lp.FP32, array([0.5, 2. ]), 2)
     """
+    s = as_tensor(s, "s")
+    if s.ndim != 1:
+        raise ValueError(f"s must be a vector (one right-hand side), got shape {s.shape}: "
+                         "solve each column on its own")
+    max_iter = check_int("max_iter", max_iter, minimum=0)
+    if not float(tol) >= 0:
+        raise ValueError(f"tol must be a non-negative number, got {tol!r}")
     fmt = s.fmt
     n = s.shape[0]
     beta = norm(s)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
+import pytest
 
 import lowprec as lp
 from lowprec.linalg.core import apply
@@ -46,3 +47,15 @@ def test_tolerance_and_breakdown():
     zero = lp.tensor(np.zeros(3), "fp16")
     d, res = gmres(lambda v: v, zero, tol=0.0, max_iter=3)
     assert res == [] and np.array_equal(d.values, np.zeros(3))
+
+
+def test_bad_arguments():
+    v = lp.tensor([1.0, 2.0], "fp32")
+    with pytest.raises(TypeError, match="lp.tensor"):
+        gmres(lambda x: x, np.ones(2), tol=0.0, max_iter=2)
+    with pytest.raises(ValueError, match="one right-hand side"):
+        gmres(lambda x: x, lp.tensor(np.ones((2, 2)), "fp32"), tol=0.0, max_iter=2)
+    with pytest.raises(ValueError, match="max_iter"):
+        gmres(lambda x: x, v, tol=0.0, max_iter=-1)
+    with pytest.raises(ValueError, match="tol"):
+        gmres(lambda x: x, v, tol=float("nan"), max_iter=2)
