@@ -41,7 +41,9 @@ def _canonical_nan(fmt, negative):
     m, E, sign = fmt.mantissa_bits, fmt.exponent_bits, 1 << (fmt.bits - 1)
     if not fmt.signed:
         sign, negative = 0, False        # unsigned: the one NaN pattern is all ones
-    if fmt.kind == "fnuz":
+        if fmt.kind == "extended":
+            return (1 << fmt.bits) - 1
+    if fmt.kind in ("fnuz", "extended"):
         return sign                      # 1000...0 is the one NaN, whatever the sign
     if fmt.kind == "fn":
         code = (1 << (E + m)) - 1        # S.1..1.1..1
@@ -113,7 +115,10 @@ def _encode_chunk(fmt, r, out):
             code[where] = (np.abs(r[where]) * 2.0 ** (m - fmt.emin)).astype(np.uint64)
         if fmt.has_inf and top >= EXP:          # ±inf: exponent all ones, mantissa 0
             infs = np.flatnonzero(np.isinf(r))
-            code[infs] = np.uint64(((1 << fmt.exponent_bits) - 1) << m)
+            # 'extended' (P3109): the top magnitude pattern, 1...10 when unsigned.
+            inf = (((1 << fmt.exponent_bits) - 1) << m if fmt.kind == "ieee"
+                   else (1 << (fmt.exponent_bits + m)) - (1 if fmt.signed else 2))
+            code[infs] = np.uint64(inf)
     if fmt.signed:
         sign = np.right_shift(rb, np.uint64(63))
         np.left_shift(sign, np.uint64(fmt.bits - 1), out=sign)
@@ -191,6 +196,14 @@ def _decode_formula(b, fmt):
     elif fmt.kind == "fnuz":
         value = np.where(b == np.uint64(1 << (fmt.bits - 1)), np.nan, value)
         sign = sign & (b != np.uint64(1 << (fmt.bits - 1))) & (value != 0)   # no -0
+    elif fmt.kind == "extended":
+        # IEEE P3109 v4.0, §4.7.2: one NaN, inf at each sign's top pattern, no -0.
+        mag = b & np.uint64((1 << (fmt.exponent_bits + m)) - 1)
+        top_code = (1 << (fmt.exponent_bits + m)) - (1 if fmt.signed else 2)
+        nan = b == np.uint64((1 << (fmt.bits - 1)) if fmt.signed else (1 << fmt.bits) - 1)
+        value = np.where(mag == np.uint64(top_code), np.inf, value)
+        value = np.where(nan, np.nan, value)
+        sign = sign & ~nan & (value != 0)
     return np.where(sign, -value, value)
 
 

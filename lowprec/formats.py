@@ -10,8 +10,9 @@ arrays beyond dtype lookup, and it must never hold mutable state.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, TypeAlias, cast
 
 import numpy as np
@@ -30,6 +31,9 @@ KINDS = {
     "fn": "no inf; only S.1..1.1..1 is NaN (OCP FP8 E4M3)",
     "fnuz": "no inf, no -0; the pattern 1000...0 is the one NaN",
     "finite": "no inf, no NaN; every pattern is a finite number (OCP FP6/FP4)",
+    "extended": ("no -0; 1000...0 is the one NaN (unsigned: 1...1), and each sign's top "
+                 "pattern is its inf (unsigned: 1...10 is +inf); IEEE P3109's extended "
+                 "domain"),
 }
 
 #: What `format` accepts: a `Format`, a name or alias, a NumPy or ml_dtypes dtype
@@ -70,7 +74,7 @@ class Format:
     subnormals : bool
         Whether the format has subnormal numbers (exponent code 0); TypeError if not
         a bool.
-    kind : {"ieee", "fn", "fnuz", "finite"}
+    kind : {"ieee", "fn", "fnuz", "finite", "extended"}
         How the top exponent code is used; see ``KINDS``.
     name : str, optional
         Display name (``str(fmt)``); TypeError unless a str or None. It does not
@@ -147,10 +151,14 @@ class Format:
         if self.kind == "ieee" and self.exponent_bits < 2:
             raise ValueError("an 'ieee' format needs exponent_bits >= 2 "
                              "(one code for subnormals, one for inf/NaN)")
-        if self.kind == "fn" and self.mantissa_bits < 1 and self.zero:
+        if self.kind == "fn" and self.mantissa_bits < 1 and self.zero and self.signed:
             raise ValueError("an 'fn' format needs mantissa_bits >= 1 "
-                             "(its NaN takes the top mantissa code), unless it has no zero "
-                             "(zero=False, as E8M0: then the top exponent code is NaN)")
+                             "(its NaN takes the top mantissa code), unless it is unsigned "
+                             "(as P3109's binary8p1uf) or has no zero (zero=False, as "
+                             "E8M0): then the top exponent code is NaN")
+        if self.kind == "extended" and self.exponent_bits + self.mantissa_bits < 2:
+            raise ValueError("an 'extended' format needs exponent_bits + mantissa_bits "
+                             ">= 2 (its NaN and inf take codes of their own)")
         if not self.zero and (self.kind != "fn" or self.signed):
             raise ValueError("a format without zero must be unsigned (signed=False) and of "
                              "kind 'fn', as E8M0 is")
@@ -219,8 +227,22 @@ class Format:
         return self.mantissa_bits + 1
 
     @property
+    def _lost(self) -> int:
+        """How many of the top positive patterns of an 'fn' or 'extended' format are
+        not finite (NaN, inf)."""
+        if self.kind == "extended":
+            return 1 if self.signed else 2
+        return 1 if self.kind == "fn" else 0
+
+    @property
     def emax(self) -> int:
         top, bias = 2 ** self.exponent_bits - 1, cast(int, self.bias)  # int after __post_init__
+        if self.kind == "extended":
+            # The largest finite pattern's exponent field: the lost codes may empty
+            # the top exponent code (m = 0, or unsigned with m = 1) and, unsigned with
+            # m = 0, the one below it.
+            last = 2 ** (self.exponent_bits + self.mantissa_bits) - 1 - self._lost
+            return (last >> self.mantissa_bits) - bias
         # An 'fn' format without mantissa bits (E8M0) has only NaN in its top code.
         full_top_lost = self.kind == "ieee" or (self.kind == "fn" and self.mantissa_bits == 0)
         return top - 1 - bias if full_top_lost else top - bias
@@ -236,7 +258,7 @@ class Format:
 
     @property
     def has_inf(self) -> bool:
-        return self.kind == "ieee"
+        return self.kind in ("ieee", "extended")
 
     @property
     def has_nan(self) -> bool:
@@ -246,7 +268,7 @@ class Format:
 
     @property
     def has_negative_zero(self) -> bool:
-        return self.kind != "fnuz" and self.signed and self.zero
+        return self.kind not in ("fnuz", "extended") and self.signed and self.zero
 
     @property
     def unit_roundoff(self) -> float:
@@ -286,6 +308,10 @@ class Format:
 
     @cached_property
     def max(self) -> float:
+        if self.kind == "extended":
+            last = 2 ** (self.exponent_bits + self.mantissa_bits) - 1 - self._lost
+            frac = last & (2 ** self.mantissa_bits - 1)
+            return math.ldexp(2 ** self.mantissa_bits + frac, self.emax - self.mantissa_bits)
         # fn formats lose their top mantissa code to NaN.
         lost = 2 if self.kind == "fn" and self.mantissa_bits else 1
         return math.ldexp(2 ** self.p - lost, self.emax - self.mantissa_bits)
@@ -336,10 +362,11 @@ class Format:
         known = _NUMPY_NAMES.get(self)
         if known:
             return known
-        suffix = {"ieee": "", "fn": "fn", "fnuz": "fnuz", "finite": "fn"}[self.kind]
+        suffix = {"ieee": "", "fn": "fn", "fnuz": "fnuz", "finite": "fn",
+                  "extended": "uz"}[self.kind]
         suffix += "" if self.signed else "u"     # ml_dtypes: float8_e8m0fnu
         # ml_dtypes spells a bias other than its usual one: float8_e4m3b11fnuz.
-        usual = 2 ** (self.exponent_bits - 1) - (0 if self.kind == "fnuz" else 1)
+        usual = 2 ** (self.exponent_bits - 1) - (0 if self.kind in ("fnuz", "extended") else 1)
         b = "" if self.bias == usual else f"b{self.bias}"
         return f"float{self.bits}_e{self.exponent_bits}m{self.mantissa_bits}{b}{suffix}"
 
@@ -510,7 +537,46 @@ for _fmt, _names in _ALIASES.items():
     for _n in (_fmt.name, *_names):
         _BY_NAME[_n.lower()] = _fmt   # type: ignore[union-attr]  # named, as above
 _VALID = (f"valid names: {', '.join(sorted(NAMED_FORMATS))} (and aliases such as "
-          "'fp16', 'bfloat16', 'e4m3', ml_dtypes names)")
+          "'fp16', 'bfloat16', 'e4m3', ml_dtypes names, P3109 names such as 'binary8p3se')")
+
+
+_P3109_NAME = re.compile(r"binary(\d+)p(\d+)([su])([ef])")
+
+
+@lru_cache(maxsize=256)
+def p3109_format(k: int, p: int, signed: bool, extended: bool) -> Format:
+    """IEEE P3109's format Binary{K, P, Σ, Δ}, named ``binary{K}p{P}{s|u}{e|f}``.
+
+    The parameters follow the Interim Report v4.0, §3.1 and §4.7.2. The bias is
+    ``2**(K - P - 1)`` (signed) or ``2**(K - P)`` (unsigned). Signed formats have
+    ``K - P`` exponent bits, unsigned ones ``K - P + 1``. The encoding has no -0 and
+    one NaN, so signed finite formats are 'fnuz', unsigned finite ones 'fn' and
+    extended ones 'extended' (see `KINDS`).
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> lp.format("binary8p4sf") == lp.FP8_E4M3FNUZ
+    True
+    """
+    for name, value in (("K", k), ("P", p)):
+        if not is_int(value):
+            raise TypeError(f"{name} must be an int, got {value!r}")
+    k, p = int(k), int(p)
+    if k < 3:
+        raise ValueError(f"P3109 needs a bitwidth K > 2, got {k}")
+    if not (0 < p < k if signed else 0 < p <= k):
+        raise ValueError(f"P3109 needs a precision 0 < P {'<' if signed else '<='} K "
+                         f"for {'signed' if signed else 'unsigned'} formats, got K={k}, P={p}")
+    e = k - p if signed else k - p + 1
+    bias = 2 ** (e - 1)
+    name = f"binary{k}p{p}{'s' if signed else 'u'}{'e' if extended else 'f'}"
+    if bias > 1023 or p > 51:
+        raise ValueError(f"{name} has values float64 cannot hold (bias {_show(bias)}, "
+                         f"precision {p}); lowprec holds P3109 formats with K - P <= "
+                         f"{10 if signed else 9} and P <= 51")
+    kind = "extended" if extended else ("fnuz" if signed else "fn")
+    return Format(e, p - 1, bias, kind=kind, name=name, signed=signed)
 
 
 def format(spec: FormatLike) -> Format:  # noqa: A001 - the contract's name
@@ -528,7 +594,10 @@ def format(spec: FormatLike) -> Format:  # noqa: A001 - the contract's name
     ...
     ValueError: unknown format 'fp12'; valid names: BF16, E8M0, FP16, FP32, FP4_E2M1,
     FP64, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E4M3FNUZ, FP8_E5M2, FP8_E5M2FNUZ, TF32, UE4M3
-    (and aliases such as 'fp16', 'bfloat16', 'e4m3', ml_dtypes names)
+    (and aliases such as 'fp16', 'bfloat16', 'e4m3', ml_dtypes names, P3109 names such as
+    'binary8p3se')
+    >>> lp.format("binary8p3se").max
+    49152.0
     """
     if isinstance(spec, Format):
         return spec
@@ -536,7 +605,12 @@ def format(spec: FormatLike) -> Format:  # noqa: A001 - the contract's name
         found = _BY_NAME.get(spec)                   # the usual spelling: one lookup
         if found is not None:
             return found
-        found = _BY_NAME.get(spec.strip().lower().replace("-", "_"))
+        key = spec.strip().lower().replace("-", "_")
+        found = _BY_NAME.get(key)
+        match = _P3109_NAME.fullmatch(key) if found is None else None
+        if match:
+            k, p, s, d = match.groups()
+            return p3109_format(int(k), int(p), s == "s", d == "e")
         if found is None:
             raise ValueError(f"unknown format {spec!r}; {_VALID}")
         return found

@@ -129,7 +129,8 @@ def _round_unsigned(x, fmt, mode, **options):
     r = round(x, twin(fmt), mode, **options)
     with np.errstate(all="ignore"):
         zero_in = np.asarray(x, dtype=np.float64) == 0        # read: x was read above
-    out = settle(r, zero_in, fmt, bool(options["saturate"]))
+    # The modes that send an overflow to inf under IEEE 754 (rz, rd and ro keep max).
+    out = settle(r, zero_in, fmt, bool(options["saturate"]), mode in ("rne", "rna", "ru", "sr"))
     return out[()] if out.ndim == 0 else out
 
 

@@ -155,8 +155,8 @@ def test_impossible_parameters(kwargs, match):
 
 def exact_range(e, m, bias, subnormals, kind):
     """(largest value, smallest positive value) as Fractions, from DESIGN.md's table."""
-    emax = 2**e - (2 if kind == "ieee" else 1) - bias
-    top = 2 - Fraction(2 if kind == "fn" else 1, 2**m)
+    emax = 2**e - (2 if kind == "ieee" or (kind == "extended" and m == 0) else 1) - bias
+    top = 2 - Fraction(2 if kind == "fn" or (kind == "extended" and m) else 1, 2**m)
     return top * Fraction(2) ** emax, Fraction(2) ** (1 - bias - (m if subnormals else 0))
 
 

@@ -28,6 +28,11 @@ def twin(fmt: Format) -> Format:
     same rounding between them: ``fmt`` with a sign bit, or for a format without zero
     (E8M0) an IEEE format of one more exponent bit (p = 1, so every power of two from
     ``2**(1 - 2 * bias - 1)`` up is a value and nearer ones round the same way)."""
+    if fmt.kind == "fn" and fmt.mantissa_bits == 0 and fmt.zero:
+        # P3109's Binary{K}p1uf: a signed 'fn' format needs a mantissa bit. 'fnuz' has
+        # the same finite values and one binade more, which `settle` sends to overflow.
+        return Format(fmt.exponent_bits, 0, fmt.bias, subnormals=fmt.subnormals,
+                      kind="fnuz")
     if fmt.zero:
         return Format(fmt.exponent_bits, fmt.mantissa_bits, fmt.bias,
                       subnormals=fmt.subnormals, kind=fmt.kind)
@@ -36,9 +41,10 @@ def twin(fmt: Format) -> Format:
 
 
 def settle(r: np.ndarray, zero_in: np.ndarray | bool, fmt: Format,
-           saturate: bool) -> np.ndarray:
+           saturate: bool, to_inf: bool = True) -> np.ndarray:
     """The unsigned format's result from ``r``, the twin's rounding of the input, and
-    ``zero_in``, where the input is exactly zero."""
+    ``zero_in``, where the input is exactly zero. ``to_inf``: whether the rounding
+    mode sends a positive overflow to inf (where the format has inf)."""
     r = np.array(r, dtype=np.float64)
     # No negative value, also one that rounds to -0 (as ml_dtypes): not a number of the
     # format; only a zero input (-0 included) gives zero.
@@ -50,4 +56,10 @@ def settle(r: np.ndarray, zero_in: np.ndarray | bool, fmt: Format,
         r[r == 0] = np.nan                                             # exact zero
         big = r > fmt.max
         r[big] = fmt.max if saturate else np.nan
+    elif fmt.max < twin(fmt).max:
+        big = np.isfinite(r) & (r > fmt.max)          # beyond fmt.max, within the twin's
+        if saturate or (fmt.has_inf and not to_inf):
+            r[big] = fmt.max
+        else:
+            r[big] = np.inf if fmt.has_inf else np.nan
     return r

@@ -55,7 +55,7 @@ def _dtype(fmt):
 
 def _row(fmt):
     nan = {"ieee": "exp all ones", "fn": "S.1111.111 only", "fnuz": "0x80 only",
-           "finite": "none"}[fmt.kind]
+           "finite": "none", "extended": "0x80 only" if fmt.signed else "0xFF only"}[fmt.kind]
     if fmt.kind == "ieee" and not fmt.has_nan:
         nan = "none"
     return (str(fmt), _dtype(fmt), fmt.bits, fmt.exponent_bits, fmt.mantissa_bits,

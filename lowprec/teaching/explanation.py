@@ -425,6 +425,7 @@ _NAN_RULE = {
     "fn": "S.1..1.1..1 is the only NaN pattern",
     "fnuz": "1000...0, the pattern of -0, is the only NaN",
     "finite": "no NaN pattern: lp.round passes NaN through, lp.encode refuses it",
+    "extended": "1000...0 (unsigned: 1...1) is the only NaN; the top patterns are ±inf",
 }
 
 
