@@ -13,7 +13,7 @@ from .arith import add, cumsum, div, dot, fma, mul, sqrt, sub, sum
 from .tensorcore import MODELS, TensorCoreModel
 from .tensors import Context, Tensor, context, get_context, matmul, result_format, tensor
 from .teaching import Explanation, explain
-from . import amp, fft, linalg, mx, nn, testing  # noqa: F401  (public modules, imported with the package)
+from . import amp, fft, linalg, mx, nn, p3109, testing  # noqa: F401  (public modules, imported with the package)
 from .array_api import array_namespace
 from .sweeps import sweep
 from . import daskarrays  # noqa: F401  (Dask arrays through lp.round, lp.add, ...)
@@ -31,5 +31,5 @@ __all__ = [
     "Tensor", "tensor", "Context", "context", "get_context", "result_format",
     "explain", "Explanation",
     "array_namespace", "sweep",
-    "amp", "linalg", "nn",
+    "amp", "linalg", "nn", "p3109",
 ]

@@ -1,0 +1,12 @@
+"""IEEE P3109 (Interim Report v4.0): its formats, projection and conformance.
+
+`format` builds Binary{K, P, Σ, Δ} as a `lowprec.Format`, which every lowprec
+function accepts. `project` is the report's ωProject on float64 input, returning
+code points.
+"""
+
+from .formats import DOMAINS, format, is_p3109, parameters  # noqa: A004 - the report's name
+from .projection import ROUNDINGS, SATURATIONS, STOCHASTIC, project, special_codes
+
+__all__ = ["format", "DOMAINS", "parameters", "is_p3109", "project", "special_codes",
+           "ROUNDINGS", "SATURATIONS", "STOCHASTIC"]

@@ -1,0 +1,189 @@
+"""IEEE P3109 Interim Report v4.0, written out in exact arithmetic: the oracle of
+`lowprec.p3109`.
+
+Each function follows one definition of the report (§4.7.2 ωDecode, §4.7.4
+ωRoundToPrecision, §4.7.5 ωSaturate, §4.7.6 ωEncode, §4.7.3 ωProject), rule by rule
+and in the report's order. Finite values are Fractions; ±∞ are the floats ±inf and
+NaN is the string "NaN". Nothing here calls lowprec.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from fractions import Fraction
+
+__all__ = ["NAN", "bias", "decode", "finite_range", "round_to_precision", "round_away",
+           "saturate", "encode", "project", "value_table", "ROUNDINGS", "SATURATIONS"]
+
+NAN = "NaN"
+INF = math.inf
+ROUNDINGS = ("NearestTiesToEven", "NearestTiesToAway", "TowardPositive", "TowardNegative",
+             "TowardZero", "ToOdd")
+SATURATIONS = ("SatFinite", "SatPropagate", "SatNone")
+
+
+def bias(k, p, signed):
+    """§3.1: B = 2**(K - P - 1) signed, 2**(K - P) unsigned."""
+    return 2 ** (k - p - 1) if signed else 2 ** (k - p)
+
+
+def decode(k, p, signed, extended, x):
+    """§4.7.2 ωDecodeAux(Σ, Δ, x) for the code point ``x``."""
+    if signed and x == 2 ** (k - 1):
+        return NAN
+    if not signed and x == 2 ** k - 1:
+        return NAN
+    if signed and extended and x == 2 ** (k - 1) - 1:
+        return INF
+    if signed and extended and x == 2 ** k - 1:
+        return -INF
+    if not signed and extended and x == 2 ** k - 2:
+        return INF
+    if signed and 2 ** (k - 1) < x < 2 ** k:
+        return -decode(k, p, signed, extended, x - 2 ** (k - 1))
+    t = x % 2 ** (p - 1)                        # trailing significand
+    e_biased = x // 2 ** (p - 1)
+    b = bias(k, p, signed)
+    if e_biased == 0:
+        return (0 + t * Fraction(2) ** (1 - p)) * Fraction(2) ** (1 - b)
+    return (1 + t * Fraction(2) ** (1 - p)) * Fraction(2) ** (e_biased - b)
+
+
+@functools.cache
+def value_table(k, p, signed, extended):
+    """Every code point's datum, code by code."""
+    return tuple(decode(k, p, signed, extended, x) for x in range(2 ** k))
+
+
+@functools.cache
+def finite_range(k, p, signed, extended):
+    """(M_lo, M_hi): the datums of MinFiniteOf(f) and MaxFiniteOf(f)."""
+    finite = [v for v in value_table(k, p, signed, extended) if isinstance(v, Fraction)]
+    return min(finite), max(finite)
+
+
+def _floor_log2(a):
+    """floor(log2(a)) of a positive Fraction, exactly."""
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if Fraction(2) ** e > a:
+        e -= 1
+    return e
+
+
+def _rnite(x):
+    """The report's RNITE: round a Fraction to the nearest integer, ties to even."""
+    f = math.floor(x)
+    if x < f + Fraction(1, 2) or (x == f + Fraction(1, 2) and f % 2 == 0):
+        return f
+    return f + 1
+
+
+def round_away(mode, nu, x_positive, code_is_even, n=None, r=None):
+    """§4.7.4's RoundAway(µ) for the fraction ``nu`` in [0, 1)."""
+    if mode == "TowardZero":
+        return False
+    if mode == "TowardPositive":
+        return nu > 0 and x_positive
+    if mode == "TowardNegative":
+        return nu > 0 and not x_positive
+    if mode == "NearestTiesToAway":
+        return nu >= Fraction(1, 2)
+    if mode == "NearestTiesToEven":
+        return nu > Fraction(1, 2) or (nu == Fraction(1, 2) and not code_is_even)
+    if mode == "ToOdd":
+        return nu > 0 and code_is_even
+    if mode == "StochasticA":
+        return math.floor(nu * 2 ** n) + r >= 2 ** n
+    if mode == "StochasticB":
+        return math.floor(nu * 2 ** (n + 1)) + (2 * r + 1) >= 2 ** (n + 1)
+    if mode == "StochasticC":
+        return _rnite(nu * 2 ** n) + r >= 2 ** n
+    raise ValueError(mode)
+
+
+def _pow2(e):
+    """2**e as an int or a Fraction."""
+    return 2 ** e if e >= 0 else Fraction(1, 2 ** -e)
+
+
+def round_to_precision(p, b, mode, x, n=None, r=None):
+    """§4.7.4 ωRoundToPrecision_{P,B,µ}(X)."""
+    if isinstance(x, (float, str)) or x == 0:          # ±inf, NaN, 0
+        return x
+    a = abs(x)
+    q = max(_floor_log2(a), 1 - b) - p + 1
+    s_real = a / _pow2(q)
+    fl = math.floor(s_real)
+    nu = s_real - fl
+    code_is_even = fl % 2 == 0 if p > 1 else (fl == 0 or (q + b) % 2 == 0)
+    s = fl + 1 if round_away(mode, nu, x > 0, code_is_even, n, r) else fl
+    return Fraction((1 if x > 0 else -1) * s * _pow2(q))
+
+
+def saturate(sat, rnd, x, signed, extended, m_lo, m_hi):
+    """§4.7.5 ωSaturate_{M_lo, M_hi}(Sat, Round, X, Σ, Δ), first matching rule."""
+    if isinstance(x, str):
+        return NAN
+    if not isinstance(x, float) and m_lo <= x <= m_hi:     # floats are ±inf
+        return x
+    if sat == "SatFinite":
+        return m_hi if x > m_hi else m_lo
+    if sat == "SatPropagate":
+        if x == INF:
+            return INF if extended else m_hi
+        if x == -INF:
+            return -INF if signed and extended else m_lo
+        return m_lo if x < m_lo else m_hi
+    # SatNone
+    if x == INF:
+        return INF if extended else m_hi
+    if x == -INF:
+        if signed and extended:
+            return -INF
+        if not signed:
+            return NAN
+        return m_lo
+    if rnd == "ToOdd" and not signed and extended and x > m_hi:
+        return m_hi
+    if rnd in ("TowardZero", "TowardNegative") and x > m_hi:
+        return m_hi
+    if rnd in ("TowardZero", "TowardPositive") and x < m_lo:
+        return m_lo
+    if signed and extended and x < m_lo:
+        return -INF
+    if not signed and x < m_lo:
+        return NAN
+    if x < m_lo:
+        return m_lo
+    if extended and x > m_hi:
+        return INF
+    return m_hi
+
+
+def encode(k, p, signed, x):
+    """§4.7.6 ωEncode_f(X) for a datum X of the format."""
+    if isinstance(x, str):
+        return 2 ** (k - 1) if signed else 2 ** k - 1
+    if x == INF:
+        return 2 ** (k - 1) - 1 if signed else 2 ** k - 2
+    if x < 0:
+        return encode(k, p, signed, -x) + 2 ** (k - 1)
+    if x == 0:
+        return 0
+    b = bias(k, p, signed)
+    e = max(_floor_log2(x), 1 - b)
+    s = x * Fraction(2) ** -e * 2 ** (p - 1)
+    assert s.denominator == 1, "not a datum of the format"
+    t = int(s) % 2 ** (p - 1)
+    return t if s < 2 ** (p - 1) else t + (e + b) * 2 ** (p - 1)
+
+
+def project(k, p, signed, extended, x, rounding="NearestTiesToEven", sat="SatNone",
+            n=None, r=None):
+    """§4.7.3 ωProject_{f, rho}(X): the code point of X in the format."""
+    if isinstance(x, str):
+        return encode(k, p, signed, NAN)
+    m_lo, m_hi = finite_range(k, p, signed, extended)
+    rounded = round_to_precision(p, bias(k, p, signed), rounding, x, n, r)
+    return encode(k, p, signed, saturate(sat, rounding, rounded, signed, extended, m_lo, m_hi))
