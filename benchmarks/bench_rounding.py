@@ -51,6 +51,10 @@ def main(quick=False):
                     print(row(f"{mode:>3} -> {name:<5} ({t * 1e3:6.1f} ms)", r))
         finally:
             lp.threads(threads)
+    # IEEE P3109's projection (code points) against lp.round into E4M3 (values).
+    r, t, _ = ratio(lambda: lp.p3109.project(x, "binary8p3se"), lambda: lp.round(x, "e4m3"),
+                    rounds=7)
+    print(row(f"p3109.project -> binary8p3se ({t * 1e3:6.1f} ms) / e4m3", r, 2.0))
     mem = max(peak_extra_memory(lambda: lp.round(x, f, m, rng=0), x.nbytes)
               for f in FORMATS for m in ("rne", "sr"))
     print(row("peak extra memory / input size", mem, 2.0))
