@@ -429,8 +429,10 @@ def matmul(a: BlockScaled, b: BlockScaled, *, model: str = "b200/tcgen05",
     (each output's gathered row of ``a``, column of ``b`` and their scales, and the
     instruction's per-group terms) stay below ``lowprec.tensorcore.MEMORY_BOUND``
     (256 MiB), whatever M, N and K. On top come only 8 bytes per element of ``a`` and
-    ``b`` and per scale (their decoded values), and a few float64 arrays of the
-    result's size (``c`` rounded to FP32, the result, `lowprec.round`'s buffers).
+    ``b`` and per scale (their decoded values, kept with arrays from `quantize`), 4
+    bytes per element (the fast paths' exponents and last bits), and a few float64
+    arrays of the result's size (``c`` rounded to FP32, the result, `lowprec.round`'s
+    buffers).
     Every output is computed on its own, so the chunks change no bit.
 
     Examples
