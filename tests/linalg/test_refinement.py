@@ -133,6 +133,7 @@ def test_the_result_unpacks_as_before():
     assert [h["iteration"] for h in history] == list(range(res.iterations + 1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kappa", [1e5, 1e7])
 def test_gmres_ir_converges_where_lu_ir_does_not(kappa):
     # Carson and Higham 2018, section 4: GMRES-IR with FP16 LU factors, u = single,
