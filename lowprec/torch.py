@@ -37,6 +37,7 @@ GPUS: dict[str, str] = {"v100": "v100", "t4": "t4", "a100": "a100", "ada": "ada"
                         "b200": "b200", "gb200": "b200"}
 
 # torch's and ONNX's dtype names, and lowprec's, for the formats a product may take.
+_FP8_NAMES = {FP8_E4M3: "float8_e4m3fn", FP8_E5M2: "float8_e5m2"}
 _DTYPES: dict[str, Format] = {
     "float16": FP16, "half": FP16, "fp16": FP16,
     "bfloat16": BF16, "bf16": BF16,
@@ -144,13 +145,21 @@ class Emulate(contextlib.ContextDecorator):
     def __init__(self, gpu: str | None = None, *, matmul: Any = None,
                  operands: Any = None, split_k: Any = None, rng: Any = 0):
         self.recipe = self.quantizer = None
-        if operands is not None:
-            from .amp.scaling import BlockScaling, DelayedScaling
-            if isinstance(operands, DelayedScaling):
-                raise NotImplementedError(
-                    "operands=DelayedScaling() needs each layer's amax history, which a "
-                    "dispatch mode cannot attribute to layers; use lp.amp.MXFP8 or "
-                    "lp.amp.NVFP4 (block scales need no history), or lowprec.amp")
+        self.delayed: Any = None
+        # DelayedScaling: the state of each product of a pass (its position since the
+        # block was entered), one per-tensor quantizer per operand.
+        self._sites: dict[int, tuple[Any, Any]] = {}
+        if isinstance(operands, _delayed_class()):
+            if (gpu is None) == (matmul is None):
+                raise ValueError("operands=DelayedScaling() needs exactly one of gpu= "
+                                 "(an FP8 GPU: ada, h100, b200) and matmul= (the model "
+                                 "of its FP8 products)")
+            if gpu is not None and GPUS.get(str(gpu).lower()) in _NO_FP8:
+                raise ValueError(f"operands=DelayedScaling() needs FP8 Tensor Cores, "
+                                 f"which {gpu} lacks: pass gpu='ada', 'h100' or 'b200'")
+            self.delayed = operands
+        elif operands is not None:
+            from .amp.scaling import BlockScaling
             if not isinstance(operands, BlockScaling):
                 raise TypeError(f"operands= takes an amp recipe (lp.amp.MXFP8, "
                                 f"lp.amp.NVFP4, lp.amp.BlockScaling(...)), got {operands!r}")
@@ -182,6 +191,7 @@ class Emulate(contextlib.ContextDecorator):
 
     def __enter__(self) -> Emulate:
         mode = _mode_class()(self)
+        self._local.position = 0          # DelayedScaling's products count from here
         stack = self._local.__dict__.setdefault("modes", [])
         mode.__enter__()
         stack.append(mode)
@@ -246,13 +256,19 @@ def emulate(gpu: str | None = None, *, matmul: Any = None, operands: Any = None,
         ``torch.get_float32_matmul_precision()`` is not ``"highest"``.
     matmul : str or model, optional
         Any `lp.MODELS` entry or `TensorCoreModel`, for every product instead.
-    operands : BlockScaling, optional
+    operands : BlockScaling or DelayedScaling, optional
         An amp recipe (`lp.amp.MXFP8`, `lp.amp.NVFP4`, any `lp.amp.BlockScaling`):
         each product's operands are quantized along K by the recipe's own quantizer
         (gradients with its ``grad_scheme`` and ``grad_mode``) and multiplied by
         `lowprec.mx.matmul` on its unit (``b200/tcgen05``), one 2-D matrix of a batch
         at a time; ``gpu=`` may name that chip, ``matmul=`` must be left out.
-        ``DelayedScaling()`` raises `NotImplementedError` (docs/your-model.md).
+        ``lp.amp.DelayedScaling()``: each operand is quantized to FP8 with one FP32
+        scale per tensor, from an amax history per product and operand, and the
+        product runs on ``gpu=``'s FP8 model (or ``matmul=``), its result times
+        ``fl32(scale_inv_a * scale_inv_b)``. A product's history is found by its
+        position among the products since the block was entered: enter the same
+        `emulate` object once per training step (``with em:``), so that the n-th
+        product of every step (forward and backward) shares one history.
     rng : int or Generator
         Seeds the recipe's stochastic rounding of gradients (NVFP4), once per
         `emulate` object.
@@ -272,6 +288,11 @@ def emulate(gpu: str | None = None, *, matmul: Any = None, operands: Any = None,
     0.0625
     """
     return Emulate(gpu, matmul=matmul, operands=operands, split_k=split_k, rng=rng)
+
+
+def _delayed_class() -> type:
+    from .amp.scaling import DelayedScaling
+    return DelayedScaling
 
 
 def _tf32_on() -> bool:
@@ -412,9 +433,48 @@ def _product(em: Emulate, a: np.ndarray, b: np.ndarray, model: Model, fmt: Forma
              dtype: str, split: int | None, kinds: tuple[str, str] = ("x", "w")) -> Any:
     """FP32 values of a @ b through ``model``, K cut into slices of ``split`` (each
     slice's FP32 result added to the previous ones in FP32, left to right); under an
-    amp recipe, its quantized product (`_recipe_product`)."""
+    amp recipe, its quantized product (`_recipe_product`, `_delayed_product`)."""
     if em.recipe is not None:
         return _recipe_product(em, a, b, kinds)
+    if em.delayed is not None:
+        return _delayed_product(em, a, b, dtype, split, kinds)
+    return _plain_product(em, a, b, model, fmt, dtype, split)
+
+
+def _delayed_product(em: Emulate, a: np.ndarray, b: np.ndarray, dtype: str,
+                     split: int | None, kinds: tuple[str, str]) -> Any:
+    """FP32 values of a @ b under `DelayedScaling`: each operand quantized to FP8 with
+    its per-tensor scale (from the amax history of the product at this position in
+    the pass, and of this operand), the product through the GPU's FP8 model, its FP32
+    result multiplied once in FP32 by ``fl32(scale_inv_a * scale_inv_b)``."""
+    from .tensors import Tensor
+    pos = getattr(em._local, "position", 0)
+    em._local.position = pos + 1
+    site = em._sites.get(pos)
+    if site is None:
+        site = em._sites[pos] = (em.delayed.quantizer(), em.delayed.quantizer())
+    if kinds == ("dy", "dy") and em.delayed.formats["dy"] == FP8_E5M2:
+        # Two gradients (attention's backward): cuBLAS has no E5M2 x E5M2 kernel, so
+        # the second takes the forward format, E4M3.
+        kinds = ("dy", "x")
+    quantized, inverse = [], np.float64(1.0)
+    for q, x, kind in zip(site, (a, b), kinds):
+        q._settle((kind,))               # the amax of this operand's last pass
+        with np.errstate(all="ignore"):
+            qx, inv = q._quantize(Tensor(np.asarray(x, np.float64), FP32), kind)
+        quantized.append(qx)
+        inverse = inverse * inv           # exact in float64: two FP32 values
+    fa, fb = (_FP8_NAMES[x.fmt] for x in quantized)
+    model, fmt = em.route(fa, fb)
+    d = _plain_product(em, quantized[0].values, quantized[1].values, model, fmt, dtype,
+                       split)
+    with np.errstate(all="ignore"):
+        return mul(d, np.float64(np.float32(inverse)), FP32)   # fl32 of the exact product
+
+
+def _plain_product(em: Emulate, a: np.ndarray, b: np.ndarray, model: Model, fmt: Format,
+                   dtype: str, split: int | None) -> Any:
+    """FP32 values of a @ b through ``model``, K cut into slices of ``split``."""
     k = a.shape[-1]
     if fmt == FP32 and isinstance(model, Accumulating) and _bf16_values(a, b):
         # An accumulation model's result depends on the operands' values only; FP32
@@ -461,7 +521,7 @@ def _run_product(em: Emulate, op: str, a: Any, b: Any, *, c: Any = None, beta: A
     _check(op, a, b, c)
     da, db = _dtype_name(a), _dtype_name(b)
     model, fmt = em.route(da, db)
-    kinds = _kinds(a, b) if em.recipe is not None else ("x", "w")
+    kinds = _kinds(a, b) if em.recipe or em.delayed else ("x", "w")
     d = _product(em, _values(a), _values(b), model, fmt, da, None, kinds)
     d = _epilogue(d, c, beta, alpha)
     dtype = out_dtype if out_dtype is not None else a.dtype
@@ -484,7 +544,9 @@ def _scaled_mm(em: Emulate, a: Any, b: Any, scale_a: Any, scale_b: Any, bias: An
                         f"lowprec.torch does not model")
     model, fmt = em.route(_dtype_name(a), _dtype_name(b))
     split = None if use_fast_accum else FAST_ACCUM_OFF_INTERVAL
-    d: Any = _product(em, _values(a), _values(b), model, fmt, _dtype_name(a), split)
+    # FP8 operands already: no recipe quantizes them again under DelayedScaling.
+    run = _plain_product if em.delayed is not None else _product
+    d: Any = run(em, _values(a), _values(b), model, fmt, _dtype_name(a), split)
     sa = np.asarray(scale_a.detach().to(torch.float32).numpy(), np.float64)
     sb = np.asarray(scale_b.detach().to(torch.float32).numpy(), np.float64)
     m, n = d.shape

@@ -838,9 +838,81 @@ def test_recipe_products_of_batches_and_convolutions_run_per_matrix():
         assert_same_values(got[i], lp.round(lp.mx.matmul(qa, qb), "bf16"))
 
 
+class _DelayedOracle:
+    """DelayedScaling written out from its documented rule: per product and operand,
+    scale = recipe.scale(the amaxes of the earlier steps), q = fp8(fl32(v * scale))
+    saturated, the product through the FP8 model, times fl32(1/s_a * 1/s_b) in FP32."""
+
+    def __init__(self, recipe):
+        self.r, self.state = recipe, {}
+
+    def operand(self, key, v, kind):
+        hist, scale = self.state.get(key, ([0.0] * self.r.history, 1.0))
+        fmt = self.r.formats[kind]
+        with np.errstate(all="ignore"):
+            q = lp.round(np.float32(v * scale).astype(np.float64), fmt, saturate=True)
+        amax = float(np.float32(np.abs(v).max()))
+        hist = (hist + [amax])[-self.r.history:]
+        self.state[key] = (hist, self.r.scale(hist, scale, kind))
+        return q, fmt, float(np.float32(1 / scale))
+
+    def product(self, key, a, ka, b, kb):
+        qa, fa, ia = self.operand((key, 0), a, ka)
+        qb, fb, ib = self.operand((key, 1), b, kb)
+        names = {lp.FP8_E4M3: "float8_e4m3fn", lp.FP8_E5M2: "float8_e5m2"}
+        model, fmt = lpt.model_for("h100", names[fa], names[fb])
+        with np.errstate(all="ignore"):
+            d = lp.matmul(qa, qb, model=model, in_fmt=fmt, out_fmt="fp32")
+            return lp.mul(d, float(np.float32(ia * ib)), "fp32")
+
+
+def test_delayed_scaling_follows_each_products_amax_history():
+    rng = np.random.default_rng(34)
+    recipe = lp.amp.DelayedScaling(history=2)
+    oracle = _DelayedOracle(recipe)
+    w = _data((48, 6), torch.float32, False, rng).requires_grad_()
+    em = lpt.emulate(gpu="h100", operands=recipe)
+    for step in range(4):             # amaxes grow, then shrink: the history's max rules
+        x = (_data((5, 48), torch.float32, False, rng) * [1, 40, 3, 0.01][step])
+        x.requires_grad_()
+        w.grad = None
+        dy = _data((5, 6), torch.float32, False, rng)
+        with em:
+            y = x @ w
+            y.backward(dy)
+        xv, wv, dyv = _np(x), _np(w), _np(dy)
+        assert_same_values(y, oracle.product("y", xv, "x", wv, "w"))
+        assert_same_values(x.grad, oracle.product("dx", dyv, "dy", wv.T, "w"))
+        assert_same_values(w.grad, oracle.product("dw", xv.T, "x", dyv, "dy"))
+    assert not torch.equal(y, x.detach() @ w.detach())
+
+
+def test_delayed_scaling_of_two_gradients_takes_e4m3_for_the_second(monkeypatch):
+    # Attention's backward multiplies two gradients; cuBLAS has no E5M2 x E5M2 kernel.
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    seen = []
+    real = lpt._delayed_product
+
+    def spy(em, a, b, dtype, split, kinds):
+        seen.append(kinds)
+        return real(em, a, b, dtype, split, kinds)
+
+    monkeypatch.setattr(lpt, "_delayed_product", spy)
+    torch.manual_seed(35)
+    net = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+    with sdpa_kernel(SDPBackend.MATH), lpt.emulate(
+            gpu="h100", operands=lp.amp.DelayedScaling()), \
+            torch.autocast("cpu", dtype=torch.bfloat16):
+        net(torch.randn(1, 6, 16)).float().pow(2).sum().backward()
+    assert ("dy", "dy") in seen
+    assert all(torch.isfinite(p.grad).all() for p in net.parameters())
+
+
 def test_recipe_options_that_cannot_work_say_so():
-    with pytest.raises(NotImplementedError, match="amax history"):
+    with pytest.raises(ValueError, match="exactly one of gpu="):
         lpt.emulate(operands=lp.amp.DelayedScaling())
+    with pytest.raises(ValueError, match="FP8 Tensor Cores"):
+        lpt.emulate(gpu="a100", operands=lp.amp.DelayedScaling())
     with pytest.raises(ValueError, match="b200/tcgen05"):
         lpt.emulate(gpu="h100", operands=lp.amp.MXFP8)
     with pytest.raises(ValueError, match="leave matmul= out"):
