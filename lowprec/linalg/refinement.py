@@ -158,7 +158,9 @@ def refine(a: Tensor | ArrayLike, b: Tensor | ArrayLike, *, factor: FormatLike =
       ``residual`` for the variant that runs GMRES in u_r). Each product with
       ``U^-1 L^-1 a`` is formed in ``precond`` (default ``residual``), then rounded
       into ``krylov``. GMRES stops at a relative residual ``gmres_tol`` or after
-      ``gmres_max_iter`` steps (default n).
+      ``gmres_max_iter`` steps (default n). An FP64 ``precond`` under the default
+      rounding (`native_fp64`) runs on NumPy's float64 operations, in the same order
+      and with the same bits.
     - The correction ``d`` is rounded into ``working`` and scaled back (exact), and
       ``x = x + d`` is rounded in ``working``.
 
@@ -190,6 +192,7 @@ def refine(a: Tensor | ArrayLike, b: Tensor | ArrayLike, *, factor: FormatLike =
       given. It must have ``b``'s shape, else `ValueError`. A zero ``x_true`` gives
       0 where ``x`` equals it, inf where it does not, NaN where ``x`` holds a NaN.
     - ``correction`` ``||d||_inf / ||x||_inf`` of the update that led to it.
+    - ``correction_ratio`` ``||d_i||_inf / ||d_{i-1}||_inf``, from ``i = 2``.
     - ``gmres_iterations`` with GMRES-IR: the GMRES steps of that update.
 
     These are measured in float64 on the exact values and never fed back.
