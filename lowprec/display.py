@@ -143,12 +143,14 @@ def bit_boxes(fields: Sequence[tuple[str, str, str]], suffix: str = "") -> str:
 def _shown(value: object) -> str:
     """A field's value as a card shows it: formats and models by their name."""
     if isinstance(value, tuple):
+        if value and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+            return ", ".join(f"{_shown(k)}: {_shown(v)}" for k, v in value)   # pairs
         return ", ".join(_shown(v) for v in value) if value else "-"
     if value is None:
         return "-"
-    if hasattr(value, "name") and getattr(value, "name", None) and \
-            not isinstance(value, str) and not dataclasses.is_dataclass(value):
-        return str(value.name)
+    name = getattr(value, "name", None)
+    if isinstance(name, str) and name and not isinstance(value, str):
+        return name                     # a format, a named model or policy: its name
     return str(value)
 
 

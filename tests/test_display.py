@@ -169,6 +169,8 @@ def test_dataclass_card_of_models_and_policies():
         m = lp.MODELS[model]
         shown = text_of(display.dataclass_card(m))
         assert f"block {m.block}" in shown and f"fraction_bits {m.fraction_bits}" in shown
+    assert "variants TF32: h100/tf32, FP8_E4M3: h100/fp8" in text_of(
+        display.dataclass_card(lp.MODELS["h100"]))
     p = lp.amp.Policy.named("bf16-mixed")
     shown = text_of(display.dataclass_card(p))
     assert f"compute {p.compute}" in shown and f"weights {p.weights}" in shown
