@@ -59,3 +59,19 @@ def test_bad_arguments():
         gmres(lambda x: x, v, tol=0.0, max_iter=-1)
     with pytest.raises(ValueError, match="tol"):
         gmres(lambda x: x, v, tol=float("nan"), max_iter=2)
+
+
+def test_every_value_is_in_the_format():
+    # NumPy's float16 as the oracle of FP16 membership: d and each basis product.
+    gen = np.random.default_rng(2)
+    a = lp.tensor(gen.standard_normal((8, 8)) + 4 * np.eye(8), "fp16")
+    seen = []
+
+    def op(v):
+        seen.append(v.values.copy())
+        return apply(a, v)
+
+    d, res = gmres(op, lp.tensor(gen.standard_normal(8), "fp16"), tol=1e-3, max_iter=8)
+    for vals in [d.values, *seen]:
+        assert np.array_equal(vals.astype(np.float16).astype(np.float64), vals)
+    assert res[-1] <= 1e-3 or len(res) == 8
