@@ -51,8 +51,48 @@ def bits_html(s: dict[str, Any]) -> str:
                 raw=dict(rows), before=boxes)
 
 
+_MARK_FILL = "var(--lowprec-mark,rgba(255,193,7,0.85))"
+
+
+def _number_line(s: dict[str, Any]) -> str:
+    """An SVG number line: the format's values around x (ticks), x (a diamond), the
+    chosen value (a filled dot) and, for ``sr``, the draws per candidate (bars)."""
+    points = [v for v in (s["below"], s["down"], s["up"], s["above"])
+              if isinstance(v, float)]
+    lo, hi = min(points + [s["x"]]), max(points + [s["x"]])
+    width, left, right = 460, 40, 420
+
+    def at(v: float) -> float:
+        return left + (right - left) * (v - lo) / (hi - lo) if hi > lo else (left + right) / 2
+    ink = "stroke:currentColor;stroke-width:1"
+    parts = [f'<svg width="{width}" height="96" role="img" data-role="number-line" '
+             f'style="display:block;margin:4px 0;{ink}">',
+             f'<line x1="{left - 20}" y1="60" x2="{right + 20}" y2="60" style="{ink}"/>']
+    for v in sorted(set(points)):
+        parts.append(f'<line x1="{at(v):.1f}" y1="52" x2="{at(v):.1f}" y2="68" style="{ink}"/>'
+                     f'<text x="{at(v):.1f}" y="86" text-anchor="middle" font-size="10" '
+                     f'style="fill:currentColor;stroke:none">{esc(repr(v))}</text>')
+    if isinstance(s["chosen"], float):
+        parts.append(f'<circle cx="{at(s["chosen"]):.1f}" cy="60" r="5" '
+                     f'style="fill:{_MARK_FILL};{ink}"/>')
+    x = at(s["x"])
+    parts.append(f'<path d="M{x:.1f},53 l5,7 l-5,7 l-5,-7 z" style="fill:none;{ink}"/>'
+                 f'<text x="{x:.1f}" y="46" text-anchor="middle" font-size="10" '
+                 f'style="fill:currentColor;stroke:none">x</text>')
+    if s["p_up"] is not None and s["draws"]:
+        for v, n in ((s["down"], s["draws"] - s["count_up"]), (s["up"], s["count_up"])):
+            h = 36 * n / s["draws"]
+            parts.append(f'<rect x="{at(v) - 8:.1f}" y="{50 - h:.1f}" width="16" '
+                         f'height="{h:.1f}" style="fill:{_MARK_FILL};opacity:0.6;{ink}"/>'
+                         f'<text x="{at(v) + 11:.1f}" y="{48 - h / 2:.1f}" font-size="10" '
+                         f'style="fill:currentColor;stroke:none">{n}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 def rounding_html(s: dict[str, Any]) -> str:
-    """``x`` between its neighbours: each mode's choice and the ``sr`` draws.
+    """``x`` between its neighbours on a number line, each mode's choice, and the
+    ``sr`` draws.
 
     Examples
     --------
@@ -74,7 +114,7 @@ def rounding_html(s: dict[str, Any]) -> str:
     modes = table([(m, esc(v) if v != s["chosen"] else mark(esc(v)))
                    for m, v in s["choices"].items()], header=("mode", "gives"), raw=True)
     return card(f"Rounding to {s['format']}", [(k, "") for k, _ in rows], raw=dict(rows),
-                after=modes)
+                before=_number_line(s), after=modes)
 
 
 def block_html(s: dict[str, Any], rule: str = "floor") -> str:
