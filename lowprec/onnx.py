@@ -6,12 +6,12 @@ and ``Conv`` compute each product by `lowprec.tensorcore.matmul` under a GPU's m
 (``gpu="h100"``) or a named one (``matmul="b200"``), and whose ``QuantizeLinear`` and
 ``DequantizeLinear`` follow the ONNX spec's rules for the float8, float4 and e8m0 types
 on lowprec's correctly rounded arithmetic. A two-operand ``Einsum`` that contracts
-indices runs as a batched matrix product too. Ops whose products lowprec does not
-model (`UNMODELLED`: ``ConvTranspose``, ``LSTM``, ``Attention``, ...) raise, naming
-the op. `run` runs a model once. Every other op is onnx's own. onnx is imported only
-inside these functions, so that ``import lowprec`` never imports it. Nothing here
-computes a product in float32 or float64 on its own: a product lowprec cannot model
-(integer or float64 operands without ``in_fmt``) raises.
+indices runs as a batched matrix product too, and ``ConvTranspose`` as the convolution
+it equals. Ops whose products lowprec does not model (`UNMODELLED`: ``LSTM``,
+``Attention``, ...) raise, naming the op. `run` runs a model once. Every other op is
+onnx's own. onnx is imported only inside these functions, so that ``import lowprec``
+never imports it. Nothing here computes a product in float32 or float64 on its own: a
+product lowprec cannot model (integer or float64 operands without ``in_fmt``) raises.
 """
 
 from __future__ import annotations
@@ -217,6 +217,64 @@ def conv(policy: Policy, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None =
     return _as_dtype(y, x.dtype)
 
 
+def conv_transpose(policy: Policy, x: np.ndarray, w: np.ndarray,
+                   bias: np.ndarray | None = None, *, auto_pad: Any = "NOTSET",
+                   dilations: Sequence[int] | None = None, group: int = 1,
+                   kernel_shape: Sequence[int] | None = None,
+                   output_padding: Sequence[int] | None = None,
+                   output_shape: Sequence[int] | None = None,
+                   pads: Sequence[int] | None = None,
+                   strides: Sequence[int] | None = None) -> np.ndarray:
+    """ONNX's ConvTranspose as the convolution it equals, run by `conv`.
+
+    ``x`` is dilated by the strides (zeros between its entries, which enter as
+    products of 0), padded with ``d * (k - 1) - pad`` (``output_padding`` added at
+    the end; cropped where negative) and convolved at stride 1 with ``W``'s two
+    channel axes swapped per group and its kernel flipped. K runs over the input
+    channel, then the flipped kernel's offsets in C order. ``output_shape``, where
+    given, sets the padding as the spec says and ``pads`` is ignored.
+    """
+    n_sp = x.ndim - 2
+    kernel = list(kernel_shape) if kernel_shape is not None else list(w.shape[2:])
+    if list(w.shape[2:]) != kernel:
+        raise ValueError(f"ConvTranspose: kernel_shape {kernel} is not W's {w.shape[2:]}")
+    if x.shape[1] != w.shape[0] or x.shape[1] % group:
+        raise ValueError(f"ConvTranspose: X has {x.shape[1]} channels, W {w.shape} and "
+                         f"group {group}")
+    st = list(strides) if strides is not None else [1] * n_sp
+    dl = list(dilations) if dilations is not None else [1] * n_sp
+    op = list(output_padding) if output_padding is not None else [0] * n_sp
+    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+    full = [s * (n - 1) + o + (k - 1) * d + 1
+            for s, n, o, k, d in zip(st, x.shape[2:], op, kernel, dl)]
+    if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        want = (list(output_shape)[-n_sp:] if output_shape is not None
+                else [n * s for n, s in zip(x.shape[2:], st)])
+        total = [f - o for f, o in zip(full, want)]
+        if min(total) < 0:
+            raise ValueError(f"ConvTranspose: output_shape {want} is larger than {full}")
+        small = [t // 2 for t in total]
+        begin = small if auto_pad == "SAME_UPPER" else [t - h for t, h in zip(total, small)]
+        pad = [(b, t - b) for b, t in zip(begin, total)]
+    else:
+        p = list(pads) if pads is not None else [0] * (2 * n_sp)
+        pad = list(zip(p[:n_sp], p[n_sp:]))
+    dil = np.zeros(x.shape[:2] + tuple(s * (n - 1) + 1 for s, n in zip(st, x.shape[2:])),
+                   x.dtype)
+    dil[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in st)] = x
+    lo = [d * (k - 1) - b for d, k, (b, _) in zip(dl, kernel, pad)]
+    hi = [d * (k - 1) - e + o for d, k, (_, e), o in zip(dl, kernel, pad, op)]
+    dil = np.pad(dil, [(0, 0), (0, 0)] + [(max(a, 0), max(b, 0)) for a, b in zip(lo, hi)])
+    dil = dil[(slice(None), slice(None)) + tuple(
+        slice(max(-a, 0), dil.shape[2 + i] - max(-b, 0)) for i, (a, b) in
+        enumerate(zip(lo, hi)))]
+    cg, mg = x.shape[1] // group, w.shape[1]
+    wt = w.reshape((group, cg, mg) + tuple(kernel)).swapaxes(1, 2)
+    wt = wt.reshape((group * mg, cg) + tuple(kernel))[
+        (slice(None), slice(None)) + (slice(None, None, -1),) * n_sp]
+    return conv(policy, dil, wt, bias, dilations=dl, group=group)
+
+
 # -- QuantizeLinear / DequantizeLinear -------------------------------------------------
 
 def _scale_like(scale: np.ndarray, shape: tuple[int, ...], axis: int, block_size: int,
@@ -318,7 +376,7 @@ def dequantize_linear(x: np.ndarray, x_scale: np.ndarray, x_zero_point: Any = No
 # -- Einsum as a batched matrix product ------------------------------------------------
 
 #: ONNX ops with floating products inside that lowprec does not model: each raises.
-UNMODELLED = ("ConvTranspose", "DeformConv", "LSTM", "GRU", "RNN", "Attention",
+UNMODELLED = ("DeformConv", "LSTM", "GRU", "RNN", "Attention",
               "LinearAttention", "CausalConvWithState")
 
 
@@ -418,14 +476,15 @@ def _dtype_of(tensor_type: int) -> np.dtype:
 def ops(*, gpu: str | None = None, matmul: str | Model | None = None,
         in_fmt: FormatLike | None = None, tf32: bool = False) -> list[type]:
     """The ``new_ops`` classes of ``onnx.reference.ReferenceEvaluator`` under one
-    policy: ``MatMul``, ``Gemm``, ``Conv``, ``Einsum``, ``QuantizeLinear``,
-    ``DequantizeLinear``, and a class raising `ValueError` for each op of `UNMODELLED`.
+    policy: ``MatMul``, ``Gemm``, ``Conv``, ``ConvTranspose``, ``Einsum``,
+    ``QuantizeLinear``, ``DequantizeLinear``, and a class raising `ValueError` for each
+    op of `UNMODELLED`.
 
     Examples
     --------
     >>> import lowprec.onnx
-    >>> [c.__name__ for c in lowprec.onnx.ops(gpu="h100")][:6]
-    ['MatMul', 'Gemm', 'Conv', 'Einsum', 'QuantizeLinear', 'DequantizeLinear']
+    >>> [c.__name__ for c in lowprec.onnx.ops(gpu="h100")][:5]
+    ['MatMul', 'Gemm', 'Conv', 'ConvTranspose', 'Einsum']
     """
     from onnx.reference.op_run import OpRun
     from onnx.reference.ops.op_dequantize_linear import DequantizeLinear_25
@@ -479,6 +538,17 @@ def ops(*, gpu: str | None = None, matmul: str | Model | None = None,
                                 precision_dtype=_dtype_of(precision) if precision else None)
             return (q.astype(target),)
 
+    class ConvTranspose(OpRun):
+        op_domain = ""
+
+        def _run(self, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1,
+                 kernel_shape=None, output_padding=None, output_shape=None, pads=None,
+                 strides=None):
+            return (conv_transpose(policy, np.asarray(x), np.asarray(w), b,
+                                   auto_pad=auto_pad, dilations=dilations, group=group,
+                                   kernel_shape=kernel_shape, output_padding=output_padding,
+                                   output_shape=output_shape, pads=pads, strides=strides),)
+
     class Einsum(OnnxEinsum):
         op_domain = ""
 
@@ -513,7 +583,7 @@ def ops(*, gpu: str | None = None, matmul: str | Model | None = None,
             return (dequantize_linear(x, scale, x_zero_point, axis=axis,
                                       block_size=block_size, out_dtype=out),)
 
-    return [MatMul, Gemm, Conv, Einsum, QuantizeLinear, DequantizeLinear] + [
+    return [MatMul, Gemm, Conv, ConvTranspose, Einsum, QuantizeLinear, DequantizeLinear] + [
         _refusal(name) for name in UNMODELLED]
 
 
