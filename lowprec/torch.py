@@ -613,16 +613,72 @@ def _conv_gemm(em: Emulate, x: np.ndarray, w: np.ndarray, model: Model, fmt: For
     return np.moveaxis(d.reshape((n,) + tuple(out_sp) + (d.shape[-1],)), -1, 1)
 
 
-def _geometry(op: str, x: Any, transposed: bool, stride: Any, padding: Any,
+def _geometry(x: Any, stride: Any, padding: Any,
               dilation: Any) -> tuple[int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """(spatial dimensions, stride, padding, dilation) of a convolution, one entry per
-    spatial dimension; `TypeError` for a transposed one."""
-    if transposed:
-        raise TypeError(f"lowprec.torch.emulate cannot emulate {op} with transposed=True "
-                        f"(a transposed convolution, ConvTranspose): not modelled")
+    spatial dimension."""
     nd = x.dim() - 2
     st, pd, dl = (tuple(v) * (nd if len(v) == 1 else 1) for v in (stride, padding, dilation))
     return nd, st, pd, dl
+
+
+def _adjoint_gemm(em: Emulate, dy: Any, w: Any, st: tuple, pd: tuple, dl: tuple,
+                  groups: int, sizes: tuple, kinds: tuple[str, str]) -> np.ndarray:
+    """FP32 values of the adjoint of the convolution with ``w`` (O, C/groups, *k)
+    applied to ``dy`` (N, O, *out), of spatial ``sizes``: a convolution's grad_input,
+    and a transposed convolution's output. It is the convolution of dy dilated by
+    the stride (zeros between its entries), padded with d * (k - 1) - p, with the
+    weight's channels swapped per group and its kernel flipped (`_conv_gemm`)."""
+    model, fmt = em.route(_dtype_name(dy), _dtype_name(w))
+    dyv, ksize = _values(dy), tuple(w.shape[2:])
+    n, o = dyv.shape[:2]
+    og, cg, nd = o // groups, w.shape[1], len(ksize)
+    sp = dyv.shape[2:]
+    dil = np.zeros((n, o) + tuple((s - 1) * t + 1 for s, t in zip(sp, st)), np.float32)
+    dil[(slice(None), slice(None)) + tuple(slice(None, None, t) for t in st)] = dyv
+    wv = _values(w).reshape((groups, og, cg) + ksize).swapaxes(1, 2)
+    wv = wv.reshape((groups * cg, og) + ksize)[(slice(None), slice(None))
+                                               + (slice(None, None, -1),) * nd]
+    lo = tuple(d * (k - 1) - p for d, k, p in zip(dl, ksize, pd))
+    # hi makes the result ``sizes``: the last rows no output reached get sums of zeros
+    # (+0), as the rows beyond the last whole window do in torch.
+    dsizes: tuple[int, ...] = dil.shape[2:]
+    hi = tuple(h + d * (k - 1) - size - a for a, h, size, d, k in
+               zip(lo, sizes, dsizes, dl, ksize))
+    return _conv_gemm(em, dil, wv, model, fmt, _dtype_name(dy), (1,) * nd, dl, lo, hi,
+                      groups, kinds)
+
+
+def _weight_gemm(em: Emulate, dy: Any, x: Any, ksize: tuple, st: tuple, pd: tuple,
+                 dl: tuple, groups: int, kinds: tuple[str, str]) -> np.ndarray:
+    """FP32 values of a convolution's grad_weight (O, C/groups, *k), for input ``x``
+    (N, C, *S) and output gradient ``dy`` (N, O, *out): per group dy_g (O/g, N*L) @
+    patches_g (N*L, K), the (batch, output position) pairs in row-major order."""
+    model, fmt = em.route(_dtype_name(dy), _dtype_name(x))
+    dyv = _values(dy)
+    n, o = dyv.shape[:2]
+    cg, og, nd = x.shape[1] // groups, o // groups, len(ksize)
+    cols = _patches(_values(x), ksize, st, dl, pd, pd)      # (N, *out, C, *k)
+    length = n * math.prod(cols.shape[1:1 + nd])
+    kk = cg * math.prod(ksize)
+    parts = []
+    for g in range(groups):
+        a = np.moveaxis(dyv[:, g * og:(g + 1) * og], 1, -1).reshape(length, og).T
+        b = cols[(slice(None),) * (1 + nd) + (slice(g * cg, (g + 1) * cg),)]
+        parts.append(np.asarray(_product(em, a, b.reshape(length, kk), model, fmt,
+                                         _dtype_name(dy), None, kinds)))
+    return np.concatenate(parts, axis=0).reshape((o, cg) + tuple(ksize))
+
+
+def _bias_sum(dy: Any) -> np.ndarray:
+    """Per channel, dy's entries over (batch, position) in row-major order, added one
+    after another in FP32 (the "fp32" model against ones)."""
+    dyv = _values(dy)
+    flat = np.moveaxis(dyv, 1, -1).reshape(-1, dyv.shape[1]).T
+    with np.errstate(all="ignore"):
+        return matmul(flat, np.ones((flat.shape[1], 1), np.float32), model="fp32",
+                      in_fmt=_dtype_format(_dtype_name(dy)), out_fmt=FP32,
+                      progress=False).reshape(dyv.shape[1])
 
 
 def _convolution(em: Emulate, x: Any, w: Any, bias: Any, stride: Any, padding: Any,
@@ -630,10 +686,16 @@ def _convolution(em: Emulate, x: Any, w: Any, bias: Any, stride: Any, padding: A
                  meta: Any) -> Any:
     op = "aten.convolution"
     _check(op, x, w, bias)
-    nd, st, pd, dl = _geometry(op, x, transposed, stride, padding, dilation)
-    model, fmt = em.route(_dtype_name(x), _dtype_name(w))
-    d: Any = _conv_gemm(em, _values(x), _values(w), model, fmt, _dtype_name(x), st, dl,
-                        pd, pd, groups)
+    nd, st, pd, dl = _geometry(x, stride, padding, dilation)
+    d: Any
+    if transposed:
+        # A transposed convolution (w: C_in, C_out/groups, *k) is the adjoint of the
+        # convolution with w, at the output's size (output_padding included).
+        d = _adjoint_gemm(em, x, w, st, pd, dl, groups, tuple(meta.shape[2:]), ("x", "w"))
+    else:
+        model, fmt = em.route(_dtype_name(x), _dtype_name(w))
+        d = _conv_gemm(em, _values(x), _values(w), model, fmt, _dtype_name(x), st, dl,
+                       pd, pd, groups)
     if bias is not None:
         with np.errstate(all="ignore"):       # the bias epilogue: one FP32 addition
             d = add(d, _values(bias).reshape((-1,) + (1,) * nd), FP32)
@@ -646,55 +708,28 @@ def _convolution_backward(em: Emulate, dy: Any, x: Any, w: Any, bias_sizes: Any,
                           meta: Any) -> Any:
     op = "aten.convolution_backward"
     _check(op, dy, x, w)
-    nd, st, pd, dl = _geometry(op, x, transposed, stride, padding, dilation)
-    dyv, ksize = _values(dy), tuple(w.shape[2:])
-    n, o = dyv.shape[:2]
-    og, cg = o // groups, w.shape[1]
+    _, st, pd, dl = _geometry(x, stride, padding, dilation)
+    ksize = tuple(w.shape[2:])
     gi = gw = gb = None
     if output_mask[0]:
-        # grad_input: the transposed convolution, as a convolution of dy dilated by
-        # the stride (zeros between its entries) and padded with d * (k - 1) - p,
-        # with the weight's channels swapped per group and its kernel flipped.
-        model, fmt = em.route(_dtype_name(dy), _dtype_name(w))
-        sp = dyv.shape[2:]
-        dil = np.zeros((n, o) + tuple((s - 1) * t + 1 for s, t in zip(sp, st)), np.float32)
-        dil[(slice(None), slice(None)) + tuple(slice(None, None, t) for t in st)] = dyv
-        wv = _values(w).reshape((groups, og, cg) + ksize).swapaxes(1, 2)
-        wv = wv.reshape((groups * cg, og) + ksize)[(slice(None), slice(None))
-                                                   + (slice(None, None, -1),) * nd]
-        lo = tuple(d * (k - 1) - p for d, k, p in zip(dl, ksize, pd))
-        # hi makes the result x's size: the last rows no output reached get sums of
-        # zeros (+0), as the rows beyond the last whole window do in torch.
-        sizes: tuple[int, ...] = dil.shape[2:]
-        hi = tuple(h + d * (k - 1) - size - a for a, h, size, d, k in
-                   zip(lo, x.shape[2:], sizes, dl, ksize))
-        d = _conv_gemm(em, dil, wv, model, fmt, _dtype_name(dy), (1,) * nd, dl, lo, hi,
-                       groups, ("dy", "w"))
+        if transposed:
+            # The adjoint of the adjoint: the convolution of dy with w.
+            model, fmt = em.route(_dtype_name(dy), _dtype_name(w))
+            d = _conv_gemm(em, _values(dy), _values(w), model, fmt, _dtype_name(dy), st,
+                           dl, pd, pd, groups, ("dy", "w"))
+        else:
+            d = _adjoint_gemm(em, dy, w, st, pd, dl, groups, tuple(x.shape[2:]),
+                              ("dy", "w"))
         gi = _tensor(np.asarray(d, np.float64), meta[0].dtype).reshape(meta[0].shape)
     if output_mask[1]:
-        # grad_weight: per group dy_g (O/g, N*L) @ patches_g (N*L, K), the (batch,
-        # output position) pairs in row-major order.
-        model, fmt = em.route(_dtype_name(dy), _dtype_name(x))
-        cols = _patches(_values(x), ksize, st, dl, pd, pd)      # (N, *out, C, *k)
-        length = n * math.prod(cols.shape[1:1 + nd])
-        kk = cg * math.prod(ksize)
-        parts = []
-        for g in range(groups):
-            a = np.moveaxis(dyv[:, g * og:(g + 1) * og], 1, -1).reshape(length, og).T
-            b = cols[(slice(None),) * (1 + nd) + (slice(g * cg, (g + 1) * cg),)]
-            parts.append(np.asarray(_product(em, a, b.reshape(length, kk), model, fmt,
-                                             _dtype_name(dy), None, ("dy", "x"))))
-        d = np.concatenate(parts, axis=0)
+        # A transposed convolution's weight gradient is its adjoint's with the roles
+        # of input and output gradient swapped: dy is the input, x the gradient.
+        d = (_weight_gemm(em, x, dy, ksize, st, pd, dl, groups, ("x", "dy")) if transposed
+             else _weight_gemm(em, dy, x, ksize, st, pd, dl, groups, ("dy", "x")))
         gw = _tensor(np.asarray(d, np.float64), meta[1].dtype).reshape(meta[1].shape)
     if output_mask[2]:
-        # grad_bias: per channel, dy's entries over (batch, position) in row-major
-        # order, added one after another in FP32 (the "fp32" model against ones).
-        flat = np.moveaxis(dyv, 1, -1).reshape(-1, o).T
-        with np.errstate(all="ignore"):
-            d = matmul(flat, np.ones((flat.shape[1], 1), np.float32), model="fp32",
-                       in_fmt=_dtype_format(_dtype_name(dy)), out_fmt=FP32,
-                       progress=False).reshape(o)
-        gb = _tensor(np.asarray(d, np.float64), meta[2].dtype).reshape(meta[2].shape)
+        gb = _tensor(np.asarray(_bias_sum(dy), np.float64),
+                     meta[2].dtype).reshape(meta[2].shape)
     return gi, gw, gb
 
 

@@ -470,9 +470,6 @@ def test_fused_kernels_it_cannot_see_into_say_so():
     q = torch.randn(1, 2, 8, 16)
     with lpt.emulate(gpu="h100"), pytest.raises(TypeError, match="sdpa_kernel"):
         torch.nn.functional.scaled_dot_product_attention(q, q, q)
-    x, w = torch.randn(1, 2, 5, 5), torch.randn(2, 3, 3, 3)
-    with lpt.emulate(gpu="h100"), pytest.raises(TypeError, match="transposed"):
-        torch.nn.functional.conv_transpose2d(x, w)
 
 
 def test_attention_math_path_products_reach_the_mode():
@@ -729,6 +726,45 @@ def test_convolution_forward_and_backward_equal_the_loop(dtype, adversarial, spa
     gi = _grad_input_oracle(dyv, wv, xv.shape, s, p, d, groups, dt)
     assert_same_values(x.grad, _rounded(gi, dt))
     gw = _grad_weight_oracle(dyv, xv, wv.shape, s, p, d, groups, dt)
+    assert_same_values(w.grad, _rounded(gw, dt))
+    assert_same_values(bias.grad, _rounded(_bias_oracle(dyv), dt))
+
+
+TRANSPOSED = [  # (spatial shape, kernel, stride, padding, output_padding, dilation, groups)
+    ((5,), (3,), 1, 0, 0, 1, 1), ((4,), (4,), 2, 1, 1, 1, 2), ((4,), (3,), 3, 2, 1, 2, 1),
+    ((3, 4), (3, 3), 2, 1, 1, 1, 1), ((4, 3), (3, 2), 2, 0, 0, 2, 2),
+]
+
+
+@pytest.mark.parametrize("dtype", DT)
+@pytest.mark.parametrize("adversarial", [False, True])
+@pytest.mark.parametrize("spatial, kernel, s, p, op, d, groups", TRANSPOSED)
+def test_transposed_convolution_forward_and_backward_equal_the_loops(
+        dtype, adversarial, spatial, kernel, s, p, op, d, groups, tf32_on):
+    # A transposed convolution is the adjoint of the convolution with its weight: its
+    # output is that convolution's grad_input (the loop `_grad_input_oracle`), its
+    # grad_input the convolution itself, its grad_weight that of the convolution of
+    # dy (the input) against x (the output gradient).
+    rng = np.random.default_rng(len(spatial) * 100 + s * 10 + p + op + d + groups)
+    dt = getattr(torch, dtype)
+    c, o = 2 * groups, 2 * groups
+    x = _data((2, c) + spatial, dt, adversarial, rng).requires_grad_()
+    w = _data((c, o // groups) + kernel, dt, adversarial, rng).requires_grad_()
+    bias = _data((o,), dt, adversarial, rng).requires_grad_()
+    f = (torch.nn.functional.conv_transpose1d if len(spatial) == 1
+         else torch.nn.functional.conv_transpose2d)
+    with lpt.emulate(gpu="h100"):
+        y = f(x, w, bias, s, p, op, groups, d)
+        dy = _data(y.shape, dt, adversarial, rng)
+        y.backward(dy)
+    xv, wv, bv, dyv = _np(x), _np(w), _np(bias), _np(dy)
+    with np.errstate(all="ignore"):
+        want = lp.add(_grad_input_oracle(xv, wv, y.shape, s, p, d, groups, dt),
+                      bv.reshape((-1,) + (1,) * len(spatial)), "fp32")
+    assert y.dtype == dt
+    assert_same_values(y, _rounded(want, dt))
+    assert_same_values(x.grad, _rounded(_conv_oracle(dyv, wv, s, p, d, groups, dt), dt))
+    gw = _grad_weight_oracle(xv, dyv, wv.shape, s, p, d, groups, dt)
     assert_same_values(w.grad, _rounded(gw, dt))
     assert_same_values(bias.grad, _rounded(_bias_oracle(dyv), dt))
 
