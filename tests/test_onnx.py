@@ -294,7 +294,8 @@ def _spec_cast(q, fmt, saturate):
     if q == 0:
         return 0.0
     emin = 1 - f.bias
-    r = round_fraction(q, p=f.mantissa_bits + 1, emin=emin, emax=10**6)
+    # An unbounded exponent in effect: every point lies below 2**27, far under 2**64.
+    r = round_fraction(q, p=f.mantissa_bits + 1, emin=emin, emax=64)
     if abs(Fraction(r)) > top:
         if saturate or fp4:
             return math.copysign(float(top), r)
