@@ -387,6 +387,10 @@ def amd_fp8(A: np.ndarray, B: np.ndarray, c: np.ndarray, fa: Format,
 #: Outputs of one step of `nv_chain` and `fp4_chain`: their arrays stay in the L2 cache.
 CHAIN_OUTPUTS = 1 << 14
 
+#: Uncleared outputs a group of `_chain` settles one by one at most (beyond, and beyond
+#: an eighth of the block, the group kernel takes the block).
+SETTLED = 1024
+
 _FAR = 480                  # a stand-in exponent for "no nonzero term": 2**(2 * 504) is finite
 _TINY = 2.0**-126           # FP32's least normal number
 _KEEP_F32 = ~np.int64((1 << 29) - 1)
@@ -495,6 +499,12 @@ def _chain(operands, M, N, c, F, summaries, exact, group, safe, bound):
                 ok = okb if ok is None else np.logical_and(ok, okb, out=ok)
                 first_zero = False
                 redo = None if ok.all() else np.flatnonzero(~ok)
+                if redo is not None and redo.size > max(v.size // 8, SETTLED):
+                    # Most outputs uncleared (wide products, FP16's long significands):
+                    # the group kernel's dense passes beat settling them one by one.
+                    v[...] = group(g, rows, cols, d)
+                    d, v = v, d
+                    continue
                 if redo is not None:
                     vr, dr = v.ravel()[redo], d.ravel()[redo]
                 v += d

@@ -344,11 +344,14 @@ def test_the_mma_vectors_through_the_fast_paths(path):
         assert_same(np.diagonal(got), want[rows])
 
 
-def test_the_chain_takes_each_of_its_paths(monkeypatch):
+@pytest.mark.parametrize("settled", [fastgroups.SETTLED, 0])
+def test_the_chain_takes_each_of_its_paths(settled, monkeypatch):
     """A chain of MXFP8 groups where the accumulator falls far below a group's
     products (c truncated), a group with tiny elements beside large ones (products
     truncated) and a group whose scale puts last bits below 2**-149 (a group at a
-    time): each path is taken, and the result is the reference's."""
+    time): each path is taken, and the result is the reference's. With nothing settled
+    one by one, the group kernel takes every group that is not cleared."""
+    monkeypatch.setattr(fastgroups, "SETTLED", settled)
     ins = resolve_model("b200/tcgen05").instruction("e4m3", scale="e8m0", scale_block=32)
     f = fmt_of("e4m3")
     rng = np.random.default_rng(31)
@@ -379,7 +382,10 @@ def test_the_chain_takes_each_of_its_paths(monkeypatch):
     monkeypatch.setattr(fastgroups, "nv_fused", counting_group)
     assert_same(ins.dot_matrix(a, b, c, f, f, FP32, sa, sb),
                 reference(ins, a, b, c, f, f, FP32, sa, sb))
-    assert seen["settle"] > 0 and seen["short"] > 0 and seen["group"] > 0, seen
+    if settled:
+        assert seen["settle"] > 0 and seen["short"] > 0 and seen["group"] > 0, seen
+    else:
+        assert seen["settle"] == 0 and seen["group"] > 1, seen
 
 
 @pytest.mark.parametrize("name", ["e4m3", "e5m2", "e4m3fnuz", "e2m1", "e3m2", "e2m3", "ue4m3",
