@@ -237,7 +237,8 @@ def emulate(gpu: str | None = None, *, matmul: Any = None, operands: Any = None,
     ``torch.einsum`` reach, forward and backward) are computed by
     `lowprec.tensorcore.matmul` with the chosen model, then cuBLAS's epilogue (and
     ``convolution`` and ``convolution_backward`` as implicit GEMMs, K in (input
-    channel, kernel offsets) order: docs/your-model.md):
+    channel, kernel offsets) order, transposed convolutions as the adjoint GEMMs of
+    the convolution with their weight: docs/your-model.md):
 
     - the product is accumulated as the model says, to FP32;
     - ``alpha`` multiplies it in FP32, then ``beta * C`` is added by one FP32 FMA;
