@@ -122,14 +122,23 @@ class Bits(_Widget):
         self._redraw()
 
     def _typed(self, change: dict) -> None:
-        text = change["new"].strip()
-        if text:
-            encoded = state.encode_state(float(text), self.fmt)["rne"]["hex"]
-            if encoded is not None:
-                self.pattern = int(encoded, 16)
+        try:
+            x = float(change["new"].strip())
+        except ValueError:
+            self._encoded = ""          # not a number: the view drops the table
+            self._redraw()
+            return
+        encodings = state.encode_state(x, self.fmt)
+        self._encoded = static.encodings_html(x, encodings)
+        code = encodings["rne"]["hex"]
+        if code is not None and int(code, 16) != self.pattern:
+            self.pattern = int(code, 16)          # redraws through the observer
+        else:
+            self._redraw()
 
     def static(self) -> str:
-        return static.bits_html(state.bits_state(self.fmt, self.pattern))
+        return static.bits_html(state.bits_state(self.fmt, self.pattern)) + \
+            getattr(self, "_encoded", "")
 
 
 class Rounding(_Widget):

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..display import bit_boxes, card, esc, mark, table
 
-__all__ = ["bits_html", "rounding_html", "block_html", "tensor_core_html",
+__all__ = ["bits_html", "encodings_html", "rounding_html", "block_html", "tensor_core_html",
            "summation_html"]
 
 
@@ -88,6 +88,21 @@ def _number_line(s: dict[str, Any]) -> str:
                          f'style="fill:currentColor;stroke:none">{n}</text>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def encodings_html(x: float, e: dict[str, Any]) -> str:
+    """A table of ``x`` encoded in every mode (`state.encode_state`).
+
+    Examples
+    --------
+    >>> from lowprec.widgets.state import encode_state
+    >>> 'data-role="encoded-rz">0x1c<' in encodings_html(0.1, encode_state(0.1, "e4m3"))
+    True
+    """
+    rows = [(esc(m), esc(v["value"]), _role(f"encoded-{m}", v["hex"] or "none"))
+            for m, v in e.items()]
+    return (f'<div style="margin-top:4px">{esc(repr(x))} in every mode:</div>'
+            + table(rows, header=("mode", "value", "pattern"), raw=True))
 
 
 def rounding_html(s: dict[str, Any]) -> str:

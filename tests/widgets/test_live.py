@@ -33,6 +33,11 @@ def test_bits_click_and_typed_value():
     assert float(role(b.html, "value")) == float(lp.decode(0xbdcd, "bf16"))
     b.value = "0.1"
     assert b.pattern == int(lp.encode(lp.round(0.1, "bf16"), "bf16"))
+    for mode in ("rne", "rz", "ru"):
+        assert int(role(b.html, f"encoded-{mode}"), 16) == int(
+            lp.encode(lp.round(0.1, "bf16", mode), "bf16"))
+    b.value = "not a number"
+    assert "encoded-" not in b.html
 
 
 def test_rounding_mode_and_x():

@@ -23,6 +23,7 @@ VIEWS = {
     "bits": lambda: static.bits_html(state.bits_state("bf16", 0x3dcd)),
     "bits-e2m1": lambda: static.bits_html(state.bits_state("e2m1", 0b0111)),
     "bits-e8m0": lambda: static.bits_html(state.bits_state("e8m0", 127)),
+    "encodings": lambda: static.encodings_html(0.1, state.encode_state(0.1, "e4m3")),
     "rounding": lambda: static.rounding_html(state.rounding_state(0.1, "e4m3", "rz")),
     "rounding-sr": lambda: static.rounding_html(state.rounding_state(0.3, "e2m1", "sr")),
     "block": lambda: static.block_html(state.block_state([1.0, 957.0], "mxfp8_e4m3")),
