@@ -2,11 +2,14 @@
 
 `format` builds Binary{K, P, Σ, Δ} as a `lowprec.Format`, which every lowprec
 function accepts. `project` is the report's ωProject on float64 input, returning
-code points.
+code points. `conformance` lists what lowprec provides of §4.5, and `declarations`
+writes the four YAML files of §4.6.
 """
 
+from .claims import F4, F8, FS, FX, REPORT_VERSION, Requirement, conformance, declarations
 from .formats import DOMAINS, format, is_p3109, parameters  # noqa: A004 - the report's name
 from .projection import ROUNDINGS, SATURATIONS, STOCHASTIC, project, special_codes
 
 __all__ = ["format", "DOMAINS", "parameters", "is_p3109", "project", "special_codes",
-           "ROUNDINGS", "SATURATIONS", "STOCHASTIC"]
+           "ROUNDINGS", "SATURATIONS", "STOCHASTIC", "conformance", "declarations",
+           "Requirement", "REPORT_VERSION", "F8", "F4", "FX", "FS"]
