@@ -2,9 +2,9 @@
 
 Patterns live in the smallest unsigned dtype that holds ``fmt.bits`` (uint8,
 uint16, uint32, uint64), sign at bit ``bits - 1``, then the exponent field, then the
-mantissa. `encode` rounds through the rounding kernel first; it never rounds on its
-own. `decode` of formats of 16 bits or fewer reads a table built once per format (the
-latest 32 formats' tables are kept).
+mantissa. `encode` rounds through the rounding kernel first: it never rounds on its
+own. `decode` of formats of 16 bits or fewer reads a table built once per format.
+The latest 32 formats' tables are kept.
 """
 
 from __future__ import annotations
@@ -61,10 +61,10 @@ def encode(x: ArrayLike, fmt: FormatLike, mode: Mode = "rne", *,
     """Round ``x`` to ``fmt`` and return the bit patterns.
 
     ``mode`` and the keyword arguments (``rng``, ``sr_bits``, ``subnormals``,
-    ``saturate``) mean what they mean in `lowprec.round`, which checks them the same
-    way; the flags are recorded as `lowprec.round` records them. NaN becomes the
-    format's canonical quiet NaN with the input's sign (for ``fnuz`` formats, the one
-    NaN), signalling NaNs included; a NaN for a format without NaN raises
+    ``saturate``) mean what they mean in `lowprec.round`. They are checked the same
+    way, and the flags are recorded as `lowprec.round` records them. NaN, signalling
+    NaNs included, becomes the format's canonical quiet NaN with the input's sign.
+    For ``fnuz`` formats that is the one NaN. A NaN for a format without NaN raises
     `ValueError`. The input is rounded and encoded chunk by chunk straight into the
     result, so extra memory stays a few chunk buffers per thread whatever its dtype.
 
@@ -225,14 +225,14 @@ def _table(fmt):
 def decode(bits: ArrayLike, fmt: FormatLike) -> NDArray[np.float64] | np.float64:
     """Map bit patterns to their float64 values (every NaN pattern to NaN).
 
-    ``bits``: integers in ``[0, 2**fmt.bits)`` of any shape; anything else raises
-    `ValueError` (negative or too wide, Python ints of any size included) or
+    ``bits`` are integers in ``[0, 2**fmt.bits)``, of any shape. Anything else
+    raises `ValueError` (negative or too wide, Python ints of any size included) or
     `TypeError` (not integers: floats, bools, strings).
 
     In a format with ``subnormals=False`` a pattern with exponent field 0 and a
-    nonzero mantissa is no value of the format; it decodes to zero of its sign (+0 in
-    ``fnuz`` formats), as denormals-are-zero hardware reads it, so ``encode`` gives
-    back the zero pattern. ``encode(decode(b)) == b`` holds for every other non-NaN
+    nonzero mantissa is no value of the format. It decodes to zero of its sign (+0
+    in ``fnuz`` formats), as denormals-are-zero hardware reads it. So ``encode``
+    gives back the zero pattern. ``encode(decode(b)) == b`` holds for every other non-NaN
     pattern of every format of 16 bits or fewer: every pattern that is a value.
 
     Examples

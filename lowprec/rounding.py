@@ -1,7 +1,7 @@
 """`lp.round` and `lp.round_exact`: the public face of the one rounding kernel.
 
 Both check their options with `engine.plan.plan` and round through
-`engine.kernel` (docs/design/DESIGN.md, "Layout"); `lp.threads` sets how many
+`engine.kernel` (docs/design/DESIGN.md, "Layout"). `lp.threads` sets how many
 threads the chunked kernels may use. The extra memory of a call beyond its result is
 at most `WORK_BYTES` per thread (16 MiB: `WORK_BUFFERS` buffers of `CHUNK` float64
 values), whatever the input's size and dtype.
@@ -47,17 +47,22 @@ def round(x: ArrayLike, fmt: FormatLike, mode: Mode = "rne", *,  # noqa: A001
     mode : {"rne", "rna", "rz", "ru", "rd", "ro", "sr"}
         Nearest-even, nearest-away, toward zero, up, down, round-to-odd, stochastic.
     rng : numpy.random.Generator or int, optional
-        Randomness for ``"sr"``: an int is a seed (same seed, same result); a
-        Generator gives one draw, ``integers(0, 2**63)``, used as the seed (so it
-        advances by one draw per call); None, a fresh seed. Element ``i`` (C order)
-        draws the word of position ``offset + i`` of the seed's counter-based stream
-        (NumPy's Philox keyed by the seed: docs/design/DESIGN.md, "Rounding"), so the
-        result is the same for any chunk size, thread count or split of the array.
+        Randomness for ``"sr"``.
+
+        * An int is a seed: same seed, same result.
+        * A Generator gives one draw, ``integers(0, 2**63)``, used as the seed. So it
+          advances by one draw per call.
+        * None gives a fresh seed.
+
+        Element ``i`` (C order) draws the word of position ``offset + i`` of the
+        seed's counter-based stream. The stream is NumPy's Philox keyed by the seed
+        (docs/design/DESIGN.md, "Rounding"). So the result is the same for any chunk
+        size, thread count or split of the array.
     sr_bits : int, optional
-        For ``"sr"``: draw only this many random bits, so an element rounds away
-        from zero with probability ``floor(f * 2**sr_bits) / 2**sr_bits``, where ``f``
-        is its distance from the neighbour nearer zero in units of the gap
-        (hardware-style stochastic rounding, the same for ``x`` and ``-x``). By
+        For ``"sr"``: draw only this many random bits. An element then rounds away
+        from zero with probability ``floor(f * 2**sr_bits) / 2**sr_bits``. Here ``f``
+        is its distance from the neighbour nearer zero in units of the gap. This is
+        hardware-style stochastic rounding, the same for ``x`` and ``-x``. By
         default the probability ``f`` is exact to 53 bits.
     subnormals : bool, optional
         Override the format's subnormal support. With ``False`` a value below the
@@ -77,21 +82,26 @@ def round(x: ArrayLike, fmt: FormatLike, mode: Mode = "rne", *,  # noqa: A001
 
     Notes
     -----
-    The input is converted to float64 chunk by chunk (`CHUNK` elements, 64-bit
-    integers and long doubles as exact ``hi + lo`` pairs), so that the extra memory
-    of a call, beyond its float64 result, stays below `WORK_BYTES` (16 MiB) per
-    thread whatever the input's size and dtype; only non-contiguous input is first
-    copied whole, in its own dtype. Signalling NaNs (found on the input's own bits:
-    NumPy's float32 -> float64 cast may already have quieted them) come back as
-    quiet NaNs of the same sign and count ``invalid`` (IEEE 754 §6.2).
+    The input is converted to float64 chunk by chunk, `CHUNK` elements at a time.
+    64-bit integers and long doubles become exact ``hi + lo`` pairs. So the extra
+    memory of a call, beyond its float64 result, stays below `WORK_BYTES` (16 MiB)
+    per thread whatever the input's size and dtype. Only non-contiguous input is
+    first copied whole, in its own dtype.
+
+    Signalling NaNs are found on the input's own bits, since NumPy's float32 ->
+    float64 cast may already have quieted them. They come back as quiet NaNs of the
+    same sign and count ``invalid`` (IEEE 754 §6.2).
 
     Raises
     ------
     TypeError
-        For non-real ``x`` (complex, strings, objects), and for an option of the
-        wrong type, whatever the mode: ``subnormals`` not a bool or None,
-        ``saturate`` not a bool, ``rng`` not a Generator, int seed or None
-        (``rng=True`` included), ``sr_bits`` or ``mode`` not an int or a str.
+        For non-real ``x`` (complex, strings, objects). Also for an option of the
+        wrong type, whatever the mode:
+
+        * ``subnormals`` not a bool or None.
+        * ``saturate`` not a bool.
+        * ``rng`` not a Generator, int seed or None (``rng=True`` included).
+        * ``sr_bits`` or ``mode`` not an int or a str.
     ValueError
         For an unknown mode or format, ``sr_bits`` outside [1, 53] or given with a
         mode other than ``"sr"``, and a negative seed.
@@ -141,13 +151,13 @@ def round_exact(hi: ArrayLike, lo: ArrayLike, fmt: FormatLike, mode: Mode = "rne
     """Round the exact sum ``hi + lo`` of two float64 arrays, where ``hi == fl(hi + lo)``.
 
     This is the entry point for error-free transformations (TwoSum, Dekker's
-    product): the kernel sees the exact result's direction, so directed and
-    nearest modes are correct without double rounding, for formats of up to 51
-    bits of precision and for FP64 itself.
+    product). The kernel sees the exact result's direction. So directed and nearest
+    modes are correct without double rounding, for formats of up to 51 bits of
+    precision and for FP64 itself.
 
-    ``hi`` and ``lo`` follow the input rules of `round` (real numbers only: a
-    string, None or complex value is a `TypeError` naming the argument) and must be
-    float64 values (a wide integer float64 cannot hold is a `ValueError`); the
+    ``hi`` and ``lo`` follow the input rules of `round`: real numbers only. A
+    string, None or complex value is a `TypeError` naming the argument. They must
+    be float64 values: a wide integer float64 cannot hold is a `ValueError`. The
     options are checked as `round` checks them.
 
     Examples

@@ -3,10 +3,10 @@
 A value is rounded through a signed twin with the same positive values (`twin`). The
 unsigned format's own rules then apply (`settle`):
 
-- a negative value that does not round to zero has no value, and gives NaN;
-- a zero result is +0;
-- in a format without zero (`E8M0`), an exact zero gives NaN, a positive underflow
-  the least value, and an overflow NaN (the max with ``saturate``).
+- A negative value that does not round to zero has no value, and gives NaN.
+- A zero result is +0.
+- In a format without zero (`E8M0`), an exact zero gives NaN. A positive underflow
+  gives the least value, and an overflow NaN (the max with ``saturate``).
 
 These rules are those of ml_dtypes' ``float8_e8m0fnu`` conversion. The module computes
 on float64 arrays only and must never hold state.
@@ -25,9 +25,11 @@ __all__ = ["twin", "settle"]
 
 def twin(fmt: Format) -> Format:
     """A signed format whose positive values include every value of ``fmt``, with the
-    same rounding between them: ``fmt`` with a sign bit, or for a format without zero
-    (E8M0) an IEEE format of one more exponent bit (p = 1, so every power of two from
-    ``2**(1 - 2 * bias - 1)`` up is a value and nearer ones round the same way)."""
+    same rounding between them.
+
+    It is ``fmt`` with a sign bit. For a format without zero (E8M0) it is an IEEE
+    format of one more exponent bit, with p = 1. Then every power of two from
+    ``2**(1 - 2 * bias - 1)`` up is a value, and nearer ones round the same way."""
     if fmt.kind == "fn" and fmt.mantissa_bits == 0 and fmt.zero:
         # P3109's Binary{K}p1uf: a signed 'fn' format needs a mantissa bit. 'fnuz' has
         # the same finite values and one binade more, which `settle` sends to overflow.

@@ -1,11 +1,11 @@
 """The ``lowprec`` command: format tables, rounding, explanations and the demo.
 
-Subcommands ``formats``, ``explain``, ``round``, ``decode``, ``encode``, ``values``,
-``demo`` and ``replay``, each with ``--help``; bad input prints one line to stderr and
-exits with status 2, never a traceback.
-The command only formats what the library computes (`lowprec.teaching` holds the
-teaching logic); it must not compute anything the library does not offer, and it
-imports matplotlib only for ``demo --plot``.
+The subcommands are ``formats``, ``explain``, ``round``, ``decode``, ``encode``,
+``values``, ``demo`` and ``replay``, each with ``--help``. Bad input prints one line
+to stderr and exits with status 2, never a traceback. The command only formats what
+the library computes: `lowprec.teaching` holds the teaching logic. It must not
+compute anything the library does not offer. It imports matplotlib only for
+``demo --plot``.
 """
 
 from __future__ import annotations
@@ -78,8 +78,8 @@ def format_table(style: str = "table", formats: Iterable[FormatLike] | None = No
                  wide: bool = False) -> str:
     """The comparison table of formats as text (``table``, ``markdown`` or ``csv``).
 
-    ``table`` and ``markdown`` show the main columns (the ``table`` fits 100 columns);
-    ``wide=True`` shows all of them, as ``csv`` always does.
+    ``table`` and ``markdown`` show the main columns, and the ``table`` fits 100
+    columns. ``wide=True`` shows all of them, as ``csv`` always does.
 
     Examples
     --------
@@ -567,7 +567,7 @@ def _run(args):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``lowprec`` console script; returns the exit status.
+    """Entry point of the ``lowprec`` console script, returning the exit status.
 
     Examples
     --------
