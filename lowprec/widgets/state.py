@@ -208,9 +208,12 @@ def tensor_core_state(a: Sequence[float], b: Sequence[float], model: str = "a100
     return state
 
 
-def summation_state(x: ArrayLike, fmt: FormatLike, n: int | None = None) -> dict[str, Any]:
+def summation_state(x: ArrayLike, fmt: FormatLike, n: int | None = None, *,
+                    points: int = 24) -> dict[str, Any]:
     """Recursive, pairwise and Kahan sums of the first ``n`` values in ``fmt``,
     their errors against the exact sum, and the bounds ``n u`` and ``sqrt(n) u``.
+
+    ``curve`` holds the same errors and bounds at ``points`` lengths up to ``len(x)``.
 
     Examples
     --------
@@ -238,4 +241,31 @@ def summation_state(x: ArrayLike, fmt: FormatLike, n: int | None = None) -> dict
     scale = float(absolute / abs(exact)) if exact else float("inf")
     return {"format": format_name(fmt), "n": n, "size": int(xv.size), "exact": float(exact),
             "u": u, "bound_n": (n - 1) * u * scale, "bound_sqrt": math.sqrt(n) * u * scale,
-            "orders": orders}
+            "orders": orders, "curve": _curve(xv, fmt, points)}
+
+
+def _curve(xv: np.ndarray, fmt: Any, points: int) -> dict[str, list]:
+    """Relative errors of the three orders for ``points`` lengths n up to ``xv.size``
+    (log-spaced), with both bounds at each n, against exact `Fraction` prefix sums."""
+    ns = sorted({round(v) for v in np.geomspace(1, xv.size, points)})
+    prefix, total, absolute = {}, Fraction(0), Fraction(0)
+    wanted = set(ns)
+    for i, v in enumerate(xv, start=1):
+        total += Fraction(float(v))
+        absolute += abs(Fraction(float(v)))
+        if i in wanted:
+            prefix[i] = (total, absolute)
+    u = fmt.unit_roundoff
+    out: dict[str, list] = {"n": ns, "bound_n": [], "bound_sqrt": []}
+    for order in ("sequential", "pairwise", "kahan"):
+        out[order] = []
+    for n in ns:
+        exact, absolute = prefix[n]
+        scale = float(absolute / abs(exact)) if exact else float("inf")
+        out["bound_n"].append(max(n - 1, 0) * u * scale)
+        out["bound_sqrt"].append(math.sqrt(n) * u * scale)
+        for order in ("sequential", "pairwise", "kahan"):
+            got = float(quiet(_sum, xv[:n], fmt, order=order))
+            ok = exact != 0 and math.isfinite(got)
+            out[order].append(float(abs(Fraction(got) - exact) / abs(exact)) if ok else None)
+    return out

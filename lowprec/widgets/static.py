@@ -8,6 +8,7 @@ docs site and Jupyter show the same numbers. Elements a test or a click reads ca
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..display import bit_boxes, card, esc, mark, table
@@ -181,6 +182,57 @@ def tensor_core_html(s: dict[str, Any]) -> str:
                 after=after)
 
 
+_SERIES = {"sequential": "var(--lowprec-sign-tint,rgba(229,57,53,0.9))",
+           "pairwise": "var(--lowprec-exponent-tint,rgba(30,136,229,0.9))",
+           "kahan": "var(--lowprec-mantissa-tint,rgba(67,160,71,0.9))"}
+
+
+def _error_chart(s: dict[str, Any]) -> str:
+    """An SVG log-log chart of each order's relative error against n, the two bounds
+    dashed, and a vertical line at the chosen n."""
+    c = s["curve"]
+    values = [v for k in (*_SERIES, "bound_n", "bound_sqrt") for v in c[k]
+              if v is not None and v > 0 and math.isfinite(v)]
+    if not values or len(c["n"]) < 2:
+        return ""
+    lo, hi = math.log10(min(values)), math.log10(max(values))
+    hi = hi if hi > lo else lo + 1
+    n_hi = math.log10(c["n"][-1]) or 1.0
+    left, right, top, bottom = 50, 330, 10, 130
+
+    def xy(n: float, v: float) -> str:
+        x = left + (right - left) * math.log10(n) / n_hi
+        y = bottom - (bottom - top) * (math.log10(v) - lo) / (hi - lo)
+        return f"{x:.1f},{y:.1f}"
+    ink = "stroke:currentColor;stroke-width:1"
+    text = 'font-size="10" style="fill:currentColor;stroke:none"'
+    parts = ['<svg width="440" height="150" role="img" data-role="error-chart" '
+             'style="display:block;margin:4px 0">',
+             f'<path d="M{left},{top} V{bottom} H{right}" style="fill:none;{ink}"/>',
+             f'<text x="{left - 4}" y="{top + 8}" text-anchor="end" {text}>{10 ** hi:.1g}</text>',
+             f'<text x="{left - 4}" y="{bottom}" text-anchor="end" {text}>{10 ** lo:.1g}</text>',
+             f'<text x="{left}" y="{bottom + 14}" {text}>n = 1</text>',
+             f'<text x="{right}" y="{bottom + 14}" text-anchor="end" {text}>'
+             f'{c["n"][-1]}</text>']
+    series = [(k, colour, "") for k, colour in _SERIES.items()] + \
+        [("bound_n", "currentColor", "4 3"), ("bound_sqrt", "currentColor", "1 3")]
+    for i, (k, colour, dash) in enumerate(series):
+        pts = " ".join(xy(n, v) for n, v in zip(c["n"], c[k])
+                       if v is not None and v > 0 and math.isfinite(v))
+        if pts.count(",") >= 2:
+            parts.append(f'<polyline points="{pts}" style="fill:none;stroke:{colour};'
+                         f'stroke-width:1.6;stroke-dasharray:{dash or "none"}"/>')
+        label = {"bound_n": "(n-1)u", "bound_sqrt": "sqrt(n)u"}.get(k, k)
+        parts.append(f'<line x1="345" y1="{16 + 16 * i}" x2="365" y2="{16 + 16 * i}" '
+                     f'style="stroke:{colour};stroke-width:1.6;stroke-dasharray:'
+                     f'{dash or "none"}"/><text x="370" y="{20 + 16 * i}" {text}>'
+                     f"{esc(label)}</text>")
+    x = left + (right - left) * math.log10(s["n"]) / n_hi
+    parts.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" '
+                 f'style="{ink};stroke-dasharray:2 2;opacity:0.6"/></svg>')
+    return "".join(parts)
+
+
 def summation_html(s: dict[str, Any]) -> str:
     """Three summation orders of the first n values, against the error bounds.
 
@@ -199,4 +251,4 @@ def summation_html(s: dict[str, Any]) -> str:
             ("bounds", esc(f"(n - 1) u = {s['bound_n']:.3g}, sqrt(n) u = "
                            f"{s['bound_sqrt']:.3g} (relative, u = {s['u']!r})"))]
     return card(f"Summation in {s['format']}", [(k, "") for k, _ in rows], raw=dict(rows),
-                after=body)
+                before=_error_chart(s) if "curve" in s else "", after=body)

@@ -10,6 +10,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+import lowprec as lp
 from lowprec.widgets import state
 from peers import ml_dtypes, requires_ml_dtypes
 
@@ -112,3 +113,19 @@ def test_summation_state_errors_against_fraction_sums():
         assert r["rel_error"] <= s["bound_n"]
     with pytest.raises(ValueError, match="n must be in"):
         state.summation_state(x, "fp16", 301)
+
+
+def test_summation_curve_holds_each_lengths_error_and_bounds():
+    x = np.random.default_rng(1).random(500)
+    s = state.summation_state(x, "bf16", points=6)
+    c = s["curve"]
+    assert c["n"][0] == 1 and c["n"][-1] == 500 and c["n"] == sorted(set(c["n"]))
+    xs = [Fraction(float(v)) for v in x.astype(ml_dtypes.bfloat16)] if ml_dtypes else None
+    if xs is None:
+        pytest.skip("ml_dtypes gives the BF16 values of x")
+    for i, n in enumerate(c["n"]):
+        exact = sum(xs[:n], Fraction(0))
+        got = lp.sum(x[:n].astype(ml_dtypes.bfloat16).astype(np.float64), "bf16",
+                     order="sequential")
+        assert c["sequential"][i] == float(abs(Fraction(float(got)) - exact) / exact)
+        assert c["bound_n"][i] == (n - 1) * 2.0**-8      # positive data: sum|x| = |sum x|
