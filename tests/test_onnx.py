@@ -819,3 +819,32 @@ def test_ops_lowprec_does_not_model_are_refused_by_name(op):
     model = _model([node], [("x", f32), ("w", f32)], [("y", f32)])
     with pytest.raises(Exception, match=f"{op}: lowprec.onnx does not model"):
         lo.run(model, [np.ones((1, 1, 3, 3), np.float32)] * 2, gpu="h100")
+
+
+@requires_torch
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("kwargs", [dict(stride=2, padding=1, output_padding=1),
+                                    dict(stride=(2, 1), padding=(0, 1), groups=2,
+                                         dilation=(1, 2))])
+def test_torch_exported_conv_transpose_equals_the_torch_bridge(dtype, kwargs):
+    # Both run the transposed convolution as the same stride-1 GEMM: K over the input
+    # channels, then the flipped kernel's offsets (float32 is FP32's sequential sum,
+    # which shows any other order).
+    import torch
+
+    import lowprec.onnx as lo
+    import lowprec.torch as lpt
+    tdtype = getattr(torch, dtype)
+    torch.manual_seed(0)
+    net = torch.nn.ConvTranspose2d(4, 6, 3, **kwargs).eval().to(tdtype)
+    x = torch.randn(2, 4, 5, 5).to(tdtype)
+    buf = io.BytesIO()
+    torch.onnx.export(net, (x,), buf, dynamo=False)
+    model = onnx.load_from_string(buf.getvalue())
+    assert [n.op_type for n in model.graph.node] == ["ConvTranspose"]
+    with lpt.emulate(gpu="h100"), torch.no_grad():
+        want = net(x)
+    xo = x.float().numpy().astype(ml_dtypes.bfloat16) if dtype == "bfloat16" else x.numpy()
+    (got,) = lo.run(model, [xo], gpu="h100")
+    assert_same(got.astype(np.float64), want.double().numpy())
