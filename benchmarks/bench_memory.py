@@ -89,10 +89,12 @@ def _bounded(op, n):
         a = lp.mx.quantize(rng.standard_normal((n, 16 * n)), "mxfp8_e4m3", axis=1)
         b = lp.mx.quantize(rng.standard_normal((16 * n, n)), "mxfp8_e4m3", axis=0)
         operands = 8 * (a.elements.size + b.elements.size + a.scales.size + b.scales.size)
-        # mx.matmul's docstring: MEMORY_BOUND, the operands' decoded values, a few
-        # float64 arrays of the result's size (six, counted generously).
+        # mx.matmul's docstring: MEMORY_BOUND, the operands' decoded values, 4 bytes per
+        # element (the fast paths' exponents), a few float64 arrays of the result's size
+        # (six, counted generously).
         return (lambda: lp.mx.matmul(a, b), operands, 8 * n * n,
-                mm.MEMORY_BOUND + operands + 6 * 8 * n * n)
+                mm.MEMORY_BOUND + operands + 4 * (a.elements.size + b.elements.size)
+                + 6 * 8 * n * n)
     if op.startswith("mx_matmul:"):   # (n, n) @ (n, n) of the scheme
         mm = importlib.import_module("lowprec.tensorcore.driver")
         scheme = op.partition(":")[2]
@@ -100,7 +102,8 @@ def _bounded(op, n):
         b = lp.mx.quantize(rng.standard_normal((n, n)), scheme, axis=0)
         operands = 8 * (a.elements.size + b.elements.size + a.scales.size + b.scales.size)
         return (lambda: lp.mx.matmul(a, b), operands, 8 * n * n,
-                mm.MEMORY_BOUND + operands + 6 * 8 * n * n)
+                mm.MEMORY_BOUND + operands + 4 * (a.elements.size + b.elements.size)
+                + 6 * 8 * n * n)
     if op.startswith("instruction:"):   # (n, n) @ (n, n) FP8 arrays (ml_dtypes)
         import ml_dtypes
         mm = importlib.import_module("lowprec.tensorcore.driver")

@@ -434,6 +434,8 @@ class InstructionKernel:
         self.fmt_b = fmt if fmt_b is None else fmt_b      # b's format, when it differs
         self.k_unit = ins.block
         self.fast = ins.fast(self.fmt, self.fmt_b)
+        # The fast paths keep two int16 exponents per entry besides its float64 value.
+        self.entry_bytes = 12 if self.fast else 8
 
     def target_outputs(self, K: int) -> int:
         return 1 << 16
