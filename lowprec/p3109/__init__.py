@@ -6,10 +6,12 @@ code points. `conformance` lists what lowprec provides of §4.5, and `declaratio
 writes the four YAML files of §4.6.
 """
 
+from .arithmetic import absolute, add, divide, fma, multiply, negate, sqrt, subtract
 from .claims import F4, F8, FS, FX, REPORT_VERSION, Requirement, conformance, declarations
 from .formats import DOMAINS, format, is_p3109, parameters  # noqa: A004 - the report's name
 from .projection import ROUNDINGS, SATURATIONS, STOCHASTIC, project, special_codes
 
 __all__ = ["format", "DOMAINS", "parameters", "is_p3109", "project", "special_codes",
            "ROUNDINGS", "SATURATIONS", "STOCHASTIC", "conformance", "declarations",
-           "Requirement", "REPORT_VERSION", "F8", "F4", "FX", "FS"]
+           "Requirement", "REPORT_VERSION", "F8", "F4", "FX", "FS",
+           "negate", "absolute", "add", "subtract", "multiply", "divide", "fma", "sqrt"]

@@ -13,8 +13,10 @@ import functools
 import math
 from fractions import Fraction
 
-__all__ = ["NAN", "bias", "decode", "finite_range", "round_to_precision", "round_away",
-           "saturate", "encode", "project", "value_table", "ROUNDINGS", "SATURATIONS"]
+__all__ = ["NAN", "bias", "project_many", "omega_add", "omega_subtract", "omega_multiply",
+           "omega_divide", "omega_fma", "omega_sqrt", "decode", "finite_range",
+           "round_to_precision", "round_away", "saturate", "encode", "project",
+           "value_table", "ROUNDINGS", "SATURATIONS"]
 
 NAN = "NaN"
 INF = math.inf
@@ -187,3 +189,108 @@ def project(k, p, signed, extended, x, rounding="NearestTiesToEven", sat="SatNon
     m_lo, m_hi = finite_range(k, p, signed, extended)
     rounded = round_to_precision(p, bias(k, p, signed), rounding, x, n, r)
     return encode(k, p, signed, saturate(sat, rounding, rounded, signed, extended, m_lo, m_hi))
+
+
+# §4.10's auxiliary operations on the closed extended reals, rule by rule.
+
+def _is_inf(x):
+    return isinstance(x, float)                       # floats here are ±inf only
+
+
+def omega_add(x, y):
+    """§4.10.3 ωAdd."""
+    if isinstance(x, str) or isinstance(y, str):
+        return NAN
+    if (x, y) in ((INF, -INF), (-INF, INF)):
+        return NAN
+    if INF in (x, y) and ((_is_inf(x) and x > 0) or (_is_inf(y) and y > 0)):
+        return INF
+    if _is_inf(x) or _is_inf(y):
+        return -INF
+    return x + y
+
+
+def omega_subtract(x, y):
+    """§4.10.3 ωSubtract."""
+    if isinstance(x, str) or isinstance(y, str):
+        return NAN
+    if (x, y) in ((INF, INF), (-INF, -INF)):
+        return NAN
+    if y == INF and _is_inf(y):
+        return -INF
+    if x == INF and _is_inf(x):
+        return INF
+    if y == -INF and _is_inf(y):
+        return INF
+    if x == -INF and _is_inf(x):
+        return -INF
+    return x - y
+
+
+def _sign(v):
+    return (v > 0) - (v < 0)
+
+
+def omega_multiply(x, y):
+    """§4.10.4 ωMultiply."""
+    if isinstance(x, str) or isinstance(y, str):
+        return NAN
+    if _is_inf(x) or _is_inf(y):
+        s = _sign(x) * _sign(y)
+        return NAN if s == 0 else (INF if s > 0 else -INF)
+    return x * y
+
+
+def omega_divide(x, y):
+    """§4.10.5 ωDivide: X/0 and ±∞/±∞ are NaN, X/±∞ is 0."""
+    if isinstance(x, str) or isinstance(y, str):
+        return NAN
+    if _is_inf(x) and _is_inf(y):
+        return NAN
+    if y == 0:
+        return NAN
+    if _is_inf(x):
+        return INF if _sign(x) * _sign(y) > 0 else -INF
+    if _is_inf(y):
+        return Fraction(0)
+    return x / y
+
+
+def omega_fma(x, y, z):
+    """§4.10.6 ωFMA: ωAdd(ωMultiply(X, Y), Z) with the product exact."""
+    return omega_add(omega_multiply(x, y), z)
+
+
+def omega_sqrt(x, bits=200):
+    """§4.10 ωSqrt. An irrational root is returned rounded to odd at ``bits`` bits:
+    floor(sqrt(X) * 2**k) plus a half when inexact, which every projection with
+    P + N + 2 <= bits rounds as it would the root itself (round-to-odd)."""
+    if isinstance(x, str) or x == -INF or (not _is_inf(x) and x < 0):
+        return NAN
+    if x == INF or x == 0:
+        return x
+    k = bits - _floor_log2(x) // 2
+    scaled = x * Fraction(4) ** k                  # X * 2**(2k)
+    n = scaled.numerator // scaled.denominator
+    r = math.isqrt(n)
+    exact = r * r == n and scaled.denominator == 1
+    return Fraction(2 * r + (0 if exact else 1), 2 ** (k + 1))
+
+
+def project_many(params, values, rounding, saturations):
+    """ωProject of each closed extended real of ``values`` under each saturation, as
+    {saturation: [code, ...]}; ωRoundToPrecision runs once per value."""
+    k, p, s, e = params
+    b = bias(k, p, s)
+    m_lo, m_hi = finite_range(*params)
+    rounded = [round_to_precision(p, b, rounding, v) for v in values]
+    out = {}
+    codes = {}                                    # datum -> code, encoded once
+
+    def code(z):
+        if z not in codes:
+            codes[z] = encode(k, p, s, z)
+        return codes[z]
+    for sat in saturations:
+        out[sat] = [code(saturate(sat, rounding, r, s, e, m_lo, m_hi)) for r in rounded]
+    return out
