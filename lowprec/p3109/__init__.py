@@ -8,10 +8,34 @@ writes the four YAML files of §4.6.
 
 from .arithmetic import absolute, add, divide, fma, multiply, negate, sqrt, subtract
 from .claims import F4, F8, FS, FX, REPORT_VERSION, Requirement, conformance, declarations
+from .classification import (
+                             CLASSES,
+                             classify,
+                             compare_equal,
+                             compare_greater,
+                             compare_greater_equal,
+                             compare_less,
+                             compare_less_equal,
+                             is_finite,
+                             is_infinite,
+                             is_nan,
+                             is_normal,
+                             is_one,
+                             is_sign_minus,
+                             is_subnormal,
+                             is_zero,
+                             next_greater_than,
+                             next_less_than,
+                             total_order,
+)
 from .formats import DOMAINS, format, is_p3109, parameters  # noqa: A004 - the report's name
 from .projection import ROUNDINGS, SATURATIONS, STOCHASTIC, project, special_codes
 
 __all__ = ["format", "DOMAINS", "parameters", "is_p3109", "project", "special_codes",
            "ROUNDINGS", "SATURATIONS", "STOCHASTIC", "conformance", "declarations",
            "Requirement", "REPORT_VERSION", "F8", "F4", "FX", "FS",
-           "negate", "absolute", "add", "subtract", "multiply", "divide", "fma", "sqrt"]
+           "negate", "absolute", "add", "subtract", "multiply", "divide", "fma", "sqrt",
+           "compare_less", "compare_less_equal", "compare_equal", "compare_greater",
+           "compare_greater_equal", "total_order", "is_zero", "is_one", "is_nan",
+           "is_infinite", "is_finite", "is_sign_minus", "is_normal", "is_subnormal",
+           "classify", "CLASSES", "next_greater_than", "next_less_than"]

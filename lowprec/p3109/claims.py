@@ -56,9 +56,11 @@ _REQUIREMENTS = (
                 "lowprec.p3109.fma into P3109 formats only"),
     Requirement("FAA<f1, f2, fr, fr, rho>", "F4 | F8 -> FX", False, _NOT_YET),
     Requirement("Minimum ... MaximumFinite<f, f, f, rho>", "F4 | F8", False, _NOT_YET),
-    Requirement("CompareLess ... CompareGreaterEqual<f, f>", "F4 | F8", False, _NOT_YET),
-    Requirement("IsZero ... IsSubnormal, NextGreaterThan, NextLessThan", "F4 | F8", False,
-                _NOT_YET),
+    Requirement("CompareLess ... CompareGreaterEqual<f, f>", "F4 | F8", True,
+                "lowprec.p3109.compare_less ... compare_greater_equal, total_order"),
+    Requirement("IsZero ... IsSubnormal, NextGreaterThan, NextLessThan", "F4 | F8", True,
+                "lowprec.p3109.is_zero ... is_subnormal, classify, next_greater_than, "
+                "next_less_than"),
     Requirement("BitwidthOf ... MinNormalOf", "F4 | F8 | FX", True,
                 "lp.Format attributes (bits, p, signed, kind, bias, max, min, "
                 "smallest_subnormal, smallest_normal)"),

@@ -294,3 +294,90 @@ def project_many(params, values, rounding, saturations):
     for sat in saturations:
         out[sat] = [code(saturate(sat, rounding, r, s, e, m_lo, m_hi)) for r in rounded]
     return out
+
+
+# §4.12, §4.13 and §4.16, rule by rule.
+
+COMPARE_RULES = {
+    # (rules as (x pattern, y pattern, result)), then the real comparison.
+    "less": ([(NAN, "*", False), ("*", NAN, False), (INF, "*", False), ("*", INF, True),
+              (-INF, -INF, False), (-INF, "*", True), ("*", -INF, False)],
+             lambda x, y: x < y),
+    "less_equal": ([(NAN, "*", False), ("*", NAN, False), ("*", INF, True),
+                    (-INF, "*", True), (INF, "*", False), ("*", -INF, False)],
+                   lambda x, y: x <= y),
+    "equal": ([(NAN, "*", False), ("*", NAN, False), (INF, INF, True), (-INF, -INF, True),
+               (INF, "*", False), (-INF, "*", False), ("*", -INF, False),
+               ("*", INF, False)], lambda x, y: x == y),
+    "greater_equal": ([(NAN, "*", False), ("*", NAN, False), (INF, "*", True),
+                       (-INF, -INF, True), (-INF, "*", False), ("*", INF, False),
+                       ("*", -INF, True)], lambda x, y: x >= y),
+    "greater": ([(NAN, "*", False), ("*", NAN, False), ("*", INF, False),
+                 (-INF, -INF, False), ("*", -INF, True), (INF, "*", True),
+                 (-INF, "*", False)], lambda x, y: x > y),
+}
+
+
+def _matches(pattern, v):
+    if pattern == "*":
+        return True
+    if pattern == NAN:
+        return isinstance(v, str)
+    return isinstance(v, float) and v == pattern
+
+
+def compare(name, x, y):
+    """§4.12's ωCompare<name>(X, Y), first matching rule."""
+    rules, real = COMPARE_RULES[name]
+    for px, py, result in rules:
+        if _matches(px, x) and _matches(py, y):
+            return result
+    return real(x, y)
+
+
+def total_order(x, y):
+    """§4.12.1 TotalOrder."""
+    if isinstance(x, str):
+        return True
+    if isinstance(y, str):
+        return False
+    return compare("less_equal", x, y)
+
+
+def next_code(k, p, signed, extended, x, up):
+    """§4.16 NextGreaterThanAux / NextLessThanAux on the code point ``x``."""
+    table = value_table(k, p, signed, extended)
+    m_lo, m_hi = finite_range(k, p, signed, extended)
+    nan = encode(k, p, signed, NAN)
+    v = table[x]
+    max_finite, min_finite = encode(k, p, signed, m_hi), encode(k, p, signed, m_lo)
+    inf = encode(k, p, signed, INF) if extended else None
+    neg_inf = encode(k, p, signed, -INF) if extended and signed else None
+    least = min(u for u in table if isinstance(u, Fraction) and u > 0)
+    smallest_negative = encode(k, p, signed, -least) if signed else None
+    minus = not isinstance(v, str) and v < 0
+    if up:
+        if isinstance(v, str) or (extended and x == inf):
+            return nan
+        if not extended and x == max_finite:
+            return nan
+        if extended and x == max_finite:
+            return inf
+        if signed and extended and x == neg_inf:
+            return min_finite
+        if signed and x == smallest_negative:
+            return 0
+        return x - 1 if signed and minus else x + 1
+    if isinstance(v, str) or (not extended and x == min_finite):
+        return nan
+    if not signed and x == 0:
+        return nan
+    if signed and extended and x == neg_inf:
+        return nan
+    if signed and extended and x == min_finite:
+        return neg_inf
+    if extended and x == inf:
+        return max_finite
+    if signed and x == 0:
+        return smallest_negative
+    return x + 1 if signed and minus else x - 1
