@@ -6,7 +6,7 @@ code points. `conformance` lists what lowprec provides of §4.5, and `declaratio
 writes the four YAML files of §4.6.
 """
 
-from .arithmetic import absolute, add, divide, fma, multiply, negate, sqrt, subtract
+from .arithmetic import absolute, add, divide, faa, fma, multiply, negate, sqrt, subtract
 from .claims import F4, F8, FS, FX, REPORT_VERSION, Requirement, conformance, declarations
 from .classification import (
                              CLASSES,
@@ -34,8 +34,8 @@ from .projection import ROUNDINGS, SATURATIONS, STOCHASTIC, project, special_cod
 __all__ = ["format", "DOMAINS", "parameters", "is_p3109", "project", "special_codes",
            "ROUNDINGS", "SATURATIONS", "STOCHASTIC", "conformance", "declarations",
            "Requirement", "REPORT_VERSION", "F8", "F4", "FX", "FS",
-           "negate", "absolute", "add", "subtract", "multiply", "divide", "fma", "sqrt",
-           "compare_less", "compare_less_equal", "compare_equal", "compare_greater",
+           "negate", "absolute", "add", "subtract", "multiply", "divide", "fma", "faa",
+           "sqrt", "compare_less", "compare_less_equal", "compare_equal", "compare_greater",
            "compare_greater_equal", "total_order", "is_zero", "is_one", "is_nan",
            "is_infinite", "is_finite", "is_sign_minus", "is_normal", "is_subnormal",
            "classify", "CLASSES", "next_greater_than", "next_less_than"]

@@ -21,12 +21,14 @@ from ..arith import fma as _fma
 from ..arith import mul as _mul
 from ..arith import sqrt as _sqrt
 from ..bits import decode
+from ..engine.eft import odd, three_sum, two_sum
 from ..formats import FP64, FormatLike
 from ..formats import format as _format
 from .formats import parameters
 from .projection import STOCHASTIC, project
 
-__all__ = ["negate", "absolute", "add", "subtract", "multiply", "divide", "fma", "sqrt"]
+__all__ = ["negate", "absolute", "add", "subtract", "multiply", "divide", "fma", "faa",
+           "sqrt"]
 
 Codes = NDArray[np.unsignedinteger[Any]] | Any
 
@@ -165,6 +167,33 @@ def fma(x: ArrayLike, y: ArrayLike, z: ArrayLike, fx: FormatLike, fy: FormatLike
     c = _operand(z, fz, "z")
     r = _fma(a, b, c, FP64, "ro")                   # IEEE's specials are §4.10.6's
     return _project(np.asarray(r), fr, rounding, saturation, random_bits, n_bits)
+
+
+def faa(x: ArrayLike, y: ArrayLike, z: ArrayLike, fx: FormatLike, fy: FormatLike,
+        fz: FormatLike, fr: FormatLike, rounding: str = "NearestTiesToEven",
+        saturation: str = "SatNone", *, random_bits: ArrayLike | None = None,
+        n_bits: int | None = None) -> Codes:
+    """FAA<fx, fy, fz, fr, rho>(x, y, z): x + y + z rounded once into ``fr`` (§4.10.7).
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> f = "binary8p3se"
+    >>> big, tiny = lp.encode([49152.0, 2.0**-17], f)
+    >>> int(lp.p3109.faa(big, lp.encode(-49152.0, f), tiny, f, f, f, f))   # exact: tiny
+    1
+    """
+    a, b = _operand(x, fx, "x"), _operand(y, fy, "y")
+    c = _operand(z, fz, "z")
+    shape = np.broadcast_shapes(a.shape, b.shape, c.shape)
+    a, b, c = (np.ascontiguousarray(np.broadcast_to(v, shape)).reshape(-1) for v in (a, b, c))
+    with np.errstate(all="ignore"):
+        s, t = two_sum(a, b)                         # TwoSum: s + t == a + b, |t| <= ulp(s)/2
+        hi, lo = three_sum(s, t, c)                  # hi faithful, lo the sign of the rest
+        r = odd(hi, lo, np.empty_like(hi))           # the exact sum rounded to odd
+        special = ~(np.isfinite(a) & np.isfinite(b) & np.isfinite(c))
+        r = np.where(special, (a + b) + c, r)        # §4.10.7's ±inf and NaN rules
+    return _project(r.reshape(shape), fr, rounding, saturation, random_bits, n_bits)
 
 
 def sqrt(x: ArrayLike, fx: FormatLike, fr: FormatLike,

@@ -381,3 +381,8 @@ def next_code(k, p, signed, extended, x, up):
     if signed and x == 0:
         return smallest_negative
     return x + 1 if signed and minus else x - 1
+
+
+def omega_faa(x, y, z):
+    """§4.10.7 ωFAA: equivalent to ωAdd(ωAdd(X, Y), Z) with the inner sum exact."""
+    return omega_add(omega_add(x, y), z)

@@ -103,6 +103,34 @@ def test_fma_of_every_triple(params):
                     params, rounding, sat)
 
 
+@pytest.mark.parametrize("params", [(4, 2, True, True), (4, 1, True, False),
+                                    (4, 3, False, True)])
+def test_faa_of_every_triple(params):
+    fmt = build(params)
+    n = 2 ** params[0]
+    table = oracle.value_table(*params)
+    x, y, z = (a.reshape(-1) for a in np.meshgrid(*[np.arange(n)] * 3, indexing="ij"))
+    exact = [oracle.omega_faa(table[a], table[b], table[c]) for a, b, c in zip(x, y, z)]
+    for rounding, sat in [("NearestTiesToEven", "SatNone"), ("TowardNegative", "SatFinite"),
+                          ("NearestTiesToAway", "SatPropagate")]:
+        want = oracle.project_many(params, exact, rounding, [sat])[sat]
+        assert_bits(p3109.faa(x, y, z, fmt, fmt, fmt, fmt, rounding, sat), want,
+                    params, rounding, sat)
+
+
+def test_faa_keeps_what_float64_sums_lose():
+    # binary8p1se spans 2**-63 .. 2**62: x + y + z of its extremes needs 125 bits.
+    f = p3109.format(8, 1)
+    params = (8, 1, True, True)
+    table = oracle.value_table(*params)
+    rng = np.random.default_rng(5)
+    x, y, z = (rng.integers(0, 256, 4000) for _ in range(3))
+    exact = [oracle.omega_faa(table[a], table[b], table[c]) for a, b, c in zip(x, y, z)]
+    for rounding in ("TowardPositive", "TowardNegative", "ToOdd"):
+        want = oracle.project_many(params, exact, rounding, ["SatNone"])["SatNone"]
+        assert_bits(p3109.faa(x, y, z, f, f, f, f, rounding), want, rounding)
+
+
 def test_mixed_formats_and_stochastic_rounding():
     # Add<Binary8p3se, Binary4p2sf, Binary8p4se>, and StochasticB with N = 5.
     fx, fy, fr = (8, 3, True, True), (4, 2, True, False), (8, 4, True, True)
