@@ -388,7 +388,7 @@ def amd_fp8(A: np.ndarray, B: np.ndarray, c: np.ndarray, fa: Format,
 CHAIN_OUTPUTS = 1 << 14
 
 #: Uncleared outputs a group of `_chain` settles one by one at most (beyond, and beyond
-#: an eighth of the block, the group kernel takes the block).
+#: a quarter of the block, the group kernel takes the block).
 SETTLED = 1024
 
 _FAR = 480                  # a stand-in exponent for "no nonzero term": 2**(2 * 504) is finite
@@ -499,7 +499,7 @@ def _chain(operands, M, N, c, F, summaries, exact, group, safe, bound):
                 ok = okb if ok is None else np.logical_and(ok, okb, out=ok)
                 first_zero = False
                 redo = None if ok.all() else np.flatnonzero(~ok)
-                if redo is not None and redo.size > max(v.size // 8, SETTLED):
+                if redo is not None and redo.size > max(v.size // 4, SETTLED):
                     # Most outputs uncleared (wide products, FP16's long significands):
                     # the group kernel's dense passes beat settling them one by one.
                     v[...] = group(g, rows, cols, d)
@@ -539,9 +539,10 @@ def nv_chain(A: np.ndarray, B: np.ndarray, c: np.ndarray, fa: Format, fb: Format
     """`fused.nv_fused` of every group of ``k`` along K in order, each group's result the
     next one's c, into FP32 with truncation (the "f32" mode): A (M, K), B (K, N), c
     (M, N) FP32 values; ``sa`` (M, K / k) and ``sb`` (K / k, N): one E8M0 scale value
-    per group, or None. None where a value is inf or NaN (the callers then take a
-    group at a time)."""
-    if not _finite_all(A, B, c, sa, sb):
+    per group, or None. None for inputs of more than 6 fraction bits together, or
+    where a value is inf or NaN (the callers then take a group at a time)."""
+    # FP16 and BF16 products are wide: their bounds clear few outputs (the groups win).
+    if fa.mantissa_bits + fb.mantissa_bits > 6 or not _finite_all(A, B, c, sa, sb):
         return None
     M, K = A.shape
     N = B.shape[1]
