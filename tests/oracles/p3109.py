@@ -386,3 +386,112 @@ def next_code(k, p, signed, extended, x, up):
 def omega_faa(x, y, z):
     """§4.10.7 ωFAA: equivalent to ωAdd(ωAdd(X, Y), Z) with the inner sum exact."""
     return omega_add(omega_add(x, y), z)
+
+
+# §4.11.1-§4.11.3, rule by rule (first match).
+
+def _nan(v):
+    return isinstance(v, str)
+
+
+def omega_minimum(x, y):
+    if _nan(x) or _nan(y):
+        return NAN
+    if _is_inf(x) and _is_inf(y):
+        return INF if x == INF and y == INF else -INF
+    if x == INF and _is_inf(x):
+        return y
+    if y == INF and _is_inf(y):
+        return x
+    if _is_inf(x) or _is_inf(y):               # a -inf operand
+        return -INF
+    return x if x < y else y
+
+
+def omega_maximum(x, y):
+    if _nan(x) or _nan(y):
+        return NAN
+    if _is_inf(x) and _is_inf(y):
+        return -INF if x == -INF and y == -INF else INF
+    if (_is_inf(x) and x == INF) or (_is_inf(y) and y == INF):
+        return INF
+    if _is_inf(x):                             # -inf
+        return y
+    if _is_inf(y):
+        return x
+    return y if x < y else x
+
+
+def _number(omega):
+    def rule(x, y):
+        if _nan(x) and _nan(y):
+            return NAN
+        if _nan(y):
+            return x
+        if _nan(x):
+            return y
+        return omega(x, y)
+    return rule
+
+
+def omega_minimum_magnitude(x, y):
+    if _nan(x) or _nan(y):
+        return NAN
+    if _is_inf(x) and _is_inf(y):
+        return INF if x == INF and y == INF else -INF
+    if _is_inf(x):
+        return y
+    if _is_inf(y):
+        return x
+    if abs(x) < abs(y):
+        return x
+    if abs(x) > abs(y):
+        return y
+    return x if x < y else y
+
+
+def omega_maximum_magnitude(x, y):
+    if _nan(x) or _nan(y):
+        return NAN
+    if (_is_inf(x) and x == INF) or (_is_inf(y) and y == INF):
+        return INF
+    if _is_inf(x) or _is_inf(y):
+        return -INF
+    if abs(x) > abs(y):
+        return x
+    if abs(x) < abs(y):
+        return y
+    return y if x < y else x
+
+
+def _finite_variant(smaller):
+    def rule(x, y):
+        if _nan(x) and _nan(y):
+            return NAN
+        if _nan(x):
+            return y
+        if _nan(y):
+            return x
+        if _is_inf(x) and _is_inf(y):
+            if x == y:
+                return x
+            return -INF if smaller else INF
+        if _is_inf(x):
+            return y
+        if _is_inf(y):
+            return x
+        if smaller:
+            return x if x < y else y
+        return y if x < y else x
+    return rule
+
+
+EXTREMA = {
+    "minimum": omega_minimum, "maximum": omega_maximum,
+    "minimum_number": _number(omega_minimum), "maximum_number": _number(omega_maximum),
+    "minimum_magnitude": omega_minimum_magnitude,
+    "maximum_magnitude": omega_maximum_magnitude,
+    "minimum_magnitude_number": _number(omega_minimum_magnitude),
+    "maximum_magnitude_number": _number(omega_maximum_magnitude),
+    "minimum_finite": _finite_variant(True), "maximum_finite": _finite_variant(False),
+}
