@@ -2,43 +2,45 @@
 
 `format` builds Binary{K, P, Σ, Δ} as a `lowprec.Format`, which every lowprec
 function accepts. `project` is the report's ωProject on float64 input, returning
-code points. `conformance` lists what lowprec provides of §4.5, and `declarations`
-writes the four YAML files of §4.6.
+code points. The operations take and return code points, with the report's formats
+and projection specification as arguments. `conformance` lists what lowprec provides
+of §4.5, and `declarations` writes the four YAML files of §4.6.
 """
 
 from .arithmetic import absolute, add, divide, faa, fma, multiply, negate, sqrt, subtract
 from .claims import F4, F8, FS, FX, REPORT_VERSION, Requirement, conformance, declarations
 from .classification import (
-                      CLASSES,
-                      classify,
-                      compare_equal,
-                      compare_greater,
-                      compare_greater_equal,
-                      compare_less,
-                      compare_less_equal,
-                      is_finite,
-                      is_infinite,
-                      is_nan,
-                      is_normal,
-                      is_one,
-                      is_sign_minus,
-                      is_subnormal,
-                      is_zero,
-                      next_greater_than,
-                      next_less_than,
-                      total_order,
+    CLASSES,
+    classify,
+    compare_equal,
+    compare_greater,
+    compare_greater_equal,
+    compare_less,
+    compare_less_equal,
+    is_finite,
+    is_infinite,
+    is_nan,
+    is_normal,
+    is_one,
+    is_sign_minus,
+    is_subnormal,
+    is_zero,
+    next_greater_than,
+    next_less_than,
+    total_order,
 )
 from .extrema import (
-                      maximum,
-                      maximum_finite,
-                      maximum_magnitude,
-                      maximum_magnitude_number,
-                      maximum_number,
-                      minimum,
-                      minimum_finite,
-                      minimum_magnitude,
-                      minimum_magnitude_number,
-                      minimum_number,
+    clamp,
+    maximum,
+    maximum_finite,
+    maximum_magnitude,
+    maximum_magnitude_number,
+    maximum_number,
+    minimum,
+    minimum_finite,
+    minimum_magnitude,
+    minimum_magnitude_number,
+    minimum_number,
 )
 from .formats import DOMAINS, format, is_p3109, parameters  # noqa: A004 - the report's name
 from .projection import ROUNDINGS, SATURATIONS, STOCHASTIC, project, special_codes
@@ -53,4 +55,4 @@ __all__ = ["format", "DOMAINS", "parameters", "is_p3109", "project", "special_co
            "classify", "CLASSES", "next_greater_than", "next_less_than",
            "minimum", "maximum", "minimum_number", "maximum_number", "minimum_magnitude",
            "maximum_magnitude", "minimum_magnitude_number", "maximum_magnitude_number",
-           "minimum_finite", "maximum_finite"]
+           "minimum_finite", "maximum_finite", "clamp"]

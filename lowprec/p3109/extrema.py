@@ -1,5 +1,5 @@
-"""IEEE P3109's minimum and maximum operations (Interim Report v4.0, §4.11.1-§4.11.3)
-on code points.
+"""IEEE P3109's minimum, maximum and clamp operations (Interim Report v4.0, §4.11) on
+code points.
 
 Each picks one decoded operand by §4.11's rules and projects it into the result
 format; the choice is exact, so only a narrower result format rounds. NumPy's
@@ -22,7 +22,7 @@ from .projection import project
 
 __all__ = ["minimum", "maximum", "minimum_number", "maximum_number", "minimum_magnitude",
            "maximum_magnitude", "minimum_magnitude_number", "maximum_magnitude_number",
-           "minimum_finite", "maximum_finite"]
+           "minimum_finite", "maximum_finite", "clamp"]
 
 F64 = NDArray[np.float64]
 
@@ -119,3 +119,33 @@ Examples
 maximum_finite = _pick(_finite(np.maximum))
 maximum_finite.__name__ = "maximum_finite"
 maximum_finite.__doc__ = "MaximumFinite (§4.11.3): NaN and ±inf give way to a finite operand."
+
+
+def clamp(x: ArrayLike, lo: ArrayLike, hi: ArrayLike, fx: FormatLike, flo: FormatLike,
+          fhi: FormatLike, fr: FormatLike, rounding: str = "NearestTiesToEven",
+          saturation: str = "SatNone") -> Any:
+    """Clamp<fx, flo, fhi, fr, rho>(x, lo, hi) (§4.11.4): x held within [lo, hi].
+
+    NaN where any operand is NaN or lo > hi. Otherwise the report's rules reduce to
+    ``min(max(x, lo), hi)`` on the closed extended reals.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> f = "binary8p3se"
+    >>> one, two = lp.encode([1.0, 2.0], f)
+    >>> hex(lp.p3109.clamp(0x7f, one, two, f, f, f, f))     # +inf held to 2.0
+    '0x44'
+    >>> hex(lp.p3109.clamp(one, two, one, f, f, f, f))      # lo > hi: NaN
+    '0x80'
+    """
+    for f in (fx, flo, fhi):
+        parameters(f)
+    a = np.asarray(decode(x, fx), dtype=np.float64)
+    low = np.asarray(decode(lo, flo), dtype=np.float64)
+    high = np.asarray(decode(hi, fhi), dtype=np.float64)
+    a, low, high = np.broadcast_arrays(a, low, high)
+    with np.errstate(invalid="ignore"):
+        bad = np.isnan(a) | np.isnan(low) | np.isnan(high) | (low > high)
+        r = np.where(bad, np.nan, np.minimum(np.maximum(a, low), high))
+    return project(r, fr, rounding, saturation)

@@ -495,3 +495,32 @@ EXTREMA = {
     "maximum_magnitude_number": _number(omega_maximum_magnitude),
     "minimum_finite": _finite_variant(True), "maximum_finite": _finite_variant(False),
 }
+
+
+def omega_clamp(x, lo, hi):
+    """§4.11.4 ωClamp, first matching rule."""
+    if _nan(x) or _nan(lo) or _nan(hi):
+        return NAN
+    if lo > hi:
+        return NAN
+    if lo == INF and hi == INF:
+        return INF
+    if lo == -INF and hi == -INF:
+        return -INF
+    if hi == -INF or lo == INF:
+        return NAN
+    if x == INF and hi == INF:
+        return INF
+    if x == INF:
+        return hi
+    if x == -INF and lo == -INF:
+        return -INF
+    if x == -INF:
+        return lo
+    if lo == -INF and hi == INF:
+        return x
+    if lo == -INF:
+        return x if x <= hi else hi
+    if hi == INF:
+        return lo if x <= lo else x
+    return lo if x <= lo else (hi if x >= hi else x)

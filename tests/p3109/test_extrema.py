@@ -42,3 +42,14 @@ def test_into_a_narrower_format_the_pick_is_projected():
     got = [int(p3109.maximum(x, y, wide, wide, narrow, r)) for r in
            ("NearestTiesToEven", "TowardPositive")]
     assert got == [int(p3109.project(1.0, narrow)), int(p3109.project(1.25, narrow))]
+
+
+@pytest.mark.parametrize("params", formats_up_to(4))
+def test_clamp_of_every_triple(params):
+    fmt = build(params)
+    table = oracle.value_table(*params)
+    n = len(table)
+    x, lo, hi = (a.reshape(-1) for a in np.meshgrid(*[np.arange(n)] * 3, indexing="ij"))
+    exact = [oracle.omega_clamp(table[a], table[b], table[c]) for a, b, c in zip(x, lo, hi)]
+    want = oracle.project_many(params, exact, "NearestTiesToEven", ["SatNone"])["SatNone"]
+    assert_bits(p3109.clamp(x, lo, hi, fmt, fmt, fmt, fmt), want, params)
