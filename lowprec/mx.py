@@ -22,6 +22,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .arith import mul as _mul
 from .bits import decode, encode
+from .display import block_scaled_card
 from .engine.checks import check_choice, check_int
 from .engine.inputs import float64_operand
 from .formats import E8M0, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E5M2, FP32, UE4M3, Format
@@ -148,6 +149,9 @@ class BlockScaled:
                              "are computed (copy=False cannot be honoured)")
         v = self.dequantize()
         return v if dtype is None else v.astype(dtype)
+
+    def _repr_html_(self) -> str:
+        return block_scaled_card(self)
 
 
 def _blocks(x, axis, block):

@@ -34,13 +34,22 @@ _TAIL = ("ulps", "bits", "groups", "first")
 class CompareTable(list):
     """`compare`'s rows (one dict per module call) where pandas is not installed.
 
-    It is a list of dicts, in the order the modules finished. ``str()`` gives an
+    It is a list of dicts, in the order the modules finished. ``table["module"]``
+    gives a column, as on the DataFrame. ``str()`` gives an
     aligned text table and Jupyter shows ``_repr_html_``. `to_frame` gives the pandas
     DataFrame `compare` returns when pandas is installed.
     """
 
     def columns(self) -> list[str]:
         return list(self[0]) if self else list(_HEAD + _TAIL)
+
+    def __getitem__(self, key: Any) -> Any:
+        # A column by name, as a DataFrame gives it. Rows by position, as a list.
+        if isinstance(key, str):
+            if key not in self.columns():
+                raise KeyError(f"no column {key!r}; the columns are {self.columns()}")
+            return [row[key] for row in self]
+        return super().__getitem__(key)
 
     def to_frame(self) -> Any:
         """The rows as a pandas DataFrame (needs pandas)."""
@@ -242,9 +251,9 @@ def compare(model: Any, inputs: Any, gpus: Sequence[str] = ("v100", "a100", "h10
     >>> torch.manual_seed(0) and None
     >>> net = torch.nn.Sequential(torch.nn.Linear(64, 8), torch.nn.ReLU())
     >>> table = lpt.compare(net, torch.randn(4, 64), gpus=("a100", "h100"))
-    >>> [row["module"] for row in table]
+    >>> list(table["module"])
     ['0', '1', '(model)']
-    >>> table[0]["dtype"], table[0]["err_h100"] < 2**-7
+    >>> table["dtype"][0], bool(table["err_h100"][0] < 2**-7)
     ('bfloat16', True)
     """
     import torch

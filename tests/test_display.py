@@ -167,12 +167,12 @@ def test_explain_card_shows_bf16_0x3dcd():
 def test_dataclass_card_of_models_and_policies():
     for model in ("v100", "a100", "h100", "b200"):
         m = lp.MODELS[model]
-        shown = text_of(display.dataclass_card(m))
+        shown = text_of(m._repr_html_())          # what Jupyter shows
         assert f"block {m.block}" in shown and f"fraction_bits {m.fraction_bits}" in shown
     assert "variants TF32: h100/tf32, FP8_E4M3: h100/fp8" in text_of(
         display.dataclass_card(lp.MODELS["h100"]))
     p = lp.amp.Policy.named("bf16-mixed")
-    shown = text_of(display.dataclass_card(p))
+    shown = text_of(p._repr_html_())
     assert f"compute {p.compute}" in shown and f"weights {p.weights}" in shown
     with pytest.raises(TypeError, match="dataclass instance"):
         display.dataclass_card(lp.amp.Policy)
@@ -188,6 +188,7 @@ def test_block_scaled_card_shows_the_scales_and_values(scheme):
     assert f"{float(scales.min())!r} .. {float(scales.max())!r}" in shown
     first = ", ".join(repr(float(v)) for v in q.dequantize()[:4])
     assert f"values {first}, ..." in shown
+    assert "BlockScaled" in text_of(q._repr_html_())
 
 
 def test_history_card_plot_and_pandas():

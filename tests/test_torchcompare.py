@@ -108,6 +108,9 @@ def test_errors_and_disagreements_match_the_mlp_run_by_hand(monkeypatch):
     assert isinstance(table, tc.CompareTable)
     assert [r["module"] for r in table] == ["0", "1", "2", "(model)"]
     assert [r["type"] for r in table] == ["Linear", "ReLU", "Linear", "Sequential"]
+    assert table["module"] == ["0", "1", "2", "(model)"]     # a column, as a DataFrame's
+    with pytest.raises(KeyError, match="no column 'modul'"):
+        table["modul"]
     ref = _reference(net, x)
     ref.append(ref[-1])
     outs = {g: _gpu(net, x, g) for g in GPUS}

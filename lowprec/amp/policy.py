@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..display import dataclass_card
 from ..engine.checks import check_mode
 from ..formats import BF16, FP16, FP32, Format
 from ..formats import format as _format
@@ -138,6 +139,9 @@ class Policy:
     def master_weights(self) -> bool:
         """Whether the optimizer keeps weights in a format other than ``compute``."""
         return self.weights != self.compute
+
+    def _repr_html_(self) -> str:
+        return dataclass_card(self)
 
 
 #: The named policies.

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
+from ..display import dataclass_card
 from ..engine.checks import check_bool, check_int
 from ..formats import BF16, FP8_E4M3, FP8_E5M2, FP16, FP32, TF32, Format, FormatLike
 from ..formats import format as _format
@@ -178,6 +179,9 @@ class TensorCoreModel:
     def default_out_format(self) -> Format:
         """The output format when ``out_fmt`` is not given: FP32."""
         return FP32
+
+    def _repr_html_(self) -> str:
+        return dataclass_card(self)
 
 
 def _formats(name, value):
