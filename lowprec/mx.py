@@ -28,7 +28,7 @@ from .engine.inputs import float64_operand
 from .formats import E8M0, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E5M2, FP32, UE4M3, Format
 from .rounding import round as _round
 from .status import quiet
-from .types import Mode
+from .types import Mode, RNGLike
 
 __all__ = ["quantize", "BlockScaled", "matmul", "SCHEMES", "SCALE_RULES"]
 
@@ -212,7 +212,7 @@ def _check_tensor_scale(ts):
 
 
 def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "floor",
-             mode: Mode = "rne", rng: np.random.Generator | int | None = None,
+             mode: Mode = "rne", rng: RNGLike = None,
              saturate: bool = True, tensor_scale: float | None = None) -> BlockScaled:
     """Quantize ``x`` to a block-scaled format along ``axis``.
 

@@ -28,7 +28,7 @@ from .engine.checks import check_bool
 from .formats import FP32, Format, FormatLike
 from .formats import format as _format
 from .rounding import round as _round
-from .tensorcore import Model, matmul, resolve_model
+from .tensorcore import Model, ModelLike, matmul, resolve_model
 from .torch import GPUS, model_for
 
 __all__ = ["run", "evaluator", "ops", "Policy", "GPUS", "UNMODELLED"]
@@ -68,7 +68,7 @@ class Policy:
     tf32: bool = False
 
     @classmethod
-    def make(cls, gpu: str | None, matmul_model: str | Model | None,
+    def make(cls, gpu: str | None, matmul_model: ModelLike | None,
              in_fmt: FormatLike | None, tf32: bool) -> Policy:
         """The checked policy of the public functions' options."""
         check_bool("tf32", tf32)
@@ -473,7 +473,7 @@ def _dtype_of(tensor_type: int) -> np.dtype:
     return np.dtype(tensor_dtype_to_np_dtype(tensor_type))
 
 
-def ops(*, gpu: str | None = None, matmul: str | Model | None = None,
+def ops(*, gpu: str | None = None, matmul: ModelLike | None = None,
         in_fmt: FormatLike | None = None, tf32: bool = False) -> list[type]:
     """The ``new_ops`` classes of ``onnx.reference.ReferenceEvaluator`` under one
     policy: ``MatMul``, ``Gemm``, ``Conv``, ``ConvTranspose``, ``Einsum``,
@@ -587,7 +587,7 @@ def ops(*, gpu: str | None = None, matmul: str | Model | None = None,
         _refusal(name) for name in UNMODELLED]
 
 
-def evaluator(model: Any, *, gpu: str | None = None, matmul: str | Model | None = None,
+def evaluator(model: Any, *, gpu: str | None = None, matmul: ModelLike | None = None,
               in_fmt: FormatLike | None = None, tf32: bool = False, **kwargs: Any) -> Any:
     """An ``onnx.reference.ReferenceEvaluator`` of ``model`` (a ModelProto or a path)
     whose products run through lowprec.
@@ -630,7 +630,7 @@ def evaluator(model: Any, *, gpu: str | None = None, matmul: str | Model | None 
 
 
 def run(model: Any, inputs: Mapping[str, Any] | Sequence[Any], *, gpu: str | None = None,
-        matmul: str | Model | None = None, in_fmt: FormatLike | None = None,
+        matmul: ModelLike | None = None, in_fmt: FormatLike | None = None,
         tf32: bool = False) -> list[np.ndarray]:
     """Run ``model`` once on ``inputs`` (a dict by input name, or a sequence in the
     graph's input order) under `evaluator`'s options: the list of outputs.

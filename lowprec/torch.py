@@ -1,3 +1,6 @@
+# One module (~830 lines): the dispatch mode, its per-call state and the products,
+# convolutions and scaled products it routes share private helpers; compare lives in
+# torchcompare.py.
 """PyTorch's matrix products through lowprec's hardware models (`emulate`), and the
 choice of model a GPU makes for a dtype (`model_for`).
 

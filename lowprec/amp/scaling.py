@@ -29,6 +29,7 @@ from ..tensorcore import Model, resolve_model
 from ..tensorcore.instructions import MatrixUnit
 from ..tensorcore.models import Accumulating
 from ..tensors import Tensor, matmul, tensor
+from ..types import Mode
 
 __all__ = ["DelayedScaling", "BlockScaling", "MXFP8", "NVFP4", "KINDS", "fractions"]
 
@@ -332,7 +333,7 @@ class BlockScaling:
     scheme: str = "mxfp8_e4m3"
     grad_scheme: str | None = None
     scale_rule: str = "rceil"
-    grad_mode: str = "rne"
+    grad_mode: Mode = "rne"
     model: str = "b200/tcgen05"
 
     def __post_init__(self) -> None:

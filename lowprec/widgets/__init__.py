@@ -15,6 +15,7 @@ from typing import Any
 from numpy.typing import ArrayLike
 
 from ..formats import FormatLike
+from ..types import Mode
 from . import state, static
 
 __all__ = ["bits", "rounding", "block", "tensor_core", "summation", "state", "static"]
@@ -48,7 +49,7 @@ def bits(fmt: FormatLike, pattern: int | None = None) -> Any:
     return _live().Bits(fmt, pattern)
 
 
-def rounding(x: float, fmt: FormatLike, mode: str = "rne") -> Any:
+def rounding(x: float, fmt: FormatLike, mode: Mode = "rne") -> Any:
     """``x`` between its neighbours in ``fmt``: each mode's choice, and SR's draws.
 
     Examples
