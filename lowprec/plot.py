@@ -450,25 +450,7 @@ def error_vs_k(result: dict[str, Any] | None = None, which: str = "dot",
     if missing:
         raise ValueError(f"result lacks {', '.join(map(repr, missing))}: give what "
                          "lowprec.teaching.error_vs_k returns (or its arguments instead)")
-    fig = plot_error_vs_k(result, which)
-    axes = list(fig.axes)
-    from matplotlib.ticker import NullFormatter
-    handles: dict[str, Any] = {}
-    for ax in axes:
-        # One labelled tick per K measured (the log axis' minor labels overlap).
-        ax.set_xticks(result["ks"])
-        ax.set_xticklabels([str(k) for k in result["ks"]])
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        for line in ax.lines:
-            handles.setdefault(line.get_label(), line)
-        if ax.get_legend() is not None:
-            ax.get_legend().remove()
-    # One legend for every panel, right of the last one: a legend inside a panel
-    # covers a curve whichever corner it takes.
-    axes[-1].legend(list(handles.values()), list(handles), fontsize=8, loc="upper left",
-                    bbox_to_anchor=(1.02, 1.0), title="model")
-    fig.tight_layout()
-    return axes
+    return list(plot_error_vs_k(result, which).axes)
 
 
 def compare(table: Any, *, ax: Axes | None = None, figsize: tuple = (8, 4)) -> Axes:

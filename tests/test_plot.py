@@ -386,8 +386,10 @@ ERROR_VS_K = {"ks": KS, "formats": ["FP32", "FP16", "BF16"], "models": list(SLOP
     lambda: lplot.error_vs_k(ks=(8, 32, 128), formats=("fp16",),
                              models=("fp32", "fp16", "v100"), trials=2, size=2),
     lambda: lplot.compare(COMPARE_ROWS),
+    lambda: lplot.plot_error_vs_k(ERROR_VS_K).axes,      # `lowprec demo --plot` draws it
 ], ids=["values-e4m3", "values-e2m1", "spacing", "spacing-e8m0", "rounding-e4m3",
-        "rounding-sr", "rounding-e2m1", "error_vs_k", "error_vs_k-run", "compare"])
+        "rounding-sr", "rounding-e2m1", "error_vs_k", "error_vs_k-run", "compare",
+        "demo-plot"])
 def test_no_legend_box_covers_a_plotted_point(draw):
     drawn = draw()
     fig = (drawn[0] if isinstance(drawn, list) else drawn).figure

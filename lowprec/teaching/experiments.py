@@ -165,6 +165,7 @@ def plot_error_vs_k(result: dict[str, Any], which: str = "dot") -> Any:
     >>> import matplotlib.pyplot as plt; plt.close(fig)
     """
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     formats = result["formats"]
     fig, axes = plt.subplots(1, len(formats), figsize=(4 * len(formats), 4),
@@ -184,7 +185,18 @@ def plot_error_vs_k(result: dict[str, Any], which: str = "dot") -> Any:
         ax.set_title(f"{fmt} inputs")
         ax.set_xlabel("K (length of each dot product)")
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=8)
+        # One labelled tick per K measured (the log axis' minor labels overlap).
+        ax.set_xticks(result["ks"])
+        ax.set_xticklabels([str(k) for k in result["ks"]])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    # One legend for every panel, right of the last one: a legend inside a panel
+    # covers a curve whichever corner it takes.
+    handles: dict[str, Any] = {}
+    for ax in axes[0]:
+        for line in ax.lines:
+            handles.setdefault(line.get_label(), line)
+    axes[0][-1].legend(list(handles.values()), list(handles), fontsize=8, loc="upper left",
+                       bbox_to_anchor=(1.02, 1.0), title="model")
     axes[0][0].set_ylabel("mean relative error" if which == "dot"
                           else "normwise relative error")
     fig.suptitle(("Dot products of uniform [0, 1) vectors: error against K" if which == "dot"
