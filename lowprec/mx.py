@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -342,7 +343,7 @@ def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "fl
         assert isinstance(elem, Format)
         # An infinite y (a finite v whose product with a given tensor scale overflows
         # FP32) saturates or not as a finite value beyond the format's max does.
-        codes = np.asarray(encode(y, elem, mode, rng=rng, saturate=saturate))
+        codes = _encode(y, elem, mode, rng, saturate)
     if not draws:
         codes = lay.blocked(codes)
     if any_special:
@@ -413,6 +414,45 @@ def _times_fp32(v, enc):
     with np.errstate(over="ignore", invalid="ignore"):     # inf * 0: NaN, as mul gives
         p = v * enc
     return np.asarray(quiet(_round, p, FP32))
+
+
+_BY_TOP16: dict = {}
+_NONE = 1 << 8                      # no pattern: a value that is not of the format
+
+
+def _patterns_by_top16(fmt):
+    """A table from the top 16 bits of a float64 value of ``fmt`` (at most 8 bits, 4
+    fraction bits: sign, float64's exponent and 4 fraction bits say which value it is)
+    to its pattern, as `encode` writes it: ±0, ±inf, quiet NaNs to the canonical NaN
+    of their sign (for formats with NaN), `_NONE` elsewhere."""
+    table = _BY_TOP16.get(fmt)
+    if table is None:
+        table = np.full(1 << 16, _NONE, dtype=np.uint16)
+        codes = np.arange(1 << fmt.bits, dtype=np.uint64)
+        values = np.asarray(decode(codes, fmt), dtype=np.float64)
+        finite = ~np.isnan(values)
+        table[values[finite].view(np.uint16)[3::4]] = codes[finite]
+        if fmt.has_nan:     # what `encode` writes for any NaN: the canonical one of its sign
+            nans = np.asarray(encode([np.nan, -np.nan], fmt), dtype=np.uint16)
+            table[0x7FF8:0x8000], table[0xFFF8:] = nans
+        _BY_TOP16[fmt] = table
+    return table
+
+
+def _encode(y, elem, mode, rng, saturate):
+    """``encode(y, elem, mode, rng=rng, saturate=saturate)``: `lowprec.round` (the same
+    plan, draws and flags) and each value's pattern by its top 16 bits. Formats of at
+    most 8 bits and 4 fraction bits; a value without a pattern (a NaN in a format
+    without NaN) takes `encode` of the rounded values, which raises as it does."""
+    if elem.bits > 8 or elem.mantissa_bits > 4 or sys.byteorder != "little":
+        return np.asarray(encode(y, elem, mode, rng=rng, saturate=saturate))
+    r = np.ascontiguousarray(_round(y, elem, mode, rng=rng, saturate=saturate),
+                             dtype=np.float64)
+    codes = _patterns_by_top16(elem)[r.view(np.uint16)[..., 3::4]]
+    if codes.max(initial=0) >= _NONE:
+        # Values of elem already: encoding them rounds nothing, so nothing is flagged.
+        return np.asarray(quiet(encode, r, elem, saturate=saturate))
+    return codes.astype(np.uint8)
 
 
 # Multiples of 2**-7 below 2 (its subnormals and first binade): MXINT8's integers / 128.

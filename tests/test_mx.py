@@ -492,3 +492,39 @@ def test_quantize_does_not_depend_on_the_memory_layout(scheme, mode):
                 assert repr(f1) == repr(f2)
                 back = np.moveaxis(want.dequantize(), -1, axis)
                 assert np.array_equal(q.dequantize(), back, equal_nan=True)
+
+
+def _edge_values(fmt):
+    """Every value of ``fmt`` (its patterns decoded), the midpoints between
+    neighbours and their float64 neighbours, and values beyond max, below the least
+    subnormal, signed zeros, infinities and NaN."""
+    v = lp.decode(np.arange(1 << fmt.bits), fmt)
+    v = np.unique(v[np.isfinite(v)])
+    mid = (v[1:] + v[:-1]) / 2
+    edges = np.concatenate([v, mid, np.nextafter(mid, np.inf), np.nextafter(mid, -np.inf),
+                            [fmt.max * 1.01, -fmt.max * 3, 2.0**-40, -2.0**-40, 1e300,
+                             0.0, -0.0, np.inf, -np.inf]])
+    return np.concatenate([edges, [np.nan, -np.nan]]) if fmt.has_nan else edges
+
+
+@pytest.mark.parametrize("fmt", [lp.FP8_E4M3, lp.FP8_E5M2, lp.FP6_E3M2, lp.FP6_E2M3,
+                                 lp.FP4_E2M1])
+@pytest.mark.parametrize("mode", ["rne", "sr"])
+@pytest.mark.parametrize("saturate", [True, False])
+def test_element_patterns_equal_encodes(fmt, mode, saturate):
+    # quantize's patterns by table against lp.encode, the reference: same patterns,
+    # same draws (seeded; the generator advanced alike) and the same flags.
+    from lowprec.mx import _encode
+    rng = np.random.default_rng(5)
+    x = np.concatenate([_edge_values(fmt), rng.standard_normal(3000) * fmt.max / 4,
+                        rng.standard_normal(500) * fmt.smallest_normal])
+    x = rng.permutation(x).reshape(-1, 7) if x.size % 7 == 0 else rng.permutation(x)
+    g1, g2 = np.random.default_rng(9), np.random.default_rng(9)
+    with lp.flags() as f1:
+        want = lp.encode(x, fmt, mode, rng=g1 if mode == "sr" else None, saturate=saturate)
+    with lp.flags() as f2:
+        got = _encode(x, fmt, mode, g2 if mode == "sr" else None, saturate)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    assert f1.as_dict() == f2.as_dict()
+    assert g1.integers(1 << 62) == g2.integers(1 << 62)
