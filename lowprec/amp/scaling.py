@@ -367,20 +367,46 @@ class BlockScaling:
 def _block_totals(q: mx.BlockScaled, v: np.ndarray) -> tuple:
     """`_Counts.add`'s totals for ``v`` quantized to ``q``, in the blocked layout.
 
-    Each value is compared with ``q.limits`` and ``q.dequantize()``, the same float64
-    products (the element's max, or its value, times ``scale * tensor_scale``) formed
-    per block instead of repeated to the array's shape. The padding holds zeros: it is
-    neither clipped (a zero exceeds no limit, a NaN limit none) nor nonzero.
+    Each value is compared with ``q.limits`` (the element's max times ``scale *
+    tensor_scale``), formed per block instead of repeated to the array's shape. The
+    padding holds zeros: it is neither clipped (a zero exceeds no limit, a NaN limit
+    none) nor nonzero. Flushed values are counted on the element patterns (see
+    `_flushed`); MXINT8 and blocks with a NaN scale take `_flushed_by_values`.
     """
     vb = q.blocked(v)                                        # (..., blocks, block)
     scale = (q.scales * q.tensor_scale)[..., None]
     top = 127 * 2.0**-6 if q.elem == "int8" else q.elem.max  # type: ignore[union-attr]
     clip = np.abs(vb) > top * scale
-    nonzero = vb != 0
-    deq = q.elements.reshape(vb.shape) * scale
+    nonzero = np.count_nonzero(v)
+    flushed = _flushed(q, nonzero)
+    if flushed is None:
+        flushed = _flushed_by_values(q, vb, scale)
     return (math.prod(clip.shape[:-1]), np.count_nonzero(clip.any(axis=-1)),
-            v.size, np.count_nonzero(clip), np.count_nonzero(nonzero),
-            np.count_nonzero(nonzero & (deq == 0)))
+            v.size, np.count_nonzero(clip), nonzero, flushed)
+
+
+def _flushed(q, nonzero):
+    """The nonzero values that dequantize to zero, from the element patterns: None for
+    MXINT8 or a NaN scale.
+
+    With every scale a number, an element dequantizes to zero exactly when it is a
+    zero: ``scale * tensor_scale`` is positive and finite or zero, and a product
+    with a nonzero element of the formats stays far from float64's underflow. A zero
+    value always gives a zero element (so does every value of a zero-scale block), so
+    the zero elements are the zero values (``codes.size - nonzero``, padding
+    included) plus the flushed ones."""
+    elem = q.elem
+    if not isinstance(elem, Format) or np.isnan(q.scales).any():
+        return None
+    magnitude = np.uint8((1 << (elem.bits - 1)) - 1)       # the pattern without its sign
+    zeros = q.codes.size - np.count_nonzero(q.codes & magnitude)
+    return zeros - (q.codes.size - nonzero)
+
+
+def _flushed_by_values(q, vb, scale):
+    """`_flushed` by the dequantized values, elementwise (any scheme, NaN scales too)."""
+    deq = q.elements.reshape(vb.shape) * scale
+    return np.count_nonzero((vb != 0) & (deq == 0))
 
 
 class _Blocked:
