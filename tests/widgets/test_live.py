@@ -172,6 +172,11 @@ def page(tmp_path_factory):
             " === 'idle')"))
         driver.execute_script("window.jupyterapp.commands.execute('notebook:run-all-cells')")
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "[data-role]")) >= 10)
+        # Each widget's live view draws its controls; a click before that (on a
+        # loaded machine) would meet no handler and be lost.
+        wait.until(lambda d: all(_output(d, i).find_elements(By.CSS_SELECTOR,
+                                                             "[data-control]")
+                                 for i in range(1, 6)))
         yield driver, wait
     finally:
         if driver is not None:
