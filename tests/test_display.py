@@ -222,3 +222,38 @@ def test_views_escape_text():
     markup = display.card("<b>", [("a&b", "<script>")])
     assert "<script>" not in markup and html.escape("<script>") in markup
     read(markup)
+
+
+NBCONVERT_CELLS = {
+    # cell source: a piece of text its HTML view holds (the view's own title or row)
+    "lp.format('e4m3')": "FP8_E4M3",
+    "lp.tensor([1.0, float('nan')], 'bf16')": "nan",
+    "lp.explain(0.1, 'bf16')": "0x3dcd",
+    "lp.MODELS['h100']": "fraction_bits",
+    "lp.amp.Policy.named('bf16-mixed')": "compute",
+    "lp.mx.quantize(np.arange(40.0), 'mxfp8_e4m3')": "BlockScaled",
+    "w.bits('bf16', 0x3dcd)": "0.10009765625",           # BF16 0x3dcd
+    "w.block([0.1, 1.0, 2.0, 957.0], 'mxfp8_e4m3')": "957",
+}
+
+
+@pytest.mark.slow
+def test_every_view_renders_in_nbconvert_html(tmp_path):
+    # A notebook of the views, executed by a kernel, exported as nbconvert exports it:
+    # each cell's output must carry its view's HTML (the widgets' static fallback).
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nbconvert = pytest.importorskip("nbconvert")
+    pytest.importorskip("anywidget")
+    cells = [nbformat.v4.new_code_cell("import numpy as np\nimport lowprec as lp\n"
+                                       "import lowprec.widgets as w")]
+    cells += [nbformat.v4.new_code_cell(src) for src in NBCONVERT_CELLS]
+    nb = nbformat.v4.new_notebook(cells=cells)
+    nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    body, _ = nbconvert.HTMLExporter().from_notebook_node(nb)
+    for cell, (src, text) in zip(nb.cells[1:], NBCONVERT_CELLS.items()):
+        htmls = [o["data"]["text/html"] for o in cell.outputs
+                 if o.get("output_type") == "execute_result" and "text/html" in o["data"]]
+        assert htmls and text in htmls[0], src
+        assert htmls[0] in body or text in body, src
