@@ -8,6 +8,40 @@ of §4.5, and `declarations` writes the four YAML files of §4.6.
 """
 
 from .arithmetic import absolute, add, divide, faa, fma, multiply, negate, sqrt, subtract
+from .blocks import (
+    block_abs,
+    block_add,
+    block_clamp,
+    block_convert,
+    block_divide,
+    block_dot_product,
+    block_faa,
+    block_fma,
+    block_maximum,
+    block_maximum_finite,
+    block_maximum_magnitude,
+    block_maximum_magnitude_number,
+    block_maximum_number,
+    block_minimum,
+    block_minimum_finite,
+    block_minimum_magnitude,
+    block_minimum_magnitude_number,
+    block_minimum_number,
+    block_multiply,
+    block_negate,
+    block_reduce_add,
+    block_reduce_multiply,
+    block_sqrt,
+    block_subtract,
+    convert_from_block,
+    convert_to_block,
+    convert_to_block_max_abs_finite,
+    from_e8m0,
+    scaled_add,
+    scaled_multiply,
+    scaled_subtract,
+    to_e8m0,
+)
 from .claims import F4, F8, FS, FX, REPORT_VERSION, Requirement, conformance, declarations
 from .classification import (
     CLASSES,
@@ -55,4 +89,14 @@ __all__ = ["format", "DOMAINS", "parameters", "is_p3109", "project", "special_co
            "classify", "CLASSES", "next_greater_than", "next_less_than",
            "minimum", "maximum", "minimum_number", "maximum_number", "minimum_magnitude",
            "maximum_magnitude", "minimum_magnitude_number", "maximum_magnitude_number",
-           "minimum_finite", "maximum_finite", "clamp"]
+           "minimum_finite", "maximum_finite", "clamp",
+           "convert_from_block", "convert_to_block", "convert_to_block_max_abs_finite",
+           "block_reduce_add", "block_reduce_multiply", "block_dot_product",
+           "block_convert", "block_negate", "block_abs", "block_sqrt", "block_add",
+           "block_subtract", "block_multiply", "block_divide", "block_fma",
+           "block_faa", "block_minimum", "block_maximum", "block_minimum_number",
+           "block_maximum_number", "block_minimum_magnitude",
+           "block_maximum_magnitude", "block_minimum_magnitude_number",
+           "block_maximum_magnitude_number", "block_minimum_finite",
+           "block_maximum_finite", "block_clamp", "scaled_add", "scaled_subtract",
+           "scaled_multiply", "from_e8m0", "to_e8m0"]
