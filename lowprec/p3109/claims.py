@@ -66,8 +66,18 @@ _REQUIREMENTS = (
     Requirement("BitwidthOf ... MinNormalOf", "F4 | F8 | FX", True,
                 "lp.Format attributes (bits, p, signed, kind, bias, max, min, "
                 "smallest_subnormal, smallest_normal)"),
-    Requirement("ScaledAdd, ScaledSubtract, ScaledMultiply", "Fs = Binary8p1uf", False,
-                _NOT_YET),
+    Requirement("ScaledAdd, ScaledSubtract, ScaledMultiply", "Fs = Binary8p1uf", True,
+                "lowprec.p3109.scaled_add, scaled_subtract, scaled_multiply"),
+    Requirement("ConvertToBlock, ConvertToBlockMaxAbsFinite, ConvertFromBlock (§5.2)",
+                "any B, fs, fx; fr a P3109 format", True,
+                "lowprec.p3109.convert_to_block, convert_to_block_max_abs_finite, "
+                "convert_from_block"),
+    Requirement("BlockReduceAdd, BlockReduceMultiply, BlockDotProduct (§5.3)",
+                "any B, fs, fx; fr a P3109 format", True,
+                "lowprec.p3109.block_reduce_add, block_reduce_multiply, block_dot_product"),
+    Requirement("Block<Op> (§5.4) for Convert ... Clamp", "fr a P3109 format; rounding "
+                "ops need a power-of-two result scale", True,
+                "lowprec.p3109.block_add ... block_clamp (not the transcendental ones)"),
 )
 
 

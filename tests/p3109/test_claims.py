@@ -72,3 +72,13 @@ def test_convert_from_binary32_reads_minus_zero_and_every_nan_as_the_report_does
     assert_bits(p3109.project(x, "binary8p3se"), [0, 0x80, 0x80, 0x40])
     assert oracle.project(8, 3, True, True, Fraction(1)) == 0x40
     assert math.isnan(float(lp.decode(0x80, "binary8p3se")))
+
+
+def test_provided_rows_name_functions_that_exist():
+    import re
+    for row in p3109.conformance():
+        if row.provided:
+            for name in re.findall(r"lowprec\.p3109\.(\w+)", row.by):
+                assert hasattr(p3109, name), (row.operation, name)
+    scaled = [r for r in p3109.conformance() if r.operation.startswith("ScaledAdd")]
+    assert scaled and all(r.provided for r in scaled)
