@@ -173,3 +173,61 @@ print("underflow = below 2**-14 and tiny after rounding (all inexact here):",
 print(lp.round([3e-5, 1e-7], "fp16"), lp.round([3e-5, 1e-7], "fp16", subnormals=False))
 print(lp.round([7e4, -1e6], "fp16"), lp.round([7e4, -1e6], "fp16", saturate=True))
 print(lp.round(500.0, "e4m3"), lp.round(500.0, "e4m3", saturate=True), lp.round(500.0, "fp4"))
+
+# %% [markdown]
+# ## IEEE P3109's formats and projection
+#
+# The P3109 working group's Interim Report v4.0 defines the family Binary{K, P, Σ, Δ}:
+# K bits, precision P, signed or unsigned, finite or extended (±inf) domain. Every
+# format has one NaN, no -0, and subnormals. `lowprec.p3109` builds them as
+# `lp.Format`s. Here is the K = 8 family, signed and extended, one row per P.
+
+# %%
+from lowprec import p3109
+
+print(f"{'format':<13}{'bias':>6}{'max':>12}{'min normal':>13}{'min subnormal':>15}")
+for p in range(1, 8):
+    f = p3109.format(8, p)
+    print(f"{f.name:<13}{int(f.bias):>6}{f.max:>12.5g}{f.smallest_normal:>13.3g}"
+          f"{f.smallest_subnormal:>15.3g}")
+print("unsigned, finite:", [(p3109.format(8, p, False, 'finite').name,
+                             p3109.format(8, p, False, 'finite').max) for p in (1, 4, 8)])
+
+# %% [markdown]
+# `p3109.project(x, fmt, rounding, saturation)` is the report's projection, returning
+# code points. The three saturation modes differ only past the finite range. SatFinite
+# clamps everything, infinities included. SatPropagate clamps finite overflow but keeps
+# ±inf. SatNone lets the rounding direction decide between the largest finite value
+# and inf.
+
+# %%
+f = p3109.format(8, 3)                     # Binary8p3se, largest finite 49152
+x = np.array([60000.0, 1e6, np.inf, -1e6, -np.inf])
+print("input:".ljust(34), x)
+for rounding in ("NearestTiesToEven", "TowardZero"):
+    for sat in p3109.SATURATIONS:
+        print(f"{rounding:>18} {sat:<13}   ", lp.decode(p3109.project(x, f, rounding, sat), f))
+
+# %% [markdown]
+# ## StochasticA, B and C: what they do to an average
+#
+# The report's stochastic roundings take N caller-supplied random bits R and round a
+# value whose fraction between its two neighbours is nu away from the lower one:
+#
+# - StochasticA rounds up when floor(nu * 2**N) + R >= 2**N;
+# - StochasticB when floor(nu * 2**(N+1)) + 2R + 1 >= 2**(N+1);
+# - StochasticC when RNITE(nu * 2**N) + R >= 2**N.
+#
+# Averaging over every R in [0, 2**N) gives each mode's expected value. With few bits,
+# A truncates nu to N bits, so it is biased down by up to 2**-N. B and C round nu to
+# N bits to nearest (B from nu's first N + 1 bits, ties up; C ties to even), an error
+# of at most 2**-(N+1) either way. All three approach the value as N grows.
+
+# %%
+x = 1.1                                     # between 1.0 and 1.25: nu = 0.4
+print("N   mean A     mean B     mean C     (x = 1.1)")
+for n in range(1, 7):
+    r = np.arange(2 ** n)
+    means = [lp.decode(p3109.project(np.full(r.size, x), f, mode, random_bits=r,
+                                     n_bits=n), f).mean() for mode in p3109.STOCHASTIC]
+    print(n, "  ".join(f"{m:.6f}" for m in means))
