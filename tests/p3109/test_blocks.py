@@ -297,3 +297,39 @@ def test_ties_and_cancellations_a_float_sum_would_lose(rounding):
     got = p3109.block_dot_product((one, x), (one, y), (fs, fx), (fs, fx), build(R5), rounding)
     want = [proj(R5, sum(Fraction(v) for v in row), rounding) for row in rows]
     assert_bits(got, want, rounding)
+
+
+def _clamp(x, lo, hi):
+    if any(isinstance(v, str) for v in (x, lo, hi)) or lo > hi:
+        return NAN
+    return min(max(x, lo), hi)
+
+
+@pytest.mark.parametrize("op, rule", [("fma", oracle.omega_fma), ("faa", oracle.omega_faa),
+                                      ("clamp", _clamp)])
+def test_elementwise_ternary_blocks(op, rule):
+    fx, fs = build(E4), build(U4)
+    rng = np.random.default_rng(11)
+    x = rng.integers(0, 16, (3, 300, 2))
+    s = rng.integers(0, 16, (4, 300))
+    pairs = [(s[i], x[i]) for i in range(3)]
+    _, got = getattr(p3109, f"block_{op}")(*pairs, s[3], (fs, fx), (fs, fx), (fs, fx), fs,
+                                           build(R5), "ToOdd", "SatPropagate")
+    want = []
+    for i in range(300):
+        vals = [block_decode(datum(U4, s[j, i]), [datum(E4, c) for c in x[j, i]])
+                for j in range(3)]
+        want.append([proj(R5, block_project_value(datum(U4, s[3, i]), rule(*v)), "ToOdd",
+                          "SatPropagate") for v in zip(*vals)])
+    assert_bits(got, np.array(want), op)
+
+
+def test_block_sqrt_of_every_code_and_scale():
+    fx, fs = build(E4), build(U4)
+    x, s = np.meshgrid(np.arange(16), np.arange(16), indexing="ij")
+    _, got = p3109.block_sqrt((s.ravel(), x.reshape(-1, 1)), s.ravel()[::-1].copy(),
+                              (fs, fx), fs, build(R5))
+    want = [proj(R5, block_project_value(datum(U4, b2), oracle.omega_sqrt(
+        oracle.omega_multiply(datum(U4, b), datum(E4, a)))))
+        for a, b, b2 in zip(x.ravel(), s.ravel(), s.ravel()[::-1])]
+    assert_bits(got.ravel(), want)
