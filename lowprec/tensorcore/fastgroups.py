@@ -498,7 +498,8 @@ def _chain(operands, M, N, c, F, summaries, exact, group, safe, bound):
                 okb = ad < PB
                 ok = okb if ok is None else np.logical_and(ok, okb, out=ok)
                 first_zero = False
-                redo = None if ok.all() else np.flatnonzero(~ok)
+                redo = None if ok.all() else _uncleared(np.flatnonzero(~ok), d, F, g, i0, j0,
+                                                        summaries)
                 if redo is not None and redo.size > max(v.size // 4, SETTLED):
                     # Most outputs uncleared (wide products, FP16's long significands):
                     # the group kernel's dense passes beat settling them one by one.
@@ -516,6 +517,31 @@ def _chain(operands, M, N, c, F, summaries, exact, group, safe, bound):
                 d, v = v, d
             out[rows, cols] = d
     return out
+
+
+def _uncleared(redo, d, F, g, i0, j0, summaries):
+    """Of the outputs ``redo`` (flat indices into the chunk at (i0, j0)) that the bounds
+    on |d| did not clear in group g, those that d's own last bit does not clear either
+    (None for none).
+
+    With E = max(top, e(d)) <= max(P, e(d)), d lies on the alignment grid 2**(E - F)
+    where its last set bit is at or above max(P, e(d)) - F (or d = 0): a sum that
+    cancelled leaves d small but on the earlier groups' grid. With no term truncated
+    either (max(P, e(d), -126) <= Q + F) the group's sum is exact, as `_chain` argues."""
+    (ra, qa), (rb, qb) = summaries
+    ii, jj = np.divmod(redo, d.shape[1])
+    ii += i0
+    jj += j0
+    P = ra[ii, g] + rb[g, jj]
+    dr = np.abs(d.ravel()[redo])
+    bits = np.maximum(dr, _TINY).view(np.int64)
+    ed = (bits >> 52) - 1023                      # e(d), at least -126 (FP32's emin)
+    mant = (bits & _FRACTION_MASK) | (1 << 52)
+    last = ed - 52 + _floor_log2((mant & -mant).astype(np.float64))
+    E = np.maximum(P, ed)
+    fine = ((dr == 0) | (last >= E - F)) & (E <= qa[ii, g] + qb[g, jj] + F)
+    left = redo[~fine]
+    return left if left.size else None
 
 
 def _finite_all(*xs: np.ndarray | None) -> bool:
