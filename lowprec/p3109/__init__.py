@@ -7,7 +7,19 @@ and projection specification as arguments. `conformance` lists what lowprec prov
 of §4.5, and `declarations` writes the four YAML files of §4.6.
 """
 
-from .arithmetic import absolute, add, divide, faa, fma, multiply, negate, sqrt, subtract
+from .arithmetic import (
+    absolute,
+    add,
+    divide,
+    faa,
+    fma,
+    multiply,
+    negate,
+    recip,
+    rsqrt,
+    sqrt,
+    subtract,
+)
 from .blocks import (
     block_abs,
     block_add,
@@ -83,7 +95,8 @@ __all__ = ["format", "DOMAINS", "parameters", "is_p3109", "project", "special_co
            "ROUNDINGS", "SATURATIONS", "STOCHASTIC", "conformance", "declarations",
            "Requirement", "REPORT_VERSION", "F8", "F4", "FX", "FS",
            "negate", "absolute", "add", "subtract", "multiply", "divide", "fma", "faa",
-           "sqrt", "compare_less", "compare_less_equal", "compare_equal", "compare_greater",
+           "sqrt", "recip", "rsqrt", "compare_less", "compare_less_equal", "compare_equal",
+           "compare_greater",
            "compare_greater_equal", "total_order", "is_zero", "is_one", "is_nan",
            "is_infinite", "is_finite", "is_sign_minus", "is_normal", "is_subnormal",
            "classify", "CLASSES", "next_greater_than", "next_less_than",

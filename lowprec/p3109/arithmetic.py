@@ -10,6 +10,8 @@ part of the scaled significand, whether nu is 0, 1/2 or neither, and nu's first 
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -28,7 +30,7 @@ from .formats import parameters
 from .projection import STOCHASTIC, project
 
 __all__ = ["negate", "absolute", "add", "subtract", "multiply", "divide", "fma", "faa",
-           "sqrt"]
+           "sqrt", "recip", "rsqrt"]
 
 Codes = NDArray[np.unsignedinteger[Any]] | Any
 
@@ -212,3 +214,70 @@ def sqrt(x: ArrayLike, fx: FormatLike, fr: FormatLike,
     """
     r = _sqrt(_operand(x, fx, "x"), FP64, "ro")
     return _project(np.asarray(r), fr, rounding, saturation, random_bits, n_bits)
+
+
+def recip(x: ArrayLike, fx: FormatLike, fr: FormatLike,
+          rounding: str = "NearestTiesToEven", saturation: str = "SatNone", *,
+          random_bits: ArrayLike | None = None, n_bits: int | None = None) -> Codes:
+    """Recip<fx, fr, rho>(x): 1/x rounded once into ``fr`` (§4.10.8).
+
+    Zero gives NaN, as §4.10.8 says (IEEE 754 gives ±inf). ±inf gives 0.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> f = "binary8p3se"
+    >>> float(lp.decode(lp.p3109.recip(lp.encode(4.0, f), f, f), f))
+    0.25
+    >>> int(lp.p3109.recip(0, f, f))
+    128
+    """
+    a = _operand(x, fx, "x")
+    r = np.array(_div(np.ones_like(a), a, FP64, "ro"), dtype=np.float64)
+    r[a == 0] = np.nan                               # ωRecip(0) -> NaN
+    return _project(r, fr, rounding, saturation, random_bits, n_bits)
+
+
+def _rsqrt_odd(a: float) -> float:
+    """1/sqrt(a) rounded to odd at 53 bits, for a finite a > 0, in integers."""
+    q = 1 / Fraction(a)
+    k = 52 - (q.numerator.bit_length() - q.denominator.bit_length()) // 2
+    while True:
+        scaled = q * 4 ** k if k >= 0 else q / 4 ** -k   # q * 2**(2k), exact
+        m = scaled.numerator // scaled.denominator
+        r = math.isqrt(m)                                # r = floor(sqrt(q) * 2**k)
+        if r.bit_length() > 52:
+            k -= 1
+        elif r.bit_length() < 52:
+            k += 1
+        else:
+            break
+    exact = scaled.denominator == 1 and r * r == m
+    # 2r + sticky has 53 bits: sqrt(q) rounded to odd, times 2**(k + 1).
+    return math.ldexp(float(2 * r + (0 if exact else 1)), -(k + 1))
+
+
+def rsqrt(x: ArrayLike, fx: FormatLike, fr: FormatLike,
+          rounding: str = "NearestTiesToEven", saturation: str = "SatNone", *,
+          random_bits: ArrayLike | None = None, n_bits: int | None = None) -> Codes:
+    """RSqrt<fx, fr, rho>(x): 1/sqrt(x) rounded once into ``fr`` (§4.10.8).
+
+    Zero and negative operands give NaN, and +inf gives 0. The root is rounded to
+    odd at 53 bits in integer arithmetic, once per distinct operand.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> f = "binary8p3se"
+    >>> float(lp.decode(lp.p3109.rsqrt(lp.encode(4.0, f), f, f), f))
+    0.5
+    >>> int(lp.p3109.rsqrt(0, f, f))
+    128
+    """
+    a = _operand(x, fx, "x")
+    u, inv = np.unique(a.reshape(-1), return_inverse=True)
+    v = np.full(u.shape, np.nan)
+    v[u == np.inf] = 0.0                             # ωRSqrt(+inf) -> 0
+    for i in np.flatnonzero(np.isfinite(u) & (u > 0)):
+        v[i] = _rsqrt_odd(float(u[i]))
+    return _project(v[inv].reshape(a.shape), fr, rounding, saturation, random_bits, n_bits)
