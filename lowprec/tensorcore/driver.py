@@ -23,7 +23,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ..engine.checks import broadcast_shape
 from ..engine.progress import Progress, check_progress
-from ..formats import FP32, FormatLike
+from ..formats import FP32, FP64, FormatLike
 from ..formats import format as _format
 from ..rounding import round as _round
 from ..status import quiet, record, recording
@@ -195,6 +195,8 @@ def matmul(a: ArrayLike, b: ArrayLike, *, model: ModelLike = "fp32",
         models give FP32 or, where the hardware has it, FP16; ``"exact"``,
         ``"fp32"`` and ``"fp16"`` round their result to any format of at most 51
         bits of precision (a final RNE conversion after FP32/FP16 accumulation).
+        ``"exact"`` also gives FP64: ``model="exact", out_fmt="fp64"`` is the exact
+        reference of any product, the exact sum rounded once to float64.
     progress : bool, optional
         A progress bar over the chunks of outputs (tqdm, the ``progress`` extra):
         True shows one, False never; by default one appears once the chunks done
@@ -271,8 +273,12 @@ def matmul(a: ArrayLike, b: ArrayLike, *, model: ModelLike = "fp32",
                          f"{fmt.name or fmt!r} inputs gives "
                          f"{' or '.join(str(f.name) for f in allowed)} output, not "
                          f"{out.name or out!r}")
-    if allowed is None and out.p > 51:
-        raise ValueError(f"out_fmt must have at most 51 bits of precision, got {out!r}")
+    exact = not isinstance(params, (TensorCoreModel, Instruction)) and \
+        params.accumulator is None
+    if allowed is None and out.p > 51 and not (out == FP64 and exact):
+        raise ValueError(f"model {spec.name!r} rounds to formats of at most 51 bits of "
+                         f"precision, not {out.name or out!r}; for an FP64 result use "
+                         "model='exact' (the exact sum rounded once to float64)")
 
     av, bv = _values_in(av, af, fmt), _values_in(bv, bf, fmt_b)
     av, bv = av.reshape(a2), bv.reshape(b2)
@@ -294,7 +300,7 @@ def matmul(a: ArrayLike, b: ArrayLike, *, model: ModelLike = "fp32",
         kernel = BlockFMA(params, fmt, out, MEMORY_BOUND)
     elif isinstance(params, Instruction):
         kernel = InstructionKernel(params, fmt, out, MEMORY_BOUND, fmt_b)
-    elif params.accumulator is None:
+    elif exact:
         kernel = Exact(fmt, out, MEMORY_BOUND)
     else:
         kernel = Sequential(fmt, params.accumulator, out, MEMORY_BOUND)

@@ -17,11 +17,19 @@ import numpy as np
 
 from ..engine.eft import odd, two_sum
 from ..engine.float64 import EXP
+from ..formats import FP64
 from ..rounding import round as _round
 from ..status import quiet
 from .blockfma import k_spans, pow2
 
 __all__ = ["Exact"]
+
+
+def _scale(x, e):
+    """x * 2**e for integer e in [-1074, 1074], exact wherever the result is a float64
+    whose bits x holds: two factors, as 2**e alone may not be a normal float64."""
+    e1 = np.clip(e, -1000, 1000)
+    return x * pow2(e1) * pow2(e - e1)
 
 
 def _exact_round(blocks, m, out):
@@ -52,17 +60,15 @@ def _exact_round(blocks, m, out):
             if lvl == len(levels):
                 levels.append(np.zeros(n))
                 q_exps.append(q_exp)
-            inv, q = pow2(-q_exp)[:, None], pow2(q_exp)
-            t = np.trunc(r * inv)
+            t = np.trunc(_scale(r, -q_exp[:, None]))
             levels[lvl] += t.sum(axis=1)     # exact: at most m integers below 2**F
-            r -= t * q[:, None]              # exact: the bits of r below q
+            r -= _scale(t, q_exp[:, None])   # exact: the bits of r below q
             del t
             if not r.any():
                 break
-            # Rows with bits left have them above 2**-1000 (operands and c are far
-            # from it).
-            q_exp = np.maximum(q_exp - F, -1000)
-    quanta = [pow2(e) for e in q_exps]
+            # Every bit of a float64 is a multiple of 2**-1074: the last level's.
+            q_exp = np.maximum(q_exp - F, -1074)
+    quanta = [_scale(np.ones(n), e) for e in q_exps]
     sign = np.ones(n)
     for _ in range(2):   # the second pass sees |X|: the top is then nonnegative
         digits, carry = [], np.zeros(n)
@@ -208,8 +214,35 @@ class Exact:
         return np.where(ok, x, 0.0)
 
     def _exact_sum(self, products, c, K):
-        return _exact_round(lambda: itertools.chain(products(), [c[:, None].copy()]), K + 1,
-                            self.out)
+        if self.out.p <= 51:
+            return _exact_round(lambda: itertools.chain(products(), [c[:, None].copy()]),
+                                K + 1, self.out)
+
+        def fresh():                # `_exact_round` may consume a block: two sums read them
+            return (p.copy() for p in products())
+        d = _exact_round(lambda: itertools.chain(fresh(), [c[:, None].copy()]), K + 1,
+                         self.out)
+        return _nearest_from_odd(d, fresh, c, K)
+
+
+def _nearest_from_odd(d, products, c, K):
+    """RN to float64 of the exact sums X whose round-to-odd at 53 bits is ``d``.
+
+    Round-to-odd at float64's own precision is no step towards RN to it. So the
+    residual D = X - d is summed exactly once more, and rounded to odd. Where X is
+    inexact, d has an odd last bit and both neighbours lie one ulp away. X then
+    rounds to the neighbour on D's side when 2|D| > ulp, or 2|D| == ulp (a tie goes
+    to the even neighbour). Round-to-odd keeps every comparison with ulp / 2 (a
+    power of two), and 2|D| is exact. Sums past float64's range are inf already.
+    """
+    fin = np.isfinite(d)
+    neg = np.where(fin, -d, 0.0)[:, None]
+    r = _exact_round(lambda: itertools.chain(products(), [c[:, None].copy(), neg.copy()]),
+                     K + 2, FP64)
+    mag = np.abs(np.where(fin, d, 0.0))
+    ulp = mag - np.nextafter(mag, 0.0)           # the gap below: d's gap on both sides
+    step = fin & (r != 0) & (2 * np.abs(r) >= ulp)
+    return np.where(step, np.nextafter(d, np.copysign(np.inf, r)), d)
 
 
 def _negative_zero_sums(a, b, where, memory_bound):

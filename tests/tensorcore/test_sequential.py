@@ -563,8 +563,10 @@ def _in_k_order(x, y):
 def test_the_einsum_probe_sees_another_order(monkeypatch):
     sq = _module("sequential")
     sq.einsum_adds_in_order.cache_clear()
-    # BLAS's float32 product sums in its own order (blocks, several partial sums).
-    monkeypatch.setattr(sq.np, "einsum", lambda spec, x, y, optimize: x @ y)
+    # Backwards over k: -2**24 first, then the 1s are kept (not ties) and the sum is 62.
+    # (BLAS's own order is no fixed counterexample: some kernels add these in order.)
+    monkeypatch.setattr(sq.np, "einsum",
+                        lambda spec, x, y, optimize: _in_k_order(x[:, ::-1], y[::-1]))
     try:
         assert sq.einsum_adds_in_order() is False
     finally:
