@@ -212,7 +212,7 @@ def _check_tensor_scale(ts):
     return r
 
 
-def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "floor",
+def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "rceil",
              mode: Mode = "rne", rng: RNGLike = None,
              saturate: bool = True, tensor_scale: float | None = None) -> BlockScaled:
     """Quantize ``x`` to a block-scaled format along ``axis``.
@@ -229,9 +229,13 @@ def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "fl
         zero-padded), in ``[-x.ndim, x.ndim)``: `numpy.exceptions.AxisError` (a
         `ValueError`) outside, `TypeError` for a bool, None or a non-integer.
     scale_rule : str
-        For the E8M0 scales (`SCALE_RULES`): ``"floor"`` (OCP's), ``"ceil"``,
-        ``"rceil"``, ``"even"``. NVFP4's UE4M3 scale is always amax / 6 divided by
-        the tensor scale, rounded to nearest even (its recipe, arXiv 2509.25149).
+        For the E8M0 scales (`SCALE_RULES`): ``"rceil"`` (the default: the scale
+        that keeps the block's largest value in range, as cuBLAS and torchao's
+        MXFP8 training compute it, and lowprec's training recipes use),
+        ``"floor"`` (the OCP spec's example, which clamps the top of a block whose
+        amax lies above the element's max times a power of two), ``"ceil"``,
+        ``"even"``. NVFP4's UE4M3 scale is always amax / 6 divided
+        by the tensor scale, rounded to nearest even (its recipe, arXiv 2509.25149).
     mode, rng : str, Generator or int
         Rounding of the elements (`lp.round`'s modes; ``"sr"`` draws from ``rng``).
     saturate : bool
@@ -270,10 +274,11 @@ def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "fl
     --------
     >>> import lowprec as lp
     >>> q = lp.mx.quantize([957.0] + [1.0] * 31, "mxfp8_e4m3")
-    >>> float(q.dequantize()[0]), float(q.scales[0])      # the OCP floor rule clamps
-    (896.0, 2.0)
-    >>> float(lp.mx.quantize([957.0] + [1.0] * 31, "mxfp8_e4m3", scale_rule="ceil").dequantize()[0])
-    960.0
+    >>> float(q.dequantize()[0]), float(q.scales[0])      # rceil: 957 / 4 is in range
+    (960.0, 4.0)
+    >>> q = lp.mx.quantize([957.0] + [1.0] * 31, "mxfp8_e4m3", scale_rule="floor")
+    >>> float(q.dequantize()[0])                          # OCP's floor rule clamps
+    896.0
     """
     check_choice("scheme", scheme, SCHEMES)
     check_choice("scale_rule", scale_rule, SCALE_RULES)

@@ -65,9 +65,10 @@ w.rounding(0.3, "e2m1", "sr")
 # %% [markdown]
 # ## A block of MXFP8
 #
-# One shared power-of-two scale per 32 values. Under the OCP floor rule, 957 needs the
-# scale 2, and 957 / 2 is past E4M3's 448: it clamps to 896. Rounding the scale up
-# (`ceil`, `rceil`) clamps nothing and costs the small values a bit of precision.
+# One shared power-of-two scale per 32 values. The widget opens on lowprec's default
+# rule, `rceil`: the scale rounded up, 4, so that 957 / 4 fits E4M3's 448 and nothing
+# clamps, at the cost of a bit of the small values' precision. Pick `floor`, the OCP
+# rule: the scale 2, and 957 / 2 is past 448: it clamps to 896.
 
 # %%
 w.block([0.1, 1.0, 2.0, 957.0], "mxfp8_e4m3")

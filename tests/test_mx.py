@@ -18,7 +18,7 @@ def block(first, rest=1.0, n=32):
 
 def test_ocp_floor_rule_clamps_957_to_896():
     # floor(log2 957) = 9, emax(E4M3) = 8: X = 2, 957 / 2 = 478.5 > 448 -> 448 -> 896.
-    q = lp.mx.quantize(block(957.0), "mxfp8_e4m3")
+    q = lp.mx.quantize(block(957.0), "mxfp8_e4m3", scale_rule="floor")
     assert q.scale_codes.tolist() == [128] and q.scales.tolist() == [2.0]
     assert q.dequantize()[0] == 896.0 and q.dequantize()[1] == 1.0
 
@@ -49,7 +49,7 @@ def test_even_takes_the_nearest_power_of_two():
 def test_floor_scale_is_the_exponent_of_amax_minus_emax(scheme, emax):
     rng = np.random.default_rng(emax)
     x = rng.standard_normal((8, 32)) * 2.0 ** rng.integers(-20, 20, (8, 1))
-    q = lp.mx.quantize(x, scheme)
+    q = lp.mx.quantize(x, scheme, scale_rule="floor")
     amax = np.abs(x).max(axis=1)
     want = [2.0 ** (int(np.floor(np.log2(m))) - emax) for m in amax]
     assert q.scales[:, 0].tolist() == want
@@ -60,7 +60,7 @@ def test_fp4_floor_rule_clips_the_blocks_whose_maximum_passes_six():
     # significand exceeds 1.5, and its maximum then decodes as 6 X. (For N(0, 1) blocks
     # of 32 that is about 30% of them; the share depends on the data.)
     x = np.random.default_rng(4).standard_normal((20000, 32))
-    q = lp.mx.quantize(x, "mxfp4")
+    q = lp.mx.quantize(x, "mxfp4", scale_rule="floor")
     amax = np.abs(x).max(axis=1)
     X = q.scales[:, 0]
     sig = amax / 2.0 ** np.floor(np.log2(amax))
@@ -71,7 +71,7 @@ def test_fp4_floor_rule_clips_the_blocks_whose_maximum_passes_six():
 
 
 def test_mxint8_elements_are_sixty_fourths():
-    q = lp.mx.quantize(block(1.99, 0.5), "mxint8")
+    q = lp.mx.quantize(block(1.99, 0.5), "mxint8", scale_rule="floor")
     assert q.scales[0] == 1.0
     assert q.codes[0] == 127 and q.codes[1] == 32
     assert q.dequantize()[0] == 127 / 64
@@ -90,7 +90,7 @@ def test_zero_and_special_blocks():
 
 def test_axis_and_padding():
     x = np.arange(2 * 40, dtype=float).reshape(40, 2) / 8
-    q = lp.mx.quantize(x, "mxfp8_e5m2", axis=0)
+    q = lp.mx.quantize(x, "mxfp8_e5m2", axis=0, scale_rule="floor")
     assert q.codes.shape == (2, 64) and q.scale_codes.shape == (2, 2)
     assert q.dequantize().shape == x.shape
     d = q.dequantize()
@@ -528,3 +528,19 @@ def test_element_patterns_equal_encodes(fmt, mode, saturate):
     np.testing.assert_array_equal(got, want)
     assert f1.as_dict() == f2.as_dict()
     assert g1.integers(1 << 62) == g2.integers(1 << 62)
+
+
+def test_one_scale_rule_by_default():
+    """`quantize`, the training recipes and the block widget start from the same rule:
+    rceil, whose scale keeps the block's largest value within the element's range."""
+    import inspect
+
+    from lowprec.widgets import state, static
+    default = inspect.signature(lp.mx.quantize).parameters["scale_rule"].default
+    assert default == "rceil"
+    assert lp.amp.BlockScaling("mxfp8_e4m3").scale_rule == default == lp.amp.MXFP8.scale_rule
+    assert inspect.signature(static.block_html).parameters["rule"].default == default
+    # 957 = 448 * 2.136...: the least power of two keeping it in range is 4, so no clamp.
+    q = lp.mx.quantize(block(957.0), "mxfp8_e4m3")
+    assert q.scales[0] == 4.0 and not (np.abs(block(957.0)) > q.limits).any()
+    assert state.block_state([957.0], "mxfp8_e4m3")["rules"][default]["clamped"] == [False]

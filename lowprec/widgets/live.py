@@ -170,7 +170,7 @@ class Rounding(_Widget):
 class Block(_Widget):
     """One block of values in an MX or NVFP4 scheme, under a chosen scale rule."""
 
-    rule = traitlets.Unicode("floor").tag(sync=True)
+    rule = traitlets.Unicode("rceil").tag(sync=True)
 
     def __init__(self, values: Any, scheme: str = "mxfp8_e4m3", **kwargs: Any) -> None:
         self._state = state.block_state(values, scheme)

@@ -133,13 +133,13 @@ def rounding_html(s: dict[str, Any]) -> str:
                 before=_number_line(s), after=modes)
 
 
-def block_html(s: dict[str, Any], rule: str = "floor") -> str:
+def block_html(s: dict[str, Any], rule: str = "rceil") -> str:
     """One block under one scale rule: scale, elements, errors, what clamps.
 
     Examples
     --------
     >>> from lowprec.widgets.state import block_state
-    >>> 'data-role="scale">2.0<' in block_html(block_state([1.0, 957.0], "mxfp8_e4m3"))
+    >>> 'data-role="scale">4.0<' in block_html(block_state([1.0, 957.0], "mxfp8_e4m3"))
     True
     """
     r = s["rules"][rule]

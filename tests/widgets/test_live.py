@@ -224,8 +224,8 @@ def test_in_a_browser_widgets_answer_clicks_and_controls_with_lowprecs_numbers(p
 
     block = _output(driver, 3)
     Select(block.find_element(By.CSS_SELECTOR, '[data-control="rule"]')
-           ).select_by_value("ceil")
-    q = lp.mx.quantize([0.1, 1.0, 2.0, 957.0], "mxfp8_e4m3", scale_rule="ceil")
+           ).select_by_value("floor")          # from the default rceil's 4 to 2
+    q = lp.mx.quantize([0.1, 1.0, 2.0, 957.0], "mxfp8_e4m3", scale_rule="floor")
     assert float(_changed(wait, block, "scale", repr(float(q.scales[0])))) == q.scales[0]
 
     tc = _output(driver, 4)
