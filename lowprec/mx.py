@@ -1,13 +1,16 @@
-"""Block-scaled formats (OCP Microscaling, NVFP4): `quantize`, `BlockScaled`, `matmul`.
+"""Block-scaled formats (OCP Microscaling, NVFP4) and per-tensor scaled FP8: `quantize`,
+`BlockScaled`, `matmul`.
 
 A block-scaled array stores element codes of a small format and one scale per block of
 consecutive elements along an axis: the MX formats (OCP Microscaling Formats v1.0,
 §5-6: MXFP8 E4M3/E5M2, MXFP6 E3M2/E2M3, MXFP4 E2M1, MXINT8; E8M0 scales per 32) and
-NVIDIA's NVFP4 (E2M1 elements, UE4M3 scales per 16, an FP32 per-tensor scale).
-`quantize` computes the scales by a named rule and rounds the elements with the
-rounding kernel; `BlockScaled.dequantize` gives the values back; `matmul` multiplies
-two block-scaled arrays with a block-scaled instruction model of `lp.MODELS`. It
-never computes in a format it does not name.
+NVIDIA's NVFP4 (E2M1 elements, UE4M3 scales per 16, an FP32 per-tensor scale). Per-tensor
+scaled FP8 (`PER_TENSOR`) has one FP32 scale from the tensor's amax, as Transformer
+Engine's delayed scaling computes it for one step. `quantize` computes the scales by a
+named rule and rounds the elements with the rounding kernel; `BlockScaled.dequantize`
+gives the values back; `matmul` multiplies two block-scaled arrays with a block-scaled
+instruction model of `lp.MODELS`, and two per-tensor scaled ones with any model that
+takes their FP8 formats. It never computes in a format it does not name.
 """
 
 from __future__ import annotations
@@ -26,12 +29,24 @@ from .bits import decode, encode
 from .display import block_scaled_card
 from .engine.checks import check_choice, check_int
 from .engine.inputs import float64_operand
-from .formats import E8M0, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E5M2, FP32, UE4M3, Format
+from .formats import (
+    E8M0,
+    FP4_E2M1,
+    FP6_E2M3,
+    FP6_E3M2,
+    FP8_E4M3,
+    FP8_E5M2,
+    FP16,
+    FP32,
+    UE4M3,
+    Format,
+)
 from .rounding import round as _round
 from .status import quiet
 from .types import Mode, RNGLike
 
-__all__ = ["quantize", "BlockScaled", "matmul", "SCHEMES", "SCALE_RULES"]
+__all__ = ["quantize", "BlockScaled", "matmul", "SCHEMES", "SCALE_RULES", "PER_TENSOR",
+           "amax_scale"]
 
 #: name -> (element format, or "int8"; scale format; block size). OCP MX v1.0 Table 1;
 #: NVFP4: NVIDIA, "Introducing NVFP4" and arXiv 2509.25149.
@@ -41,6 +56,12 @@ SCHEMES: dict[str, tuple[Format | str, Format, int]] = {
     "mxfp4": (FP4_E2M1, E8M0, 32), "mxint8": ("int8", E8M0, 32),
     "nvfp4": (FP4_E2M1, UE4M3, 16),
 }
+
+#: Per-tensor scaled FP8: name -> element format. One FP32 scale for the whole tensor,
+#: from its amax (`amax_scale`); Transformer Engine's recipes, "FP8 Delayed Scaling"
+#: (with a history of one: its current scaling). "e4m3" and "e5m2" are also accepted.
+PER_TENSOR: dict[str, Format] = {"fp8_e4m3": FP8_E4M3, "fp8_e5m2": FP8_E5M2}
+_PER_TENSOR_ALIASES = {"e4m3": "fp8_e4m3", "e5m2": "fp8_e5m2"}
 
 #: How a block's scale is chosen from its largest magnitude amax (E8M0 scales).
 SCALE_RULES = {
@@ -196,6 +217,47 @@ def _e8m0_exponent(amax, emax_elem, max_elem, rule):
     return np.clip(np.where(low, -127, np.where(high, 127, e)), -127, 127)
 
 
+def amax_scale(amax: float, fmt: Format, *, margin: int = 0,
+               previous: float = 1.0) -> float:
+    """The FP32 scale that maps ``amax`` to ``fmt``'s max: fl32(fl32(max / fl32(amax)) /
+    2**margin), FP32's max where that overflows, and ``previous`` when amax is 0, NaN or
+    infinite or the scale would be 0 (Transformer Engine's delayed-scaling rule).
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> lp.mx.amax_scale(3.5, lp.FP8_E4M3), lp.mx.amax_scale(0.0, lp.FP8_E4M3)
+    (128.0, 1.0)
+    """
+    a = float(quiet(_round, amax, FP32))                 # an FP32 amax
+    if not (a > 0 and math.isfinite(a)):
+        return previous
+    # fl32 of the float64 quotient is fl32 of the exact one: 53 >= 2 * 24 + 2; ldexp is
+    # exact: the quotient times 2**-margin (margin <= 277) stays a float64 normal.
+    q = float(quiet(_round, fmt.max / a, FP32))
+    sc = float(quiet(_round, math.ldexp(q, -margin), FP32))
+    if sc == math.inf:
+        return _FP32_MAX
+    return sc if sc > 0 else previous
+
+
+def _per_tensor(arr, scheme, axis, mode, rng, saturate):
+    """`quantize` for a `PER_TENSOR` scheme: fp8(fl32(x * s)), s = `amax_scale` of the
+    tensor's amax; the decode scale fl32(1 / s) is the `BlockScaled`'s tensor scale, and
+    the whole axis is one block of scale 1."""
+    elem = PER_TENSOR[scheme]
+    amax = float(np.max(np.abs(arr), initial=0.0))      # NaN when x holds one
+    sc = amax_scale(amax, elem)
+    v = np.moveaxis(arr, axis, -1)
+    y = _times_fp32(v, np.asarray(sc))                  # one rounding of x * s to FP32
+    codes = np.ascontiguousarray(_encode(y, elem, mode, rng, saturate))
+    n = v.shape[-1]
+    scodes = np.asarray(encode(np.ones(v.shape[:-1] + (1,)), E8M0))
+    codes.flags.writeable = scodes.flags.writeable = False
+    return BlockScaled(scheme, codes, scodes, elem, E8M0, max(n, 1), axis, arr.shape,
+                       float(quiet(_round, 1.0 / sc, FP32)))   # s > 0 is an FP32 value
+
+
 def _check_tensor_scale(ts):
     """NVFP4's per-tensor scale as an FP32 number: a positive finite real, rounded to
     FP32 (nearest even); `TypeError` for anything but a real number, `ValueError` for
@@ -223,7 +285,12 @@ def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "rc
         Real values (float64 after conversion); not modified.
     scheme : str
         A key of `SCHEMES`: ``"mxfp8_e4m3"``, ``"mxfp8_e5m2"``, ``"mxfp6_e3m2"``,
-        ``"mxfp6_e2m3"``, ``"mxfp4"``, ``"mxint8"``, ``"nvfp4"``.
+        ``"mxfp6_e2m3"``, ``"mxfp4"``, ``"mxint8"``, ``"nvfp4"``; or of `PER_TENSOR`:
+        ``"fp8_e4m3"`` (also ``"e4m3"``), ``"fp8_e5m2"`` (``"e5m2"``), FP8 with one
+        FP32 scale s = `amax_scale` of the whole tensor's amax, the elements
+        fp8(fl32(x * s)) and ``tensor_scale`` fl32(1 / s): Transformer Engine's
+        delayed scaling with a history of one, bit for bit (``axis`` and
+        ``scale_rule`` change nothing there; the whole axis is one block of scale 1).
     axis : int
         The axis cut into blocks (32 elements, 16 for NVFP4; the last block is
         zero-padded), in ``[-x.ndim, x.ndim)``: `numpy.exceptions.AxisError` (a
@@ -279,12 +346,20 @@ def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "rc
     >>> q = lp.mx.quantize([957.0] + [1.0] * 31, "mxfp8_e4m3", scale_rule="floor")
     >>> float(q.dequantize()[0])                          # OCP's floor rule clamps
     896.0
+    >>> q = lp.mx.quantize([3e-6, -1e-6], "e4m3")         # one scale s: fl32(448 / 3e-6)
+    >>> q.elements.tolist(), lp.mx.amax_scale(3e-6, lp.FP8_E4M3)
+    ([448.0, -144.0], 149333328.0)
     """
-    check_choice("scheme", scheme, SCHEMES)
+    if isinstance(scheme, str):
+        scheme = _PER_TENSOR_ALIASES.get(scheme, scheme)
+    check_choice("scheme", scheme, {**SCHEMES, **PER_TENSOR})
     check_choice("scale_rule", scale_rule, SCALE_RULES)
-    elem, sfmt, block = SCHEMES[scheme]
     if tensor_scale is not None:
-        if sfmt == E8M0:
+        if scheme in PER_TENSOR:
+            raise ValueError(f"scheme {scheme!r} takes its scale from the tensor's amax; "
+                             "for scales from earlier steps use lp.amp.DelayedScaling "
+                             "(leave tensor_scale=None)")
+        if SCHEMES[scheme][1] == E8M0:
             raise ValueError(f"tensor_scale is NVFP4's per-tensor scale: scheme {scheme!r} "
                              "has none (leave tensor_scale=None)")
         tensor_scale = _check_tensor_scale(tensor_scale)
@@ -293,6 +368,9 @@ def quantize(x: ArrayLike, scheme: str, *, axis: int = -1, scale_rule: str = "rc
     if arr.ndim == 0:
         raise ValueError("quantize needs an array of at least one dimension")
     axis = int(np.lib.array_utils.normalize_axis_index(axis, arr.ndim))
+    if scheme in PER_TENSOR:
+        return _per_tensor(arr, scheme, axis, mode, rng, saturate)
+    elem, sfmt, block = SCHEMES[scheme]
     # Rounding to nearest and the flags are elementwise: the blocks are cut where the
     # values lie in memory (`_Layout`), and only the codes move to the blocked layout.
     # Stochastic rounding draws one number per element in the blocked layout's order,
@@ -494,26 +572,48 @@ def matmul(a: BlockScaled, b: BlockScaled, *, model: str = "b200/tcgen05",
            [97., 97., 97.]])
     """
     from .tensorcore import driver
-    from .tensorcore.catalogue import resolve_model
+    from .tensorcore.catalogue import block_scaled_units, resolve_model
     from .tensorcore.instructions import MatrixUnit
     for name, op in (("a", a), ("b", b)):
         if not isinstance(op, BlockScaled):
             raise TypeError(f"mx.matmul: a and b must be BlockScaled (quantize them with "
                             f"lp.mx.quantize), got {type(op).__name__} for {name}")
+    if len(a.shape) != 2 or len(b.shape) != 2:
+        raise ValueError(f"mx.matmul multiplies matrices, got shapes {a.shape} and "
+                         f"{b.shape}; quantize 2-D arrays")
+    per_tensor = (a.scheme in PER_TENSOR, b.scheme in PER_TENSOR)
+    if any(per_tensor):
+        if not all(per_tensor):
+            raise ValueError(f"mx.matmul: a ({a.scheme}) and b ({b.scheme}) are scaled "
+                             "differently; quantize both per tensor (schemes "
+                             f"{', '.join(PER_TENSOR)}) or both in blocks")
+        return _per_tensor_matmul(a, b, model, c)
+    units = " or ".join(map(repr, block_scaled_units()))
     unit = resolve_model(model, "model")
     if not isinstance(unit, MatrixUnit):
-        raise ValueError(f"model {model!r} is not an instruction model with block scales")
-    if len(a.shape) != 2 or len(b.shape) != 2 or a.axis != 1 or b.axis != 0:
-        raise ValueError("mx.matmul takes a (M, K) array blocked along K (axis 1) and a "
-                         "(K, N) array blocked along K (axis 0)")
-    if a.shape[1] != b.shape[0] or a.block != b.block or a.scale_fmt != b.scale_fmt:
-        raise ValueError("mx.matmul: the operands' K, block sizes and scale formats must agree")
+        raise ValueError(f"model {model!r} is not an instruction model with block scales; "
+                         f"use model={units}")
+    if a.axis != 1 or b.axis != 0:
+        raise ValueError(f"mx.matmul takes a (M, K) array blocked along K and a (K, N) "
+                         f"array blocked along K, got a blocked along axis {a.axis} and b "
+                         f"along axis {b.axis}: quantize a with axis=1 and b with axis=0")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"mx.matmul: a has K = {a.shape[1]}, b has K = {b.shape[0]}")
+    if a.block != b.block or a.scale_fmt != b.scale_fmt:
+        raise ValueError(f"mx.matmul: a ({a.scheme}) and b ({b.scheme}) have different "
+                         "block sizes or scale formats; quantize both with MX schemes "
+                         "(E8M0 scales per 32) or both with 'nvfp4'")
     if "int8" in (a.elem, b.elem) or a.elem in (FP6_E2M3, FP6_E3M2) or \
             b.elem in (FP6_E2M3, FP6_E3M2):
         raise ValueError("no block-scaled instruction model takes MXINT8 or FP6 elements "
-                         "(the simulator's vectors cover FP8 and FP4 only)")
+                         "(the simulator's vectors cover FP8 and FP4 only); multiply their "
+                         "values, np.asarray(q), with lp.matmul's accumulation models "
+                         "(model='exact' or 'fp32')")
     assert isinstance(a.elem, Format) and isinstance(b.elem, Format)
-    ins = unit.instruction(a.elem, b.elem, scale=a.scale_fmt, scale_block=a.block)
+    try:
+        ins = unit.instruction(a.elem, b.elem, scale=a.scale_fmt, scale_block=a.block)
+    except ValueError as e:
+        raise ValueError(f"{e}; use model={units}") from None
     M, N = a.shape[0], b.shape[1]
     ea, eb = a.elements, b.elements                  # (M, Kp), (N, Kp)
     k = ins.block
@@ -553,6 +653,41 @@ def matmul(a: BlockScaled, b: BlockScaled, *, model: str = "b200/tcgen05",
             from .arith import add
             cc = np.broadcast_to(np.asarray(c, dtype=np.float64), (M, N))
             d = np.asarray(quiet(add, d, quiet(_round, cc, FP32), FP32))
+    return d
+
+
+class _Operand:
+    """Values of a format, as `lp.matmul` reads a Tensor (``values``, ``fmt``)."""
+
+    def __init__(self, values, fmt):
+        self.values, self.fmt = values, fmt
+
+
+def _per_tensor_matmul(a, b, model, c):
+    """``mx.matmul`` of two per-tensor scaled FP8 matrices: the FP8 product by
+    `lp.matmul` under ``model`` (FP32 result), times fl32(scale_a * scale_b) once in
+    FP32, then ``c`` added in FP32: cuBLASLt's FP8 GEMM with A and B scales and a bias
+    epilogue, as `lp.amp.DelayedScaling` computes it."""
+    from .arith import add
+    from .tensorcore import driver
+    from .tensorcore.catalogue import resolve_model
+    from .tensorcore.instructions import MatrixUnit
+    va, vb = (_Operand(q._unblock(q.elements), q.elem) for q in (a, b))
+    spec = resolve_model(model, "model")
+    # E4M3 x E5M2 goes in as a pair where the unit has an instruction for it, else in
+    # FP16, which holds both exactly (the Tensors' promotion, as DelayedScaling's).
+    in_fmt = None if a.elem == b.elem or (isinstance(spec, MatrixUnit) and
+                                          spec.mixed(a.elem, b.elem)) else FP16
+    try:
+        d = np.asarray(driver.matmul(va, vb, model=spec, in_fmt=in_fmt, out_fmt=FP32))
+    except ValueError as e:
+        raise ValueError(f"mx.matmul of per-tensor FP8: {e}") from None
+    alpha = float(quiet(_round, a.tensor_scale * b.tensor_scale, FP32))  # exact product
+    with np.errstate(invalid="ignore"):                  # an infinite alpha times 0: NaN
+        d = np.asarray(quiet(_round, alpha * d, FP32))   # alpha * d exact: 24 + 24 bits
+    if c is not None:
+        cc = np.broadcast_to(np.asarray(c, dtype=np.float64), d.shape)
+        d = np.asarray(quiet(add, d, quiet(_round, cc, FP32), FP32))
     return d
 
 

@@ -544,3 +544,107 @@ def test_one_scale_rule_by_default():
     q = lp.mx.quantize(block(957.0), "mxfp8_e4m3")
     assert q.scales[0] == 4.0 and not (np.abs(block(957.0)) > q.limits).any()
     assert state.block_state([957.0], "mxfp8_e4m3")["rules"][default]["clamped"] == [False]
+
+
+# -- per-tensor scaled FP8 --------------------------------------------------------------
+
+def _tensor_scale_f32(amax, fp8_max):
+    """Transformer Engine's scale from one amax, in NumPy float32 arithmetic."""
+    a = np.float32(amax)
+    if not (a > 0 and np.isfinite(a)):
+        return 1.0
+    with np.errstate(over="ignore"):
+        s = np.float32(fp8_max) / a
+    return float(np.finfo(np.float32).max) if np.isinf(s) else float(s)
+
+
+def _per_tensor_data():
+    rng = np.random.default_rng(7)
+    tiny = np.full((3, 4), 1e-40)                       # 448 / 1e-40 overflows FP32
+    special = rng.standard_normal((3, 4))
+    special[0, 0], special[1, 2] = np.inf, np.nan
+    return [rng.standard_normal((5, 6)) * 10.0 ** rng.integers(-8, 8),
+            rng.standard_normal((2, 9)).astype(np.float32).astype(np.float64) * 3e4,
+            np.zeros((2, 3)), tiny, special, np.array([[2.0**-140, -(2.0**-149)]])]
+
+
+@requires_ml_dtypes
+@pytest.mark.parametrize("scheme", ["fp8_e4m3", "fp8_e5m2"])
+def test_per_tensor_elements_are_fp8_of_x_times_the_amax_scale(scheme):
+    dtype = {"fp8_e4m3": ml_dtypes.float8_e4m3fn, "fp8_e5m2": ml_dtypes.float8_e5m2}[scheme]
+    top = float(ml_dtypes.finfo(dtype).max)
+    for x in _per_tensor_data():
+        q = lp.mx.quantize(x, scheme)
+        s = _tensor_scale_f32(np.max(np.abs(x)), top)
+        # fl32(x * s) by Fraction (x is float64), saturated, then ml_dtypes' RNE to FP8.
+        y = np.array([float(np.float32(float(Fraction(v) * Fraction(s)))) if np.isfinite(v)
+                      else v * s for v in x.ravel()]).reshape(x.shape)
+        # Finite values saturate; an inf becomes E4M3's max (it has no inf) and stays
+        # inf in E5M2 (DelayedScaling's rule).
+        inf_to = top if scheme == "fp8_e4m3" else np.inf
+        with np.errstate(invalid="ignore"):
+            y = np.where(np.isinf(y), np.sign(y) * inf_to, np.clip(y, -top, top))
+            want = y.astype(dtype).astype(np.float64)
+        np.testing.assert_array_equal(q.elements, want)
+        assert q.tensor_scale == float(np.float32(1.0) / np.float32(s))
+        np.testing.assert_array_equal(q.dequantize(), want * q.tensor_scale)
+
+
+def _delayed(x, w, dy, bias, model, fp8_format):
+    """forward, wgrad, dgrad of `DelayedScaling(history=1)` on its second step over the
+    same data: the scales then come from exactly these tensors' amaxes."""
+    q = lp.amp.DelayedScaling(fp8_format=fp8_format, history=1).quantizer()
+    with lp.context(matmul=model):
+        for _ in range(2):
+            y = q.forward(x, w, bias)
+            dw, dx = q.backward(dy, True)
+    return y, dw, dx, q
+
+
+@pytest.mark.parametrize("model", ["exact", "fp32", "h100", "h100/wgmma", "b200/tcgen05"])
+@pytest.mark.parametrize("fp8_format", ["e4m3", "hybrid"])
+def test_per_tensor_products_equal_delayed_scaling_with_a_history_of_one(model, fp8_format):
+    rng = np.random.default_rng(len(model))
+    x = lp.tensor(rng.standard_normal((6, 40)) * 1e-3, "fp32")
+    w = lp.tensor(rng.standard_normal((40, 5)) * 30.0, "bf16")
+    dy = lp.tensor(rng.standard_normal((6, 5)) * 2.0**-20, "fp32")
+    bias = lp.tensor(rng.standard_normal(5), "fp32")
+    y, dw, dx, q = _delayed(x, w, dy, bias, model, fp8_format)
+    g = "fp8_e5m2" if fp8_format == "hybrid" else "fp8_e4m3"
+    qx, qw, qd = (lp.mx.quantize(t, s) for t, s in ((x, "fp8_e4m3"), (w, "e4m3"), (dy, g)))
+    assert [1 / qx.tensor_scale, 1 / qw.tensor_scale] != [1.0, 1.0]
+    qxt = lp.mx.quantize(np.asarray(x.values).T, "fp8_e4m3")
+    qwt = lp.mx.quantize(np.asarray(w.values).T, "fp8_e4m3")
+    np.testing.assert_array_equal(lp.mx.matmul(qx, qw, model=model, c=bias.values), y.values)
+    np.testing.assert_array_equal(lp.mx.matmul(qxt, qd, model=model), dw.values)
+    np.testing.assert_array_equal(lp.mx.matmul(qd, qwt, model=model), dx.values)
+    assert q.scales["x"] == lp.mx.amax_scale(np.abs(x.values).max(), lp.FP8_E4M3)
+
+
+def test_per_tensor_and_block_refusals_name_the_way_out():
+    a = lp.mx.quantize(np.ones((2, 32)), "fp8_e4m3")
+    b = lp.mx.quantize(np.ones((32, 2)), "mxfp8_e4m3", axis=0)
+    with pytest.raises(ValueError, match="quantize both per tensor"):
+        lp.mx.matmul(a, b)
+    with pytest.raises(ValueError, match="DelayedScaling"):
+        lp.mx.quantize(np.ones(3), "fp8_e4m3", tensor_scale=2.0)
+    c = lp.mx.quantize(np.ones((2, 32)), "mxfp8_e4m3", axis=1)
+    with pytest.raises(ValueError, match="use model='b200/tcgen05' or 'rtx50/mma'"):
+        lp.mx.matmul(c, b, model="h100/wgmma")
+    with pytest.raises(ValueError, match="use model='b200/tcgen05'"):
+        lp.mx.matmul(c, b, model="fp32")
+    with pytest.raises(ValueError, match="quantize a with axis=1 and b with axis=0"):
+        lp.mx.matmul(c, lp.mx.quantize(np.ones((32, 2)), "mxfp8_e4m3", axis=1))
+    with pytest.raises(ValueError, match="model='exact'"):
+        lp.mx.matmul(lp.mx.quantize(np.ones((2, 32)), "mxint8", axis=1),
+                     lp.mx.quantize(np.ones((32, 2)), "mxint8", axis=0))
+
+
+def test_unscaled_fp8_underflows_where_per_tensor_scaling_keeps_the_values():
+    x = np.random.default_rng(3).standard_normal((16, 16)) * 1e-6
+    with lp.flags() as unscaled:
+        lp.round(x, "e4m3")
+    with lp.flags() as scaled:
+        q = lp.mx.quantize(x, "e4m3")
+    assert unscaled.underflow > 0 and scaled.underflow == 0
+    assert np.count_nonzero(q.elements) == x.size

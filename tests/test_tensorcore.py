@@ -17,6 +17,7 @@ import copy
 import gc
 import math
 import pickle
+import re
 import sys
 import tracemalloc
 from fractions import Fraction
@@ -736,7 +737,7 @@ def test_clear_errors():
     with pytest.raises(ValueError, match="does not broadcast"):
         matmul(a, b, c=np.ones(3), in_fmt="fp16")
     with pytest.raises(ValueError, match="at most 51 bits"):
-        matmul(a, b, model="exact", in_fmt="fp16", out_fmt="fp64")
+        matmul(a, b, model="fp32", in_fmt="fp16", out_fmt="fp64")
     with pytest.raises(ValueError, match="at most 26 bits"):
         matmul(a, b, model="exact", in_fmt="fp64")
     with pytest.raises(ValueError, match="fraction_bits"):
@@ -1092,3 +1093,17 @@ def test_tensor_operands_stay_under_the_bound(monkeypatch, model):
     assert np.array_equal(result, matmul(a.values, b.values, model=model, in_fmt="fp16"))
     peak = _peak_bytes(lambda: matmul(a, b, model=model))
     assert peak <= bound + 8 * result.size + 2 * 32
+
+
+@pytest.mark.parametrize(("model", "fmt", "out", "way"), [
+    ("h100", "fp32", None, "in_fmt='tf32'"),
+    ("h100/wgmma", "fp32", None, "in_fmt='tf32'"),
+    ("a100", "e4m3", None, "models that take FP8_E4M3: ada, h100"),
+    ("v100", "bf16", None, "models that take BF16: a100"),
+    ("b200/tcgen05", "e2m1", None, "lp.mx.matmul (model 'b200/tcgen05' or 'rtx50/mma')"),
+    ("h100", "e4m3", "bf16", "the accumulation models ('exact', 'fp32', 'fp16') round"),
+    ("fp32", "bf16", "fp64", "for an FP64 result use model='exact'"),
+])
+def test_refusals_name_what_would_work(model, fmt, out, way):
+    with pytest.raises(ValueError, match=re.escape(way)):
+        lp.matmul(np.ones((2, 4)), np.ones((4, 2)), model=model, in_fmt=fmt, out_fmt=out)

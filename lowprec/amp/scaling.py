@@ -184,15 +184,7 @@ class DelayedScaling:
             amax = float(values.max()) if values.size else float("nan")
         else:
             amax = float(values[-1]) if values.size else float("nan")
-        amax = _fl32(amax)                                     # an FP32 amax
-        if not (amax > 0 and np.isfinite(amax)):
-            return previous
-        # fl32 of the float64 quotient is fl32 of the exact one: 53 >= 2 * 24 + 2; ldexp
-        # is exact: the quotient times 2**-margin (margin <= 277) stays a float64 normal.
-        s = _fl32(math.ldexp(_fl32(fmt.max / amax), -self.margin))
-        if s == np.inf:
-            return _FP32_MAX
-        return s if s > 0 else previous
+        return mx.amax_scale(amax, fmt, margin=self.margin, previous=previous)
 
     def check_model(self, model: str | Model) -> None:
         """`ValueError` unless the matmul ``model`` (a name or model of `lp.MODELS`)

@@ -22,7 +22,9 @@ from ..formats import (
     FP64,
     TF32,
     UE4M3,
+    FormatLike,
 )
+from ..formats import format as _format
 from .instructions import Instruction, MatrixUnit
 from .models import Accumulating, Model, ModelLike, MultiPass, TensorCoreModel
 
@@ -388,3 +390,43 @@ def unit_table() -> str:
                         f"{', '.join(f.name or '' for f in ins.inputs)} | {ins.block} | {F} | "
                         f"{fp32} | {fp16} | {scales} | {ins.validated} |")
     return "\n".join(rows)
+
+
+def way_out(fmt: FormatLike, spec: Model | None = None) -> str:
+    """What multiplies ``fmt`` inputs where ``spec`` does not: a clause for a refusal.
+
+    Examples
+    --------
+    >>> way_out("fp32", MODELS["h100"])
+    "on this unit FP32 data goes through TF32: in_fmt='tf32'; or model='fp32' (...)"
+    >>> way_out("e2m1")
+    "FP4_E2M1 is multiplied with block scales: lp.mx.quantize, then lp.mx.matmul..."
+    """
+    f = _format(fmt)
+
+    def takes(m, g):
+        try:
+            m.for_format(g)
+        except ValueError:
+            return False
+        return True
+    if f == FP32 and spec is not None and takes(spec, TF32):
+        return ("on this unit FP32 data goes through TF32: in_fmt='tf32'; or "
+                "model='fp32' (exact products added in FP32, as a CPU loop does)")
+    hardware = [n for n, m in MODELS.items()
+                if not isinstance(m, (Accumulating, MultiPass)) and takes(m, f)]
+    other = ("in_fmt='fp32' (the operands rounded to FP32)" if isinstance(spec, Accumulating)
+             else "an accumulation model ('exact', 'fp32', 'fp16')")
+    if hardware:
+        return f"models that take {f.name or repr(f)}: {', '.join(hardware)}; or {other}"
+    scaled = [n for n, u in UNITS.items()
+              if any(f in i.inputs and i.scales for i in u.instructions)]
+    if scaled:
+        return (f"{f.name or repr(f)} is multiplied with block scales: lp.mx.quantize, then "
+                f"lp.mx.matmul (model {' or '.join(map(repr, scaled))}); or {other}")
+    return "the accumulation models ('exact', 'fp32', 'fp16') take it"
+
+
+def block_scaled_units() -> list[str]:
+    """The names of the models with block-scaled instructions (`lowprec.mx.matmul`)."""
+    return [n for n, u in UNITS.items() if any(i.scales for i in u.instructions)]

@@ -28,7 +28,7 @@ from ..formats import format as _format
 from ..rounding import round as _round
 from ..status import quiet, record, recording
 from .blockfma import BlockFMA
-from .catalogue import resolve_model
+from .catalogue import resolve_model, way_out
 from .exact import Exact
 from .instructions import Instruction, InstructionKernel, MatrixUnit
 from .models import ModelLike, MultiPass, TensorCoreModel
@@ -196,7 +196,8 @@ def matmul(a: ArrayLike, b: ArrayLike, *, model: ModelLike = "fp32",
         ``"fp32"`` and ``"fp16"`` round their result to any format of at most 51
         bits of precision (a final RNE conversion after FP32/FP16 accumulation).
         ``"exact"`` also gives FP64: ``model="exact", out_fmt="fp64"`` is the exact
-        reference of any product, the exact sum rounded once to float64.
+        reference of any product of its inputs (formats of up to 26 bits of
+        precision), the exact sum rounded once to float64.
     progress : bool, optional
         A progress bar over the chunks of outputs (tqdm, the ``progress`` extra):
         True shows one, False never; by default one appears once the chunks done
@@ -262,7 +263,10 @@ def matmul(a: ArrayLike, b: ArrayLike, *, model: ModelLike = "fp32",
         fmt, fmt_b = af, bf          # an instruction of two input formats (FP8 mixes)
     else:
         fmt = fmt_b = _input_format(av, af, bv, bf)
-    params = spec.for_format(fmt) if mixed is None else mixed
+    try:
+        params = spec.for_format(fmt) if mixed is None else mixed
+    except ValueError as e:
+        raise ValueError(f"{e}; {way_out(fmt, spec)}") from None
     if out_fmt is None:
         out = spec.default_out_format()
     else:
@@ -272,7 +276,9 @@ def matmul(a: ArrayLike, b: ArrayLike, *, model: ModelLike = "fp32",
         raise ValueError(f"model {spec.name or 'TensorCoreModel'!r} with "
                          f"{fmt.name or fmt!r} inputs gives "
                          f"{' or '.join(str(f.name) for f in allowed)} output, not "
-                         f"{out.name or out!r}")
+                         f"{out.name or out!r}; the accumulation models ('exact', "
+                         "'fp32', 'fp16') round to any format of at most 51 bits of "
+                         "precision, and 'exact' to FP64")
     exact = not isinstance(params, (TensorCoreModel, Instruction)) and \
         params.accumulator is None
     if allowed is None and out.p > 51 and not (out == FP64 and exact):
