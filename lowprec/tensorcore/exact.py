@@ -69,13 +69,16 @@ def _exact_round(blocks, m, out):
             # Every bit of a float64 is a multiple of 2**-1074: the last level's.
             q_exp = np.maximum(q_exp - F, -1074)
     quanta = [_scale(np.ones(n), e) for e in q_exps]
+    # Level l's quantum is 2**gap[l] of level l's below it: F bits, fewer where the
+    # last level stops at 2**-1074 (0 for rows already there: a zero level).
+    ratio = [pow2(hi - lo) for hi, lo in zip(q_exps, q_exps[1:])]
     sign = np.ones(n)
     for _ in range(2):   # the second pass sees |X|: the top is then nonnegative
         digits, carry = [], np.zeros(n)
-        for lvl in reversed(levels[1:]):
+        for lvl, up in zip(reversed(levels[1:]), reversed(ratio)):
             v = sign * lvl + carry
-            carry = np.floor(v * 2.0**-F)
-            digits.append(v - carry * 2.0**F)   # in [0, 2**F)
+            carry = np.floor(v / up)            # exact: a power of two
+            digits.append(v - carry * up)       # in [0, up)
         head = sign * levels[0] + carry
         sign = np.where(head < 0, -sign, sign)
         if not (head < 0).any():

@@ -127,3 +127,28 @@ def test_inf_and_nan_inputs_follow_ieee():
 def test_fp64_output_is_refused_by_rounding_models():
     with pytest.raises(ValueError, match="for an FP64 result use model='exact'"):
         lp.matmul([[1.0]], [[1.0]], model="fp32", in_fmt="fp32", out_fmt="fp64")
+
+
+@pytest.mark.parametrize(("fmt", "a", "b", "c"), [
+    # 1 + 2**-53 + 2**-1074: just above a tie (the level at 2**-1074 is short).
+    ("fp32", [[1.0, 2.0**-27]], [[1.0], [2.0**-26]], 2.0**-1074),
+    ("fp32", [[-1.0, -(2.0**-27)]], [[1.0], [2.0**-26]], -(2.0**-1074)),
+    (WIDE, [[-(2.0**-521)]], [[3 * 2.0**-521]], 2.0**-980),
+    (lp.Format(10, 25, bias=512), [[-(2.0**-524)]], [[1.25 * 2.0**-532]], 2.0**-1002),
+    ("fp32", [[-float.fromhex("0x1.bbcde2p+5"), -float.fromhex("0x1.fffffep+4"),
+               -float.fromhex("0x1.c1551ep+2")]],
+     [[float.fromhex("0x1.fffffep+4")], [float.fromhex("0x1.0f7d6p+5")],
+      [-float.fromhex("0x1.84a3aap+2")]], -7 * 2.0**-1074),
+])
+def test_levels_that_end_at_the_least_subnormal(fmt, a, b, c):
+    a, b, c = np.array(a), np.array(b), np.array([[c]])
+    assert_bits(exact64(a, b, c, fmt), exact_loop(a, b, c, FP64_GRID))
+
+
+def test_short_bottom_level_with_many_terms():
+    # K = 64 makes the levels 45 bits wide, so that the last one is cut at 2**-1074.
+    a = np.zeros((1, 64))
+    b = np.zeros((64, 1))
+    a[0, :3], b[:3, 0] = [1.0, 2.0**-27, 1.0], [1.0, 2.0**-26, -(2.0**-20)]
+    c = np.array([[-(2.0**-1074)]])
+    assert_bits(exact64(a, b, c), exact_loop(a, b, c, FP64_GRID))
