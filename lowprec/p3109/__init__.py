@@ -90,6 +90,36 @@ from .extrema import (
 )
 from .formats import DOMAINS, format, is_p3109, parameters  # noqa: A004 - the report's name
 from .projection import ROUNDINGS, SATURATIONS, STOCHASTIC, project, special_codes
+from .transcendental import (
+    arccos,
+    arccosh,
+    arccospi,
+    arcsin,
+    arcsinh,
+    arcsinpi,
+    arctan,
+    arctan2,
+    arctan2pi,
+    arctanh,
+    arctanpi,
+    cos,
+    cosh,
+    cospi,
+    exp,
+    exp2,
+    expm1,
+    hypot,
+    log,
+    log1p,
+    log2,
+    sin,
+    sinh,
+    sinpi,
+    softplus,
+    tan,
+    tanh,
+    tanpi,
+)
 
 __all__ = ["format", "DOMAINS", "parameters", "is_p3109", "project", "special_codes",
            "ROUNDINGS", "SATURATIONS", "STOCHASTIC", "conformance", "declarations",
@@ -112,4 +142,8 @@ __all__ = ["format", "DOMAINS", "parameters", "is_p3109", "project", "special_co
            "block_maximum_magnitude", "block_minimum_magnitude_number",
            "block_maximum_magnitude_number", "block_minimum_finite",
            "block_maximum_finite", "block_clamp", "scaled_add", "scaled_subtract",
-           "scaled_multiply", "from_e8m0", "to_e8m0"]
+           "scaled_multiply", "from_e8m0", "to_e8m0",
+           "exp", "exp2", "expm1", "log", "log2", "log1p", "softplus", "sin", "cos", "tan",
+           "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh",
+           "arctanh", "sinpi", "cospi", "tanpi", "arcsinpi", "arccospi", "arctanpi", "hypot",
+           "arctan2", "arctan2pi"]
