@@ -58,6 +58,9 @@ _REQUIREMENTS = (
                 "lowprec.p3109.fma into P3109 formats only"),
     Requirement("FAA<f1, f2, fr, fr, rho>", "F4 | F8 -> FX", False,
                 "lowprec.p3109.faa into P3109 formats only"),
+    Requirement("Exp ... ArcTan2Pi<f, fr, rho> (§4.10.9-§4.10.16)", "F4 | F8 -> F4 | F8",
+                True, "lowprec.p3109.exp, exp2, expm1, log, log2, log1p, softplus, sin ... "
+                "arctanh, sinpi ... arctanpi, hypot, arctan2, arctan2pi"),
     Requirement("Minimum ... MaximumFinite<f, f, f, rho>", "F4 | F8", True,
                 "lowprec.p3109.minimum ... maximum_finite"),
     Requirement("CompareLess ... CompareGreaterEqual<f, f>", "F4 | F8", True,
