@@ -215,3 +215,58 @@ def test_every_code_every_rounding(name, params):
         for sat in oracle.SATURATIONS:
             got = getattr(p3109, name)(codes, fmt, fmt, rounding, sat)
             assert_bits(got, want[sat], name, params, rounding, sat)
+
+
+@pytest.mark.parametrize("params", [(6, 3, True, True), (4, 2, True, True),
+                                    (4, 1, False, False)])
+@pytest.mark.parametrize("name", ["hypot", "arctan2", "arctan2pi"])
+def test_every_pair_every_rounding(name, params):
+    fmt = build(params)
+    n = 2 ** params[0]
+    table = oracle.value_table(*params)
+    a, b = (v.reshape(-1) for v in np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))
+    if name == "hypot":
+        exact = [omega_hypot(table[i], table[j]) for i, j in zip(a, b)]
+    else:
+        exact = [omega_arctan2(table[i], table[j], name == "arctan2") for i, j in zip(a, b)]
+    for rounding in oracle.ROUNDINGS:
+        want = oracle.project_many(params, exact, rounding, oracle.SATURATIONS)
+        for sat in oracle.SATURATIONS:
+            got = getattr(p3109, name)(a, b, fmt, fmt, fmt, rounding, sat)
+            assert_bits(got, want[sat], name, params, rounding, sat)
+
+
+@pytest.mark.parametrize("name", ["exp", "log", "sin", "tanh", "arctanpi", "cospi"])
+def test_stochastic_every_random_value(name):
+    fx, fr = (8, 3, True, True), (6, 3, True, True)
+    codes = np.arange(256)
+    exact = exact_unary(name, fx)
+    for rounding, n in [("StochasticA", 1), ("StochasticB", 3), ("StochasticC", 6)]:
+        r = np.arange(2 ** n)
+        x, rr = (v.reshape(-1) for v in np.meshgrid(codes, r, indexing="ij"))
+        got = getattr(p3109, name)(x, build(fx), build(fr), rounding, "SatFinite",
+                                   random_bits=rr, n_bits=n)
+        want = [oracle.project(*fr, exact[c], rounding, "SatFinite", n, int(ri))
+                for c, ri in zip(x, rr)]
+        assert_bits(got, want, name, rounding, n)
+
+
+def test_stochastic_many_random_bits_takes_the_slow_path():
+    # N = 40 puts boundaries at 44 bits: NumPy's value rarely decides, decimal does.
+    f = (8, 3, True, True)
+    rng = np.random.default_rng(11)
+    x = rng.integers(0, 256, 300)
+    r = rng.integers(0, 2 ** 40, 300)
+    exact = exact_unary("exp", f)
+    got = p3109.exp(x, build(f), build(f), "StochasticC", "SatNone", random_bits=r, n_bits=40)
+    want = [oracle.project(*f, exact[c], "StochasticC", "SatNone", 40, int(ri))
+            for c, ri in zip(x, r)]
+    assert_bits(got, want)
+
+
+def test_errors():
+    f = "binary8p3se"
+    with pytest.raises(ValueError, match="n_bits <= 48"):
+        p3109.exp(0, f, f, "StochasticA", random_bits=0, n_bits=50)
+    with pytest.raises(ValueError, match="not a P3109 format"):
+        p3109.exp(0, "e4m3", f)
