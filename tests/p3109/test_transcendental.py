@@ -57,6 +57,12 @@ def _wide(fn):
 PI = _wide(lambda: gmpy2.const_pi())
 
 
+def _positive(d):
+    """log1p(exp(-x)) > 0 for every x: MPFR underflows it past x = 2**30 or so, where
+    it is below 2**-10**6, which stands in for it."""
+    return d if d > 0 else gmpy2.mpfr(2) ** -10 ** 6
+
+
 def _special(x, rules):
     for match, value in rules:
         if match(x):
@@ -93,8 +99,8 @@ UNARY = {
     "log1p": ([(_is(-INF), NAN), (_is(INF), INF), (lambda x: x < -1, NAN),
                (lambda x: x == -1, -INF)], gmpy2.log1p),
     "softplus": ([(_is(INF), INF), (_is(-INF), Fraction(0))],
-                 lambda x: (x + _wide(lambda a: gmpy2.log1p(gmpy2.exp(-a)))(x) if x > 0
-                            else gmpy2.log1p(_wide(gmpy2.exp)(x)))),
+                 lambda x: (x + _positive(_wide(lambda a: gmpy2.log1p(gmpy2.exp(-a)))(x))
+                            if x > 0 else gmpy2.log1p(_wide(gmpy2.exp)(x)))),
     "sin": ([(lambda x: _is(INF)(x) or _is(-INF)(x), NAN)], gmpy2.sin),
     "cos": ([(lambda x: _is(INF)(x) or _is(-INF)(x), NAN)], gmpy2.cos),
     "tan": ([(lambda x: _is(INF)(x) or _is(-INF)(x), NAN)], gmpy2.tan),
@@ -205,8 +211,6 @@ def exact_unary(name, params):
 @pytest.mark.parametrize("params", FORMATS)
 @pytest.mark.parametrize("name", sorted(UNARY))
 def test_every_code_every_rounding(name, params):
-    if name == "softplus" and params == (8, 1, False, False):
-        pytest.xfail("the MPFR oracle loses x + log1p(exp(-x)) beyond x = 2**30")
     fmt = build(params)
     codes = np.arange(2 ** params[0])
     exact = exact_unary(name, params)
