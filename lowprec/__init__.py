@@ -17,6 +17,9 @@ from . import amp, fft, linalg, mx, nn, p3109, testing  # noqa: F401  (public mo
 from .array_api import array_namespace
 from .sweeps import sweep
 from . import daskarrays  # noqa: F401  (Dask arrays through lp.round, lp.add, ...)
+from .engine.heap import keep_freed as _keep_freed
+
+_keep_freed()      # freed work arrays stay mapped: no page faults per call (engine/heap.py)
 
 __version__ = "0.1.0"
 

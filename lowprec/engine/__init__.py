@@ -3,6 +3,7 @@
 One job per file (docs/design/DESIGN.md, "Layout"), in layer order:
 
 - `checks`: one check per kind of option.
+- `heap`: the C heap's top pad, so that freed work arrays stay mapped.
 - `cache`: small thread-safe caches of tables derived from a format.
 - `lazy`: where entry points hand Dask arrays to `lowprec.daskarrays`.
 - `scratch`: per-thread work buffers that small calls reuse.
