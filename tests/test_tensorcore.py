@@ -1107,3 +1107,23 @@ def test_tensor_operands_stay_under_the_bound(monkeypatch, model):
 def test_refusals_name_what_would_work(model, fmt, out, way):
     with pytest.raises(ValueError, match=re.escape(way)):
         lp.matmul(np.ones((2, 4)), np.ones((4, 2)), model=model, in_fmt=fmt, out_fmt=out)
+
+
+def test_float32_arrays_of_bf16_values_go_in_unrounded_with_the_same_result():
+    # BF16 values held in float32 (torch's bfloat16 upcast): the driver skips rounding
+    # them; the result must be what the rounding path (a listening lp.flags()) gives.
+    rng = np.random.default_rng(5)
+    a = np.asarray(lp.round(rng.standard_normal((6, 40)), "bf16"), np.float32)
+    b = np.asarray(lp.round(rng.standard_normal((40, 3)), "bf16"), np.float32)
+    a[0, :4] = [np.inf, -0.0, 2.0**-133, np.nan]
+    b[5, 1] = -(2.0**-130)
+    for model in ("fp32", "h100", "exact"):
+        fast = matmul(a, b, model=model, in_fmt="bf16")
+        with lp.flags():
+            ref = matmul(a, b, model=model, in_fmt="bf16")
+        assert_same(fast, ref)
+    c = a.copy()
+    c[1, 1] = np.float32(1.0 + 2.0**-10)           # not a BF16 value: rounded (to 1)
+    with lp.flags():
+        ref = matmul(np.round(c.astype(np.float64), 300), b, model="fp32", in_fmt="bf16")
+    assert_same(matmul(c, b, model="fp32", in_fmt="bf16"), ref)

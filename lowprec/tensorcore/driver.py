@@ -23,7 +23,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ..engine.checks import broadcast_shape
 from ..engine.progress import Progress, check_progress
-from ..formats import FP32, FP64, FormatLike
+from ..formats import BF16, FP32, FP64, FormatLike
 from ..formats import format as _format
 from ..rounding import round as _round
 from ..status import quiet, record, recording
@@ -98,6 +98,11 @@ def _values_in(arr, fmt_of_arr, fmt):
     if fmt_of_arr == fmt:
         # Every value of a format narrower than float64 is a float64: exact.
         return arr if arr.dtype == np.float64 else arr.astype(np.float64)
+    if fmt == BF16 and arr.dtype == np.float32 and recording() is None and \
+            not np.bitwise_and(arr.view(np.uint32), 0xFFFF).any():
+        # A float32 whose low 16 bits are clear is the BF16 value of its top half: no
+        # rounding (which would change nothing, and with nobody listening count nothing).
+        return arr.astype(np.float64)
     out = np.empty(arr.shape, dtype=np.float64)
     for idx in _blocks(arr.shape, max(1, MEMORY_BOUND // 16 // 24)):
         out[idx] = _round(arr[idx], fmt)
