@@ -10,6 +10,7 @@ rounded to odd, and projects it once. The module keeps no state.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +28,7 @@ from ..formats import E8M0, FP64, FormatLike
 from ..formats import format as _format
 from .formats import parameters
 from .projection import STOCHASTIC, project
+from .transcendental import STAND_INS, boundary_bits, evaluate
 
 __all__ = ["convert_from_block", "convert_to_block", "convert_to_block_max_abs_finite",
            "block_reduce_add", "block_reduce_multiply", "block_dot_product",
@@ -35,7 +37,13 @@ __all__ = ["convert_from_block", "convert_to_block", "convert_to_block_max_abs_f
            "block_minimum", "block_maximum", "block_minimum_number",
            "block_maximum_number", "block_minimum_magnitude", "block_maximum_magnitude",
            "block_minimum_magnitude_number", "block_maximum_magnitude_number",
-           "block_minimum_finite", "block_maximum_finite", "block_clamp", "scaled_add",
+           "block_minimum_finite", "block_maximum_finite", "block_clamp",
+           "block_exp", "block_exp2", "block_expm1", "block_log", "block_log2",
+           "block_log1p", "block_softplus", "block_sin", "block_cos", "block_tan",
+           "block_arcsin", "block_arccos", "block_arctan", "block_sinh", "block_cosh",
+           "block_tanh", "block_arcsinh", "block_arccosh", "block_arctanh", "block_sinpi",
+           "block_cospi", "block_tanpi", "block_arcsinpi", "block_arccospi",
+           "block_arctanpi", "block_hypot", "block_arctan2", "block_arctan2pi", "scaled_add",
            "scaled_subtract", "scaled_multiply", "from_e8m0", "to_e8m0"]
 
 F64 = NDArray[np.float64]
@@ -457,11 +465,36 @@ _OPS: dict[str, tuple[int, bool, Callable[..., Any]]] = {
     "maximum_finite": (2, True, _finite(np.maximum)),
     "clamp": (3, True, _clamp),
 }
+# The transcendental operations (§4.10.9-§4.10.16) by their names in transcendental.py.
+_TRANSCENDENTAL = {
+    "exp": "Exp", "exp2": "Exp2", "expm1": "ExpMinusOne", "log": "Log", "log2": "Log2",
+    "log1p": "LogOnePlus", "softplus": "Softplus", "sin": "Sin", "cos": "Cos",
+    "tan": "Tan", "arcsin": "ArcSin", "arccos": "ArcCos", "arctan": "ArcTan",
+    "sinh": "Sinh", "cosh": "Cosh", "tanh": "Tanh", "arcsinh": "ArcSinh",
+    "arccosh": "ArcCosh", "arctanh": "ArcTanh", "sinpi": "SinPi", "cospi": "CosPi",
+    "tanpi": "TanPi", "arcsinpi": "ArcSinPi", "arccospi": "ArcCosPi",
+    "arctanpi": "ArcTanPi", "hypot": "Hypot", "arctan2": "ArcTan2",
+    "arctan2pi": "ArcTan2Pi"}
+for _op in _TRANSCENDENTAL:
+    _OPS[_op] = (2 if _op in ("hypot", "arctan2", "arctan2pi") else 1, False,
+                 functools.partial(evaluate, _op))
 
 
 def _report_name(op: str) -> str:
-    special = {"fma": "FMA", "faa": "FAA"}
+    special = {"fma": "FMA", "faa": "FAA", **_TRANSCENDENTAL}
     return special.get(op, "".join(w.title() for w in op.split("_")))
+
+
+def _check_stand_ins(z: F64, srv: F64, title: str) -> None:
+    """Raise where a stand-in of `evaluate` divided by sr might no longer stand in.
+
+    A true value below 2**-700 stays below it for sr >= 1, one above 2**600 for
+    sr <= 1. Other scales could bring it into a format's range."""
+    a = np.abs(z)
+    bad = ((a == STAND_INS[0]) & (srv < 1)) | ((a == STAND_INS[1]) & (srv > 1))
+    if (bad & np.isfinite(srv) & (srv != 0)).any():
+        raise ValueError(f"{title}: a result beyond float64's range [2**-700, 2**600] "
+                         "with a result scale that could bring it back is not supported")
 
 
 def _elementwise(op: str) -> Callable[..., Any]:
@@ -483,14 +516,21 @@ def _elementwise(op: str) -> Callable[..., Any]:
             s, x = _block(block, pair, f"block {i + 1}")
             values.append(_scaled(s, x, f"block {i + 1}"))
         parameters(fs)
+        # Op(X)/sr for sr = 2**e: Op's float64 at X (exact: _scaled checks the range)
+        # times 2**-e, exact while normal (_block_project gives stand-ins beyond).
+        # Scaling moves no boundary relative to the value: fr's P + N + 1 bits decide.
+        kw = ({"q": boundary_bits(_fr(fr), rounding, n_bits)}
+              if op in _TRANSCENDENTAL else {})
         with np.errstate(all="ignore"):
-            z = np.asarray(rule(*np.broadcast_arrays(*values)), dtype=np.float64)
+            z = np.asarray(rule(*np.broadcast_arrays(*values), **kw), dtype=np.float64)
         srv = _decoded(sr, fs)
         try:
             srv = np.broadcast_to(srv[..., None], z.shape[:-1] + (1,))
         except ValueError:
             raise ValueError(f"sr: one scale per block; shape {np.shape(srv)} does not "
                              f"match the blocks' {z.shape[:-1]}") from None
+        if kw:
+            _check_stand_ins(z, srv, title)
         r = _project(_block_project(srv, z, exact, title), _fr(fr), rounding, saturation,
                      random_bits, n_bits)
         return sr, r
@@ -541,6 +581,48 @@ block_maximum_magnitude_number = _elementwise("maximum_magnitude_number")
 block_minimum_finite = _elementwise("minimum_finite")
 block_maximum_finite = _elementwise("maximum_finite")
 block_clamp = _elementwise("clamp")
+block_exp = _elementwise("exp")
+block_exp.__doc__ = (block_exp.__doc__ or "") + """
+
+The transcendental ones (Exp ... ArcTan2Pi) take the scalar operation's float64 of
+each value and divide it by sr, which must be a power of two.
+
+Examples
+--------
+>>> import lowprec as lp
+>>> f, fs = "binary8p3se", "binary8p1uf"
+>>> a = (lp.encode(2.0, fs), lp.encode([0.0, 0.5], f))      # values 0, 1
+>>> sr, r = lp.p3109.block_exp(a, lp.encode(2.0, fs), (fs, f), fs, f)
+>>> lp.decode(r, f)                                         # (1, e) / 2
+array([0.5 , 1.25])
+"""
+block_exp2 = _elementwise("exp2")
+block_expm1 = _elementwise("expm1")
+block_log = _elementwise("log")
+block_log2 = _elementwise("log2")
+block_log1p = _elementwise("log1p")
+block_softplus = _elementwise("softplus")
+block_sin = _elementwise("sin")
+block_cos = _elementwise("cos")
+block_tan = _elementwise("tan")
+block_arcsin = _elementwise("arcsin")
+block_arccos = _elementwise("arccos")
+block_arctan = _elementwise("arctan")
+block_sinh = _elementwise("sinh")
+block_cosh = _elementwise("cosh")
+block_tanh = _elementwise("tanh")
+block_arcsinh = _elementwise("arcsinh")
+block_arccosh = _elementwise("arccosh")
+block_arctanh = _elementwise("arctanh")
+block_sinpi = _elementwise("sinpi")
+block_cospi = _elementwise("cospi")
+block_tanpi = _elementwise("tanpi")
+block_arcsinpi = _elementwise("arcsinpi")
+block_arccospi = _elementwise("arccospi")
+block_arctanpi = _elementwise("arctanpi")
+block_hypot = _elementwise("hypot")
+block_arctan2 = _elementwise("arctan2")
+block_arctan2pi = _elementwise("arctan2pi")
 
 
 def _scaled_op(op: str) -> Callable[..., Any]:

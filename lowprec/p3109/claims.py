@@ -82,7 +82,12 @@ _REQUIREMENTS = (
                 "lowprec.p3109.block_reduce_add, block_reduce_multiply, block_dot_product"),
     Requirement("Block<Op> (§5.4) for Convert ... Clamp", "fr a P3109 format; rounding "
                 "ops need a power-of-two result scale", True,
-                "lowprec.p3109.block_add ... block_clamp (not the transcendental ones)"),
+                "lowprec.p3109.block_add ... block_clamp"),
+    Requirement("Block<Op> (§5.4) for Exp ... ArcTan2Pi", "fr a P3109 format; a "
+                "power-of-two result scale", True,
+                "lowprec.p3109.block_exp, block_exp2, block_expm1, block_log ... "
+                "block_softplus, block_sin ... block_arctanpi, block_hypot, "
+                "block_arctan2, block_arctan2pi"),
 )
 
 

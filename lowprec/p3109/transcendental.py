@@ -52,6 +52,8 @@ _TINY = Fraction(1, 2 ** 700)
 _HUGE = Fraction(2 ** 600)
 _TINY_STANDIN = 2.0 ** -1000
 _HUGE_STANDIN = float(np.finfo(np.float64).max)
+#: What `evaluate` gives for true values below 2**-700, and above 2**600 (see _odd53).
+STAND_INS = (_TINY_STANDIN, _HUGE_STANDIN)
 
 
 def _operand(x: ArrayLike, fmt: FormatLike) -> F64:
@@ -60,7 +62,7 @@ def _operand(x: ArrayLike, fmt: FormatLike) -> F64:
     return np.asarray(decode(x, fmt), dtype=np.float64)
 
 
-def _boundary_bits(fr: FormatLike, rounding: str, n_bits: int | None) -> int:
+def boundary_bits(fr: FormatLike, rounding: str, n_bits: int | None) -> int:
     """P + N + 1: the precision of every boundary a projection into ``fr`` reads."""
     n = int(n_bits) if rounding in STOCHASTIC and n_bits is not None else 0
     if _format(fr).p + n + 2 > 53:
@@ -561,12 +563,23 @@ def _evaluate(op: _Op, args: tuple[F64, ...], q: int) -> F64:
     return out.reshape(y.shape)
 
 
+def evaluate(name: str, *args: F64, q: int) -> F64:
+    """The float64 that operation ``name`` at float64 ``args`` projects from.
+
+    Every projection whose boundaries have ``q`` significant bits reads it as it
+    would the true value. A result in `STAND_INS` says only that the true value lies
+    below 2**-700 or above 2**600. The block operations call it too."""
+    if len(args) == 2:
+        return _evaluate(_BINARY[name], args, q)
+    a = np.asarray(args[0], dtype=np.float64)
+    u, inv = np.unique(a.reshape(-1), return_inverse=True)
+    return _evaluate(_OPS[name], (u,), q)[inv].reshape(a.shape)
+
+
 def _unary(name: str, x: ArrayLike, fx: FormatLike, fr: FormatLike, rounding: str,
            saturation: str, random_bits: ArrayLike | None, n_bits: int | None) -> Codes:
     a = _operand(x, fx)
-    q = _boundary_bits(fr, rounding, n_bits)
-    u, inv = np.unique(a.reshape(-1), return_inverse=True)
-    v = _evaluate(_OPS[name], (u,), q)[inv].reshape(a.shape)
+    v = evaluate(name, a, q=boundary_bits(fr, rounding, n_bits))
     return project(v, _format(fr), rounding, saturation, random_bits=random_bits,
                    n_bits=n_bits)
 
@@ -575,8 +588,7 @@ def _binary(name: str, x: ArrayLike, y: ArrayLike, fx: FormatLike, fy: FormatLik
             fr: FormatLike, rounding: str, saturation: str, random_bits: ArrayLike | None,
             n_bits: int | None) -> Codes:
     a, b = _operand(x, fx), _operand(y, fy)
-    q = _boundary_bits(fr, rounding, n_bits)
-    v = _evaluate(_BINARY[name], (a, b), q)
+    v = evaluate(name, a, b, q=boundary_bits(fr, rounding, n_bits))
     return project(v, _format(fr), rounding, saturation, random_bits=random_bits,
                    n_bits=n_bits)
 

@@ -333,3 +333,124 @@ def test_block_sqrt_of_every_code_and_scale():
         oracle.omega_multiply(datum(U4, b), datum(E4, a)))))
         for a, b, b2 in zip(x.ravel(), s.ravel(), s.ravel()[::-1])]
     assert_bits(got.ravel(), want)
+
+
+# The transcendental elementwise operations (§5.4): ωOp from MPFR, as in
+# test_transcendental.py, then ωBlockProject and the Fraction projection.
+
+def _mpfr_oracle():
+    pytest.importorskip("gmpy2")
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).with_name("test_transcendental.py")
+    spec = importlib.util.spec_from_file_location("_transcendental_oracle", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TRANSCENDENTAL = ["exp", "exp2", "expm1", "log", "log2", "log1p", "softplus", "sin", "cos",
+                  "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh",
+                  "arccosh", "arctanh", "sinpi", "cospi", "tanpi", "arcsinpi", "arccospi",
+                  "arctanpi"]
+E6 = (6, 3, True, True)          # binary6p3se
+UF8 = (8, 1, False, False)       # binary8p1uf: scales 1 = code 128, 2**k = 128 + k
+UE8 = (8, 1, False, True)        # binary8p1ue: also an infinite scale (code 254)
+SCALES = [128, 125, 132]         # 1, 2**-3, 2**4
+RESULT_SCALES = [128, 129, 126]  # 1, 2, 1/4
+SPECIAL_SCALES = [255, 0, 254]   # NaN, 0, inf in binary8p1ue
+
+
+def _transcendental_case(params, fs_params, scales, result_scales, block):
+    """Every element code in blocks of ``block``, under each scale and result scale."""
+    codes = np.arange(2 ** params[0]).reshape(-1, block)
+    s, sr, x = (np.array(v) for v in zip(*[(a, b, row) for a in scales
+                                             for b in result_scales for row in codes]))
+    return s, sr, x
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("name", TRANSCENDENTAL)
+def test_block_transcendental_every_code_rounding_and_saturation(name):
+    mp = _mpfr_oracle()
+    fsr = build(UF8)
+    for params, fs_params, scales, sr_codes, fsr_params in [
+            (E4, UF8, SCALES, RESULT_SCALES, UF8), (E6, UF8, SCALES, RESULT_SCALES, UF8),
+            (E4, UE8, SPECIAL_SCALES, [128, 126], UF8),
+            (E4, UE8, [128], SPECIAL_SCALES, UE8)]:
+        fx, fs, fsr = build(params), build(fs_params), build(fsr_params)
+        s, sr, x = _transcendental_case(params, fs_params, scales, sr_codes,
+                                        4 if params == E4 else 2)
+        values = [proj_value
+                  for si, ri, row in zip(s, sr, x)
+                  for proj_value in (block_project_value(
+                      datum(fsr_params, ri), mp.omega(name, v))
+                      for v in block_decode(datum(fs_params, si),
+                                            [datum(params, c) for c in row]))]
+        fn = getattr(p3109, f"block_{name}")
+        for rounding in oracle.ROUNDINGS:
+            want = oracle.project_many(params, values, rounding, oracle.SATURATIONS)
+            for sat in oracle.SATURATIONS:
+                sr_out, got = fn((s, x), sr, (fs, fx), fsr, fx, rounding, sat)
+                assert np.array_equal(sr_out, sr)
+                assert_bits(got.ravel(), want[sat], name, params, scales, rounding, sat)
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("name", ["hypot", "arctan2", "arctan2pi"])
+def test_block_transcendental_binary_every_pair(name):
+    mp = _mpfr_oracle()
+    fx, fs = build(E4), build(UF8)
+    a, b = (v.reshape(-1, 4) for v in np.meshgrid(np.arange(16), np.arange(16),
+                                                  indexing="ij"))
+    n = len(a)
+    s1 = np.array([128, 125, 132, 128] * n)[:n]
+    s2 = np.array([132, 128, 125] * n)[:n]
+    sr = np.array(RESULT_SCALES * n)[:n]
+
+    def rule(u, v):
+        return mp.omega_hypot(u, v) if name == "hypot" else mp.omega_arctan2(
+            u, v, name == "arctan2")
+    values = []
+    for i in range(n):
+        u = block_decode(datum(UF8, s1[i]), [datum(E4, c) for c in a[i]])
+        v = block_decode(datum(UF8, s2[i]), [datum(E4, c) for c in b[i]])
+        values += [block_project_value(datum(UF8, sr[i]), rule(p, q)) for p, q in zip(u, v)]
+    fn = getattr(p3109, f"block_{name}")
+    for rounding in oracle.ROUNDINGS:
+        want = oracle.project_many(E4, values, rounding, oracle.SATURATIONS)
+        for sat in oracle.SATURATIONS:
+            _, got = fn((s1, a), (s2, b), sr, (fs, fx), (fs, fx), fs, fx, rounding, sat)
+            assert_bits(got.ravel(), want[sat], name, rounding, sat)
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("name", ["exp", "log1p", "tanh", "cospi"])
+def test_block_transcendental_stochastic(name):
+    mp = _mpfr_oracle()
+    fx, fs = build(E6), build(UF8)
+    s, sr, x = _transcendental_case(E6, UF8, SCALES, RESULT_SCALES, 2)
+    rng = np.random.default_rng(5)
+    for rounding, nb in [("StochasticA", 2), ("StochasticC", 5)]:
+        bits = rng.integers(0, 2 ** nb, x.shape)
+        _, got = getattr(p3109, f"block_{name}")((s, x), sr, (fs, fx), fs, fx, rounding,
+                                                 "SatFinite", random_bits=bits, n_bits=nb)
+        want = [[oracle.project(*E6, block_project_value(datum(UF8, ri), mp.omega(name, v)),
+                                rounding, "SatFinite", nb, int(r))
+                 for v, r in zip(block_decode(datum(UF8, si), [datum(E6, c) for c in row]),
+                                 rrow)]
+                for si, ri, row, rrow in zip(s, sr, x, bits)]
+        assert_bits(got, np.array(want), name, rounding, nb)
+
+
+def test_block_transcendental_needs_a_power_of_two_result_scale_and_range():
+    f, fs = "binary8p3se", "binary8p1uf"
+    one, x = lp.encode(1.0, fs), lp.encode([[1.0, 2.0]], f)
+    three = lp.encode(3.0, "binary5p3ue")
+    with pytest.raises(ValueError, match="power of two"):
+        p3109.block_exp((one, x), three, (fs, f), "binary5p3ue", f)
+    big = (lp.encode(2.0 ** 10, fs), lp.encode([[1.0]], f))         # e**1024 > 2**1477
+    with pytest.raises(ValueError, match="could bring it back"):
+        p3109.block_exp(big, lp.encode(2.0 ** 100, fs), (fs, f), fs, f)
+    _, r = p3109.block_exp(big, one, (fs, f), fs, f, "NearestTiesToEven", "SatFinite")
+    assert lp.decode(r, f)[0, 0] == lp.format(f).max
