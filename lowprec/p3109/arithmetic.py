@@ -232,10 +232,26 @@ def recip(x: ArrayLike, fx: FormatLike, fr: FormatLike,
     >>> int(lp.p3109.recip(0, f, f))
     128
     """
-    a = _operand(x, fx, "x")
+    return _project(recip_odd(_operand(x, fx, "x")), fr, rounding, saturation,
+                    random_bits, n_bits)
+
+
+def recip_odd(a: NDArray[np.float64]) -> NDArray[np.float64]:
+    """ωRecip on float64 values: 1/a rounded to odd at 53 bits; NaN for a zero."""
     r = np.array(_div(np.ones_like(a), a, FP64, "ro"), dtype=np.float64)
-    r[a == 0] = np.nan                               # ωRecip(0) -> NaN
-    return _project(r, fr, rounding, saturation, random_bits, n_bits)
+    return np.where(a == 0, np.nan, r)               # ωRecip(0) -> NaN
+
+
+def rsqrt_odd(a: NDArray[np.float64]) -> NDArray[np.float64]:
+    """ωRSqrt on float64 values: 1/sqrt(a) rounded to odd at 53 bits, once per distinct
+    value; NaN for zero, negative and NaN values, 0 for +inf."""
+    a = np.asarray(a, dtype=np.float64)
+    u, inv = np.unique(a.reshape(-1), return_inverse=True)
+    v = np.full(u.shape, np.nan)
+    v[u == np.inf] = 0.0                             # ωRSqrt(+inf) -> 0
+    for i in np.flatnonzero(np.isfinite(u) & (u > 0)):
+        v[i] = _rsqrt_odd(float(u[i]))
+    return v[inv].reshape(a.shape)
 
 
 def _rsqrt_odd(a: float) -> float:
@@ -274,10 +290,5 @@ def rsqrt(x: ArrayLike, fx: FormatLike, fr: FormatLike,
     >>> int(lp.p3109.rsqrt(0, f, f))
     128
     """
-    a = _operand(x, fx, "x")
-    u, inv = np.unique(a.reshape(-1), return_inverse=True)
-    v = np.full(u.shape, np.nan)
-    v[u == np.inf] = 0.0                             # ωRSqrt(+inf) -> 0
-    for i in np.flatnonzero(np.isfinite(u) & (u > 0)):
-        v[i] = _rsqrt_odd(float(u[i]))
-    return _project(v[inv].reshape(a.shape), fr, rounding, saturation, random_bits, n_bits)
+    return _project(rsqrt_odd(_operand(x, fx, "x")), fr, rounding, saturation,
+                    random_bits, n_bits)

@@ -26,13 +26,15 @@ from ..bits import decode, uint_dtype
 from ..engine.eft import odd, three_sum, two_prod_err_alloc, two_sum
 from ..formats import E8M0, FP64, FormatLike
 from ..formats import format as _format
+from .arithmetic import recip_odd, rsqrt_odd
 from .formats import parameters
 from .projection import STOCHASTIC, project
 from .transcendental import STAND_INS, boundary_bits, evaluate
 
 __all__ = ["convert_from_block", "convert_to_block", "convert_to_block_max_abs_finite",
            "block_reduce_add", "block_reduce_multiply", "block_dot_product",
-           "block_convert", "block_negate", "block_abs", "block_sqrt", "block_add",
+           "block_convert", "block_negate", "block_abs", "block_sqrt", "block_recip",
+           "block_rsqrt", "block_add",
            "block_subtract", "block_multiply", "block_divide", "block_fma", "block_faa",
            "block_minimum", "block_maximum", "block_minimum_number",
            "block_maximum_number", "block_minimum_magnitude", "block_maximum_magnitude",
@@ -447,6 +449,8 @@ _OPS: dict[str, tuple[int, bool, Callable[..., Any]]] = {
     "negate": (1, True, np.negative),
     "abs": (1, True, np.abs),
     "sqrt": (1, False, lambda a: _sqrt(a, FP64, "ro")),
+    "recip": (1, False, recip_odd),
+    "rsqrt": (1, False, rsqrt_odd),
     "add": (2, False, lambda a, b: _add(a, b, FP64, "ro")),
     "subtract": (2, False, lambda a, b: _add(a, -b, FP64, "ro")),
     "multiply": (2, False, lambda a, b: _mul(a, b, FP64, "ro")),
@@ -481,7 +485,7 @@ for _op in _TRANSCENDENTAL:
 
 
 def _report_name(op: str) -> str:
-    special = {"fma": "FMA", "faa": "FAA", **_TRANSCENDENTAL}
+    special = {"fma": "FMA", "faa": "FAA", "rsqrt": "RSqrt", **_TRANSCENDENTAL}
     return special.get(op, "".join(w.title() for w in op.split("_")))
 
 
@@ -549,6 +553,8 @@ block_convert = _elementwise("convert")
 block_negate = _elementwise("negate")
 block_abs = _elementwise("abs")
 block_sqrt = _elementwise("sqrt")
+block_recip = _elementwise("recip")
+block_rsqrt = _elementwise("rsqrt")
 block_add = _elementwise("add")
 block_add.__doc__ = (block_add.__doc__ or "") + """
 

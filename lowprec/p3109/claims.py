@@ -80,9 +80,9 @@ _REQUIREMENTS = (
     Requirement("BlockReduceAdd, BlockReduceMultiply, BlockDotProduct (§5.3)",
                 "any B, fs, fx; fr a P3109 format", True,
                 "lowprec.p3109.block_reduce_add, block_reduce_multiply, block_dot_product"),
-    Requirement("Block<Op> (§5.4) for Convert ... Clamp", "fr a P3109 format; rounding "
-                "ops need a power-of-two result scale", True,
-                "lowprec.p3109.block_add ... block_clamp"),
+    Requirement("Block<Op> (§5.4) for Convert ... Clamp, Recip, RSqrt", "fr a P3109 "
+                "format; rounding ops need a power-of-two result scale", True,
+                "lowprec.p3109.block_add ... block_clamp, block_recip, block_rsqrt"),
     Requirement("Block<Op> (§5.4) for Exp ... ArcTan2Pi", "fr a P3109 format; a "
                 "power-of-two result scale", True,
                 "lowprec.p3109.block_exp, block_exp2, block_expm1, block_log ... "

@@ -277,6 +277,24 @@ def omega_sqrt(x, bits=200):
     return Fraction(2 * r + (0 if exact else 1), 2 ** (k + 1))
 
 
+def omega_recip(x):
+    """§4.10.8 ωRecip: NaN and 0 give NaN, ±∞ gives 0."""
+    if isinstance(x, str) or x == 0:
+        return NAN
+    if isinstance(x, float):
+        return Fraction(0)
+    return 1 / x
+
+
+def omega_rsqrt(x):
+    """§4.10.8 ωRSqrt: NaN, -∞ and X <= 0 give NaN, +∞ gives 0; else sqrt(1/X)."""
+    if isinstance(x, str) or x == -INF or (not isinstance(x, float) and x <= 0):
+        return NAN
+    if x == INF:
+        return Fraction(0)
+    return omega_sqrt(1 / x)
+
+
 def project_many(params, values, rounding, saturations):
     """ωProject of each closed extended real of ``values`` under each saturation, as
     {saturation: [code, ...]}; ωRoundToPrecision runs once per value."""

@@ -335,6 +335,21 @@ def test_block_sqrt_of_every_code_and_scale():
     assert_bits(got.ravel(), want)
 
 
+@pytest.mark.parametrize("op", ["recip", "rsqrt"])
+def test_block_recip_rsqrt_of_every_code_and_scale(op):
+    fx, fs = build(E4), build(U4)
+    omega = getattr(oracle, f"omega_{op}")
+    x, s = np.meshgrid(np.arange(16), np.arange(16), indexing="ij")
+    for rounding, sat in ROUND_SAT:
+        _, got = getattr(p3109, f"block_{op}")(
+            (s.ravel(), x.reshape(-1, 1)), s.ravel()[::-1].copy(), (fs, fx), fs, build(R5),
+            rounding, sat)
+        want = [proj(R5, block_project_value(datum(U4, b2), omega(
+            oracle.omega_multiply(datum(U4, b), datum(E4, a)))), rounding, sat)
+            for a, b, b2 in zip(x.ravel(), s.ravel(), s.ravel()[::-1])]
+        assert_bits(got.ravel(), want, op, rounding, sat)
+
+
 # The transcendental elementwise operations (§5.4): ωOp from MPFR, as in
 # test_transcendental.py, then ωBlockProject and the Fraction projection.
 
