@@ -29,7 +29,7 @@ from ..formats import format as _format
 from .formats import parameters
 from .projection import STOCHASTIC, project
 
-__all__ = ["negate", "absolute", "add", "subtract", "multiply", "divide", "fma", "faa",
+__all__ = ["negate", "absolute", "copysign", "add", "subtract", "multiply", "divide", "fma", "faa",
            "sqrt", "recip", "rsqrt"]
 
 Codes = NDArray[np.unsignedinteger[Any]] | Any
@@ -95,6 +95,30 @@ def add(x: ArrayLike, y: ArrayLike, fx: FormatLike, fy: FormatLike, fr: FormatLi
     a, b = _operand(x, fx, "x"), _operand(y, fy, "y")
     r = _add(a, b, FP64, "ro")                      # IEEE's specials are §4.10.3's
     return _project(np.asarray(r), fr, rounding, saturation, random_bits, n_bits)
+
+
+def copysign_values(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
+    """ωCopySign on float64 values (§4.10.2): NaN where either is NaN, else |a| with
+    the sign of b (b >= 0, a zero of either sign included, gives |a|)."""
+    r = np.where(b < 0, -np.abs(a), np.abs(a))
+    return np.where(np.isnan(a) | np.isnan(b), np.nan, r)
+
+
+def copysign(x: ArrayLike, y: ArrayLike, fx: FormatLike, fy: FormatLike, fr: FormatLike,
+             rounding: str = "NearestTiesToEven", saturation: str = "SatNone", *,
+             random_bits: ArrayLike | None = None, n_bits: int | None = None) -> Codes:
+    """CopySign<fx, fy, fr, rho>(x, y): |x| with the sign of y, projected into ``fr``
+    (§4.10.2). NaN in either operand gives NaN; y >= 0 gives |x|.
+
+    Examples
+    --------
+    >>> import lowprec as lp
+    >>> f = "binary8p3se"
+    >>> hex(lp.p3109.copysign(0x41, 0xc8, f, f, f))
+    '0xc1'
+    """
+    a, b = np.broadcast_arrays(_operand(x, fx, "x"), _operand(y, fy, "y"))
+    return _project(copysign_values(a, b), fr, rounding, saturation, random_bits, n_bits)
 
 
 def subtract(x: ArrayLike, y: ArrayLike, fx: FormatLike, fy: FormatLike, fr: FormatLike,

@@ -26,14 +26,15 @@ from ..bits import decode, uint_dtype
 from ..engine.eft import odd, three_sum, two_prod_err_alloc, two_sum
 from ..formats import E8M0, FP64, FormatLike
 from ..formats import format as _format
-from .arithmetic import recip_odd, rsqrt_odd
+from .arithmetic import copysign_values, recip_odd, rsqrt_odd
 from .formats import parameters
 from .projection import STOCHASTIC, project
 from .transcendental import STAND_INS, boundary_bits, evaluate
 
 __all__ = ["convert_from_block", "convert_to_block", "convert_to_block_max_abs_finite",
            "block_reduce_add", "block_reduce_multiply", "block_dot_product",
-           "block_convert", "block_negate", "block_abs", "block_sqrt", "block_recip",
+           "block_convert", "block_negate", "block_abs", "block_copysign", "block_sqrt",
+           "block_recip",
            "block_rsqrt", "block_add",
            "block_subtract", "block_multiply", "block_divide", "block_fma", "block_faa",
            "block_minimum", "block_maximum", "block_minimum_number",
@@ -448,6 +449,7 @@ _OPS: dict[str, tuple[int, bool, Callable[..., Any]]] = {
     "convert": (1, True, lambda a: a),
     "negate": (1, True, np.negative),
     "abs": (1, True, np.abs),
+    "copysign": (2, True, copysign_values),
     "sqrt": (1, False, lambda a: _sqrt(a, FP64, "ro")),
     "recip": (1, False, recip_odd),
     "rsqrt": (1, False, rsqrt_odd),
@@ -485,7 +487,8 @@ for _op in _TRANSCENDENTAL:
 
 
 def _report_name(op: str) -> str:
-    special = {"fma": "FMA", "faa": "FAA", "rsqrt": "RSqrt", **_TRANSCENDENTAL}
+    special = {"fma": "FMA", "faa": "FAA", "rsqrt": "RSqrt", "copysign": "CopySign",
+               **_TRANSCENDENTAL}
     return special.get(op, "".join(w.title() for w in op.split("_")))
 
 
@@ -552,6 +555,7 @@ def _elementwise(op: str) -> Callable[..., Any]:
 block_convert = _elementwise("convert")
 block_negate = _elementwise("negate")
 block_abs = _elementwise("abs")
+block_copysign = _elementwise("copysign")
 block_sqrt = _elementwise("sqrt")
 block_recip = _elementwise("recip")
 block_rsqrt = _elementwise("rsqrt")

@@ -47,6 +47,8 @@ _REQUIREMENTS = (
     Requirement("Convert<f, fr, rho>", "fr in FX", False, _NOT_YET),
     Requirement("Negate, Abs<f, f, rho>", "F4 | F8", True,
                 "lowprec.p3109.negate, lowprec.p3109.absolute"),
+    Requirement("CopySign<fx, fy, fr, rho> (§4.10.2)", "F4 | F8", True,
+                "lowprec.p3109.copysign"),
     Requirement("Recip<f, fr, rho>", "f, fr in F4 | F8", True,
                 "lowprec.p3109.recip (also rsqrt)"),
     Requirement("Recip<f, fr, rho>", "f or fr in FX", False, _NOT_YET),
@@ -80,9 +82,10 @@ _REQUIREMENTS = (
     Requirement("BlockReduceAdd, BlockReduceMultiply, BlockDotProduct (§5.3)",
                 "any B, fs, fx; fr a P3109 format", True,
                 "lowprec.p3109.block_reduce_add, block_reduce_multiply, block_dot_product"),
-    Requirement("Block<Op> (§5.4) for Convert ... Clamp, Recip, RSqrt", "fr a P3109 "
-                "format; rounding ops need a power-of-two result scale", True,
-                "lowprec.p3109.block_add ... block_clamp, block_recip, block_rsqrt"),
+    Requirement("Block<Op> (§5.4) for Convert ... Clamp, Recip, RSqrt, CopySign", "fr a "
+                "P3109 format; rounding ops need a power-of-two result scale", True,
+                "lowprec.p3109.block_add ... block_clamp, block_recip, block_rsqrt, "
+                "block_copysign"),
     Requirement("Block<Op> (§5.4) for Exp ... ArcTan2Pi", "fr a P3109 format; a "
                 "power-of-two result scale", True,
                 "lowprec.p3109.block_exp, block_exp2, block_expm1, block_log ... "

@@ -277,6 +277,13 @@ def omega_sqrt(x, bits=200):
     return Fraction(2 * r + (0 if exact else 1), 2 ** (k + 1))
 
 
+def omega_copysign(x, y):
+    """§4.10.2 ωCopySign: NaN if either is NaN; else |X| with Y's sign (Y >= 0: |X|)."""
+    if isinstance(x, str) or isinstance(y, str):
+        return NAN
+    return -abs(x) if y < 0 else abs(x)
+
+
 def omega_recip(x):
     """§4.10.8 ωRecip: NaN and 0 give NaN, ±∞ gives 0."""
     if isinstance(x, str) or x == 0:

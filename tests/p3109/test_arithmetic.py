@@ -25,7 +25,8 @@ def build(params):
 
 
 BINARY = {"add": oracle.omega_add, "subtract": oracle.omega_subtract,
-          "multiply": oracle.omega_multiply, "divide": oracle.omega_divide}
+          "multiply": oracle.omega_multiply, "divide": oracle.omega_divide,
+          "copysign": oracle.omega_copysign}
 
 
 @functools.cache

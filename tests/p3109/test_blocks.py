@@ -137,7 +137,7 @@ def test_max_abs_finite_of_every_two_element_block():
 
 BINARY = {"add": oracle.omega_add, "subtract": oracle.omega_subtract,
           "multiply": oracle.omega_multiply, "divide": oracle.omega_divide,
-          "minimum_finite": None}
+          "copysign": oracle.omega_copysign, "minimum_finite": None}
 
 
 def _min_finite(a, b):
