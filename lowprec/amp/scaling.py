@@ -14,6 +14,7 @@ FP8 or of a block-scaled scheme, their products run through `lp.matmul` or
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import deque
 from dataclasses import dataclass
@@ -21,8 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import mx
+from ..bits import encode
 from ..engine.checks import as_generator, check_choice, check_int
-from ..formats import FP8_E4M3, FP8_E5M2, FP32, Format
+from ..formats import E8M0, FP8_E4M3, FP8_E5M2, FP32, Format
 from ..rounding import round as _round
 from ..status import quiet
 from ..tensorcore import Model, resolve_model
@@ -365,16 +367,48 @@ def _block_totals(q: mx.BlockScaled, v: np.ndarray) -> tuple:
     none) nor nonzero. Flushed values are counted on the element patterns (see
     `_flushed`); MXINT8 and blocks with a NaN scale take `_flushed_by_values`.
     """
+    nonzero = np.count_nonzero(v)
+    flushed = _flushed(q, nonzero)
+    fast = _clipped_by_codes(q, v) if flushed is not None else None
+    if fast is not None:
+        return (q.scales.size, fast[0], v.size, fast[1], nonzero, flushed)
     vb = q.blocked(v)                                        # (..., blocks, block)
     scale = (q.scales * q.tensor_scale)[..., None]
     top = 127 * 2.0**-6 if q.elem == "int8" else q.elem.max  # type: ignore[union-attr]
     clip = np.abs(vb) > top * scale
-    nonzero = np.count_nonzero(v)
-    flushed = _flushed(q, nonzero)
     if flushed is None:
         flushed = _flushed_by_values(q, vb, scale)
     return (math.prod(clip.shape[:-1]), np.count_nonzero(clip.any(axis=-1)),
             v.size, np.count_nonzero(clip), nonzero, flushed)
+
+
+@functools.cache
+def _top_code(elem: Format) -> int:
+    """The pattern of the format's largest finite value."""
+    return int(np.asarray(quiet(encode, elem.max, elem)))
+
+
+def _clipped_by_codes(q, v):
+    """(blocks clipped, values clipped) for an E8M0 scheme without a NaN scale, or None.
+
+    The elements are v / scale (exact: a power of two) rounded, so a value beyond its
+    limit (the element's max times the scale) becomes an element of magnitude max, or
+    inf or NaN without saturation: a code of magnitude at least max's. Only those
+    elements are compared with their limits, at their places in v (the codes' layout
+    is v's with the blocked axis last; the padding's codes are zeros)."""
+    elem = q.elem
+    if q.scheme not in mx.SCHEMES or q.scale_fmt != E8M0 or not isinstance(elem, Format):
+        return None
+    magnitude = np.uint8((1 << (elem.bits - 1)) - 1)
+    top_code = _top_code(elem)
+    where = np.nonzero((q.codes & magnitude) >= top_code)
+    if not where[0].size:
+        return 0, 0
+    vals = np.moveaxis(v, q.axis, -1)[where]
+    blocks = where[:-1] + (where[-1] // q.block,)
+    clip = np.abs(vals) > elem.max * q.scales[blocks]
+    hit = np.ravel_multi_index(tuple(b[clip] for b in blocks), q.scales.shape)
+    return np.unique(hit).size, int(np.count_nonzero(clip))
 
 
 def _flushed(q, nonzero):
