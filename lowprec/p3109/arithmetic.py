@@ -278,23 +278,26 @@ def rsqrt_odd(a: NDArray[np.float64]) -> NDArray[np.float64]:
     return v[inv].reshape(a.shape)
 
 
-def _rsqrt_odd(a: float) -> float:
-    """1/sqrt(a) rounded to odd at 53 bits, for a finite a > 0, in integers."""
-    q = 1 / Fraction(a)
+def sqrt_odd(q: Fraction) -> float:
+    """sqrt(q) rounded to odd at 53 bits, for a Fraction q > 0, in integers."""
     k = 52 - (q.numerator.bit_length() - q.denominator.bit_length()) // 2
     while True:
         scaled = q * 4 ** k if k >= 0 else q / 4 ** -k   # q * 2**(2k), exact
         m = scaled.numerator // scaled.denominator
         r = math.isqrt(m)                                # r = floor(sqrt(q) * 2**k)
-        if r.bit_length() > 52:
+        if r.bit_length() > 53:
             k -= 1
-        elif r.bit_length() < 52:
+        elif r.bit_length() < 53:
             k += 1
         else:
             break
     exact = scaled.denominator == 1 and r * r == m
-    # 2r + sticky has 53 bits: sqrt(q) rounded to odd, times 2**(k + 1).
-    return math.ldexp(float(2 * r + (0 if exact else 1)), -(k + 1))
+    return math.ldexp(float(r if exact else r | 1), -k)
+
+
+def _rsqrt_odd(a: float) -> float:
+    """1/sqrt(a) rounded to odd at 53 bits, for a finite a > 0, in integers."""
+    return sqrt_odd(1 / Fraction(a))
 
 
 def rsqrt(x: ArrayLike, fx: FormatLike, fr: FormatLike,

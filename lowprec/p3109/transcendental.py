@@ -30,6 +30,7 @@ from numpy.typing import ArrayLike, NDArray
 from ..bits import decode
 from ..formats import FormatLike
 from ..formats import format as _format
+from .arithmetic import sqrt_odd
 from .formats import parameters
 from .projection import STOCHASTIC, project
 
@@ -404,24 +405,7 @@ def _s_arctanpi(x: float) -> Decimal | float:
 
 def _s_hypot(x: float, y: float) -> Decimal | float:
     q = Fraction(x) ** 2 + Fraction(y) ** 2
-    return _sqrt_odd(q)
-
-
-def _sqrt_odd(q: Fraction) -> float:
-    """sqrt(q) rounded to odd at 53 bits, for a Fraction q > 0, in integers."""
-    k = 52 - (q.numerator.bit_length() - q.denominator.bit_length()) // 2
-    while True:
-        scaled = q * 4 ** k if k >= 0 else q / 4 ** -k   # q * 2**(2k), exact
-        m = scaled.numerator // scaled.denominator
-        r = math.isqrt(m)                                # r = floor(sqrt(q) * 2**k)
-        if r.bit_length() > 53:
-            k -= 1
-        elif r.bit_length() < 53:
-            k += 1
-        else:
-            break
-    exact = scaled.denominator == 1 and r * r == m
-    return math.ldexp(float(r if exact else r | 1), -k)
+    return sqrt_odd(q)
 
 
 def _s_arctan2(y: float, x: float) -> Decimal | float:
