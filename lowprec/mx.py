@@ -646,21 +646,19 @@ def matmul(a: BlockScaled, b: BlockScaled, *, model: str = "b200/tcgen05",
             d[m0:m0 + m, n0:n0 + n] = ins.dot(*rows, cc, a.elem, b.elem, FP32,
                                               *scales).reshape(m, n)
             del rows, scales
-    if alpha != 1.0:
-        with np.errstate(invalid="ignore"):           # an infinite alpha times 0: NaN
-            d = np.asarray(quiet(_round, alpha * d, FP32))
-        if c is not None:
-            from .arith import add
-            cc = np.broadcast_to(np.asarray(c, dtype=np.float64), (M, N))
-            d = np.asarray(quiet(add, d, quiet(_round, cc, FP32), FP32))
+    return _scaled(d, alpha, c) if alpha != 1.0 else d
+
+
+def _scaled(d, alpha, c):
+    """cuBLAS's alpha and bias epilogue on the FP32 result d: fl32(alpha * d) (exact
+    product of two FP32 values, one rounding), then ``c`` added in FP32."""
+    from .arith import add
+    with np.errstate(invalid="ignore"):                  # an infinite alpha times 0: NaN
+        d = np.asarray(quiet(_round, alpha * d, FP32))
+    if c is not None:
+        cc = np.broadcast_to(np.asarray(c, dtype=np.float64), d.shape)
+        d = np.asarray(quiet(add, d, quiet(_round, cc, FP32), FP32))
     return d
-
-
-class _Operand:
-    """Values of a format, as `lp.matmul` reads a Tensor (``values``, ``fmt``)."""
-
-    def __init__(self, values, fmt):
-        self.values, self.fmt = values, fmt
 
 
 def _per_tensor_matmul(a, b, model, c):
@@ -668,11 +666,10 @@ def _per_tensor_matmul(a, b, model, c):
     `lp.matmul` under ``model`` (FP32 result), times fl32(scale_a * scale_b) once in
     FP32, then ``c`` added in FP32: cuBLASLt's FP8 GEMM with A and B scales and a bias
     epilogue, as `lp.amp.DelayedScaling` computes it."""
-    from .arith import add
     from .tensorcore import driver
     from .tensorcore.catalogue import resolve_model
     from .tensorcore.instructions import MatrixUnit
-    va, vb = (_Operand(q._unblock(q.elements), q.elem) for q in (a, b))
+    va, vb = (driver.Known(q._unblock(q.elements), q.elem) for q in (a, b))
     spec = resolve_model(model, "model")
     # E4M3 x E5M2 goes in as a pair where the unit has an instruction for it, else in
     # FP16, which holds both exactly (the Tensors' promotion, as DelayedScaling's).
@@ -682,13 +679,8 @@ def _per_tensor_matmul(a, b, model, c):
         d = np.asarray(driver.matmul(va, vb, model=spec, in_fmt=in_fmt, out_fmt=FP32))
     except ValueError as e:
         raise ValueError(f"mx.matmul of per-tensor FP8: {e}") from None
-    alpha = float(quiet(_round, a.tensor_scale * b.tensor_scale, FP32))  # exact product
-    with np.errstate(invalid="ignore"):                  # an infinite alpha times 0: NaN
-        d = np.asarray(quiet(_round, alpha * d, FP32))   # alpha * d exact: 24 + 24 bits
-    if c is not None:
-        cc = np.broadcast_to(np.asarray(c, dtype=np.float64), d.shape)
-        d = np.asarray(quiet(add, d, quiet(_round, cc, FP32), FP32))
-    return d
+    # The bias after the scales, always: an epilogue, as DelayedScaling adds it.
+    return _scaled(d, float(quiet(_round, a.tensor_scale * b.tensor_scale, FP32)), c)
 
 
 def _output_chunk(M, N, K, nscales, group, bound, fast=False):

@@ -30,6 +30,7 @@ from .bits import decode
 from .formats import BF16, FP8_E4M3, FP8_E5M2, FP16, FP32, TF32, Format
 from .rounding import round as _round
 from .tensorcore import MODELS, Model, matmul, resolve_model
+from .tensorcore.driver import Known, bf16_values
 from .tensorcore.models import Accumulating
 
 __all__ = ["emulate", "Emulate", "model_for", "GPUS", "FAST_ACCUM_OFF_INTERVAL"]
@@ -480,31 +481,30 @@ def _plain_product(em: Emulate, a: np.ndarray, b: np.ndarray, model: Model, fmt:
                    dtype: str, split: int | None) -> Any:
     """FP32 values of a @ b through ``model``, K cut into slices of ``split``."""
     k = a.shape[-1]
-    if fmt == FP32 and isinstance(model, Accumulating) and _bf16_values(a, b):
+    known = fmt == FP32 and isinstance(model, Accumulating) and bf16_values(a, b)
+    if known:
         # An accumulation model's result depends on the operands' values only; FP32
         # operands that are all BF16 values (bfloat16 upcast, as torch's attention
-        # math path does) take its float32 einsum path for <= 12-bit inputs.
+        # math path does) take its float32 einsum path for <= 12-bit inputs, as the
+        # BF16 values they are (checked: not checked or rounded again).
         fmt = BF16
+
+    def operand(x: np.ndarray) -> Any:
+        return Known(x, BF16) if known else x
     if split is None:
         split = em.split_k(a.shape[-2] if a.ndim > 1 else 1, b.shape[-1] if b.ndim > 1
                            else 1, k, dtype) if callable(em.split_k) else em.split_k
     with np.errstate(all="ignore"):
         if not split or split >= k:
-            return matmul(a, b, model=model, in_fmt=fmt, out_fmt=FP32,
+            return matmul(operand(a), operand(b), model=model, in_fmt=fmt, out_fmt=FP32,
                           progress=False)
         acc = None
         for i in range(0, k, split):
-            part = matmul(a[..., i:i + split], b[..., i:i + split, :] if b.ndim > 1
-                          else b[i:i + split], model=model, in_fmt=fmt, out_fmt=FP32,
-                          progress=False)
+            part = matmul(operand(a[..., i:i + split]),
+                          operand(b[..., i:i + split, :] if b.ndim > 1 else b[i:i + split]),
+                          model=model, in_fmt=fmt, out_fmt=FP32, progress=False)
             acc = part if acc is None else add(acc, part, FP32)
         return acc
-
-
-def _bf16_values(*arrays: np.ndarray) -> bool:
-    """Whether every entry of the float32 arrays is a BF16 value (its low 16 bits 0)."""
-    return all(x.dtype == np.float32 and not np.any(x.view(np.uint32) & np.uint32(0xFFFF))
-               for x in arrays)
 
 
 def _epilogue(d: Any, c: Any, beta: Any, alpha: Any) -> np.ndarray:

@@ -17,13 +17,14 @@ It takes ndarrays and `Format`\ s, and returns float64 ndarrays. It must never i
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..engine.checks import broadcast_shape
 from ..engine.progress import Progress, check_progress
-from ..formats import BF16, FP32, FP64, FormatLike
+from ..formats import BF16, FP32, FP64, Format, FormatLike
 from ..formats import format as _format
 from ..rounding import round as _round
 from ..status import quiet, record, recording
@@ -34,7 +35,7 @@ from .instructions import Instruction, InstructionKernel, MatrixUnit
 from .models import ModelLike, MultiPass, TensorCoreModel
 from .sequential import Sequential
 
-__all__ = ["matmul", "MEMORY_BOUND"]
+__all__ = ["matmul", "MEMORY_BOUND", "Known", "bf16_values"]
 
 #: Bytes of work buffers one `matmul` call allocates at most, whatever the shapes
 #: and dtypes. On top come only 8 bytes per entry of a, b and c (their float64
@@ -88,6 +89,19 @@ def _input_format(av, af, bv, bf):
                      "e.g. in_fmt='fp16'")
 
 
+class Known(NamedTuple):
+    """Values known to be of ``fmt``: `matmul` takes them as they are, as a Tensor's."""
+
+    values: np.ndarray
+    fmt: Format
+
+
+def bf16_values(*arrays: np.ndarray) -> bool:
+    """Whether every entry of the float32 arrays is a BF16 value (its low 16 bits 0)."""
+    return all(x.dtype == np.float32 and not np.bitwise_and(x.view(np.uint32), 0xFFFF).any()
+               for x in arrays)
+
+
 def _values_in(arr, fmt_of_arr, fmt):
     """float64 values of ``arr`` in ``fmt``: rounded (RNE) unless they already are.
 
@@ -98,8 +112,7 @@ def _values_in(arr, fmt_of_arr, fmt):
     if fmt_of_arr == fmt:
         # Every value of a format narrower than float64 is a float64: exact.
         return arr if arr.dtype == np.float64 else arr.astype(np.float64)
-    if fmt == BF16 and arr.dtype == np.float32 and recording() is None and \
-            not np.bitwise_and(arr.view(np.uint32), 0xFFFF).any():
+    if fmt == BF16 and recording() is None and bf16_values(arr):
         # A float32 whose low 16 bits are clear is the BF16 value of its top half: no
         # rounding (which would change nothing, and with nobody listening count nothing).
         return arr.astype(np.float64)
