@@ -21,7 +21,7 @@ from .engine.inputs import read_input
 from .engine.kernel import run
 from .engine.lazy import lazy_entry
 from .engine.plan import plan as _plan
-from .formats import FormatLike
+from .formats import Format, FormatLike
 from .formats import format as _format
 from .types import Mode, RNGLike
 
@@ -133,7 +133,9 @@ def _encode_chunk(fmt, r, out):
     np.copyto(out, code, casting="unsafe")     # patterns fit in fmt.bits <= out's width
 
 
-def _check_patterns(bits, fmt):
+def check_patterns(bits: ArrayLike, fmt: Format) -> NDArray[np.uint64]:
+    """``bits`` as uint64 patterns of ``fmt``: `TypeError` for non-integers, `ValueError`
+    for a pattern outside [0, 2**fmt.bits)."""
     b = np.asarray(bits)
     if b.dtype.kind == "O" or (b.dtype.kind == "f" and not isinstance(bits, np.ndarray)
                                and not isinstance(bits, np.generic)):
@@ -163,7 +165,7 @@ def fields(bits: ArrayLike, fmt: FormatLike) -> tuple[Any, Any, Any]:
     (np.uint64(0), np.uint64(123), np.uint64(77))
     """
     fmt = _format(fmt)
-    b = _check_patterns(bits, fmt)
+    b = check_patterns(bits, fmt)
     m = np.uint64(fmt.mantissa_bits)
     sign = b >> np.uint64(fmt.bits - 1) if fmt.signed else b & np.uint64(0)
     exponent = (b >> m) & np.uint64((1 << fmt.exponent_bits) - 1)
@@ -246,6 +248,6 @@ def decode(bits: ArrayLike, fmt: FormatLike) -> NDArray[np.float64] | np.float64
     array([ 0., -0.])
     """
     fmt = _format(fmt)
-    b = _check_patterns(bits, fmt)
+    b = check_patterns(bits, fmt)
     out = _table(fmt)[b] if fmt.bits <= 16 else _decode_formula(b, fmt)
     return out[()] if out.ndim == 0 else out

@@ -22,7 +22,7 @@ from ..arith import div as _div
 from ..arith import fma as _fma
 from ..arith import mul as _mul
 from ..arith import sqrt as _sqrt
-from ..bits import decode, uint_dtype
+from ..bits import check_patterns, decode, uint_dtype
 from ..engine.eft import odd, three_sum, two_prod_err_alloc, two_sum
 from ..formats import E8M0, FP64, FormatLike
 from ..formats import format as _format
@@ -690,11 +690,7 @@ def from_e8m0(codes: ArrayLike) -> Codes:
     >>> lp.p3109.from_e8m0([0, 127, 253, 255])
     array([  1, 128, 254, 255], dtype=uint8)
     """
-    c = np.asarray(codes)
-    if c.dtype.kind not in "iu":
-        raise TypeError(f"codes must be integers, got dtype {c.dtype}")
-    if c.size and (int(c.min()) < 0 or int(c.max()) > 255):
-        raise ValueError("E8M0 codes lie in [0, 255]")
+    c = check_patterns(codes, E8M0)
     if (c == 254).any():
         raise ValueError("E8M0's 2**127 (code 254) exceeds Binary8p1uf's largest scale "
                          "2**126")
@@ -713,11 +709,7 @@ def to_e8m0(codes: ArrayLike) -> Codes:
     >>> lp.p3109.to_e8m0([1, 128, 254, 255])
     array([  0, 127, 253, 255], dtype=uint8)
     """
-    c = np.asarray(codes)
-    if c.dtype.kind not in "iu":
-        raise TypeError(f"codes must be integers, got dtype {c.dtype}")
-    if c.size and (int(c.min()) < 0 or int(c.max()) > 255):
-        raise ValueError("Binary8p1uf codes lie in [0, 255]")
+    c = check_patterns(codes, E8M0)                      # Binary8p1uf: 8 bits too
     if (c == 0).any():
         raise ValueError("Binary8p1uf's zero scale (code 0) has no E8M0 code")
     out = np.where(c == 255, 255, c - 1).astype(uint_dtype(E8M0))
