@@ -142,6 +142,23 @@ def test_fp32_inputs_against_the_plain_loop(monkeypatch, bound):
     assert_bits(matmul(a, b, model="fp32", c=c, in_fmt="fp32"), want)
 
 
+@pytest.mark.parametrize("bound", [None, 4000])
+def test_fp32_midpoints_in_a_stack_of_matrices(monkeypatch, bound):
+    # The midpoint fixes of a chunk that holds several matrices of a stack (and, under
+    # a small MEMORY_BOUND, chunks of rows and columns of them) land on their own
+    # outputs: each matrix against the exact loop.
+    if bound is not None:
+        monkeypatch.setattr(_module("driver"), "MEMORY_BOUND", bound)
+    rng = np.random.default_rng(11)
+    pairs = [_fp32_ties(rng, 6, 9, 5) for _ in range(4)]
+    a, b = np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs])
+    a[1::2] *= -1
+    c = rng.choice([0.0, 1.0, -3.0], (4, 6, 5))
+    got = matmul(a, b, model="fp32", c=c, in_fmt="fp32")
+    for n in range(4):
+        assert_bits(got[n], fma_loop(a[n], b[n], c[n], **FP32_GRID))
+
+
 def test_the_plan_mixes_checked_and_exact_steps():
     # Steps whose products can fall below FP32's smallest subnormal take TwoSum;
     # the others the midpoint check.
