@@ -7,9 +7,9 @@ the block's reference exponent, an exact sum, one rounding per block (`_to_outpu
 The fast roundings here (`round_fp16`, the RZ mask and the float32 cast of
 `_to_output`) each implement the one kernel's rule (`lowprec.round`) on the inputs
 they receive, and tests/test_tensorcore.py holds them equal to it. Shared with the other
-kernels: `k_spans` (spans of K under the call's memory bound), `pow2`, `round_fp16`
-and `products_fit_float32`. A kernel: ndarrays and `Format`\\ s in, float64
-ndarrays out; it never imports `Tensor` or reads a context default.
+kernels: `k_spans` (spans of K under the call's memory bound), `pow2`, `round_fp16`,
+`least_nonzero` and `products_fit_float32`. A kernel: ndarrays and `Format`\\ s in,
+float64 ndarrays out; it never imports `Tensor` or reads a context default.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from ..formats import FP16, FP32, Format
 from ..rounding import round as _round
 from ..status import quiet
 
-__all__ = ["BlockFMA", "k_spans", "pow2", "round_fp16", "products_fit_float32", "products_into"]
+__all__ = ["BlockFMA", "k_spans", "least_nonzero", "pow2", "round_fp16", "products_fit_float32",
+           "products_into"]
 
 _ZERO_EXP = -16000          # exponent of a zero operand: no sum of two reaches any real one
 _FLOOR_EXP = -600           # below every exponent a product or an addend can have
@@ -65,6 +66,17 @@ def _exponents(x, emin, bias=0, unit=1):
 def pow2(e):
     """2.0**e for an integer array with -1022 <= e <= 1023, built from its bits."""
     return ((e.astype(np.int64) + 1023).astype(np.uint64) << np.uint64(52)).view(np.float64)
+
+
+def least_nonzero(mag: np.ndarray) -> float:
+    """The least nonzero entry of finite magnitudes ``mag`` (inf where all are 0).
+
+    The bit patterns of non-negative floats order as their values; less one, 0 wraps
+    to the top of the unsigned range: a plain minimum, where NumPy's masked one
+    (``where=mag > 0``) takes fourteen times as long."""
+    u = np.dtype(f"u{mag.dtype.itemsize}")
+    least = (mag.view(u) - u.type(1)).min(keepdims=True).ravel() + u.type(1)  # 0: all zero
+    return float(least.view(mag.dtype)[0]) if least[0] else np.inf
 
 
 def products_into(x, y, out):
@@ -167,7 +179,7 @@ def _side(x, emin, bias, always):
     ext = None
     if not always and finite:
         mag = np.abs(x)
-        ext = (float(np.min(mag, where=mag > 0, initial=np.inf)), float(mag.max(initial=0.0)))
+        ext = (least_nonzero(mag), float(mag.max(initial=0.0)))
         del mag
     return x, _exponents(x, emin, bias=bias, unit=16), finite, ext
 

@@ -26,7 +26,7 @@ from ..formats import FP16, FP32
 from ..rounding import round as _round
 from ..rounding import round_exact as _round_exact
 from ..status import quiet
-from .blockfma import k_spans, products_fit_float32, products_into, round_fp16
+from .blockfma import k_spans, least_nonzero, products_fit_float32, products_into, round_fp16
 
 __all__ = ["Sequential"]
 
@@ -248,7 +248,7 @@ class Sequential:
                 if not self.float32:                      # the least nonzero magnitude
                     mag = np.abs(block)
                     m = _min(mag, axis=None)
-                    least = min(least, m if m > 0 else mag.min(initial=np.inf, where=mag > 0))
+                    least = min(least, m if m > 0 else least_nonzero(mag))
             hi, lo = hi * top, lo * least
             # The float32 copies must hold every factor (formats wider than float32).
             factors32 = factors32 and bool(self._float32_values(top, least))

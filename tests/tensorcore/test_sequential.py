@@ -624,3 +624,19 @@ def test_einsum_path_records_the_flags_of_the_plain_path(monkeypatch):
     assert len(calls) == 1
     assert_bits(r, r2)
     assert got.overflow == want.overflow == 1 and got.invalid == want.invalid == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_least_nonzero_magnitude_equals_the_masked_minimum(dtype):
+    # `prepare` bounds products by the least nonzero factor; NumPy's masked minimum
+    # (where=x > 0) is the oracle, on zeros, subnormals, the largest value and strides.
+    rng = np.random.default_rng(5)
+    info = np.finfo(dtype)
+    x = np.abs(rng.standard_normal((40, 30))).astype(dtype)
+    x[rng.random(x.shape) < 0.5] = 0
+    cases = [x, x[:, ::-3], x.T, np.zeros((3, 4), dtype),
+             np.array([0, info.smallest_subnormal, 1], dtype),
+             np.array([info.max, 0], dtype), np.array([info.tiny, 0, info.max], dtype)]
+    least = _module("blockfma").least_nonzero
+    for case in cases:
+        assert least(case) == case.min(initial=np.inf, where=case > 0)
