@@ -119,7 +119,8 @@ def _out_format(dtype: np.dtype) -> Format:
 def _as_dtype(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """FP32 values rounded once, to nearest even, into ``dtype`` (cuBLAS's epilogue
     conversion), as an array of that dtype."""
-    if dtype != np.float32:
+    # FP32 values are float64s (a float64 graph, whose operands in_fmt= rounded).
+    if dtype not in (np.float32, np.float64):
         values = np.asarray(_round(values, _out_format(dtype)))
     return np.asarray(values).astype(dtype)   # exact: the values are dtype's
 
@@ -376,8 +377,11 @@ def dequantize_linear(x: np.ndarray, x_scale: np.ndarray, x_zero_point: Any = No
 # -- Einsum as a batched matrix product ------------------------------------------------
 
 #: ONNX ops with floating products inside that lowprec does not model: each raises.
+#: The ai.onnx.ml ones (skl2onnx writes linear models and SVMs as these) last.
 UNMODELLED = ("DeformConv", "LSTM", "GRU", "RNN", "Attention",
-              "LinearAttention", "CausalConvWithState")
+              "LinearAttention", "CausalConvWithState",
+              "LinearRegressor", "LinearClassifier", "SVMRegressor", "SVMClassifier")
+_ML_DOMAIN = {"LinearRegressor", "LinearClassifier", "SVMRegressor", "SVMClassifier"}
 
 
 def _einsum_terms(equation: str, ranks: Sequence[int]) -> tuple[list[str], str]:
@@ -457,13 +461,16 @@ def _refusal(name: str) -> type:
     modelled, and onnx's own would compute them in float32 or float64."""
     from onnx.reference.op_run import OpRun
 
+    ml = name in _ML_DOMAIN
+    way = ("run the fitted estimator on lp.array_namespace instead (docs/your-model.md)"
+           if ml else "rewrite it as MatMul, Gemm or Conv")
+
     def _run(self: Any, *args: Any, **kwargs: Any) -> Any:
         raise ValueError(f"{name}: lowprec.onnx does not model this op's matrix "
                          "products, and onnx's own would compute them in float32 or "
-                         "float64; rewrite it as MatMul, Gemm or Conv, or run the model "
-                         "without lowprec.onnx")
+                         f"float64; {way}, or run the model without lowprec.onnx")
 
-    return type(name, (OpRun,), {"op_domain": "", "_run": _run})
+    return type(name, (OpRun,), {"op_domain": "ai.onnx.ml" if ml else "", "_run": _run})
 
 
 # -- the ops and the evaluator ---------------------------------------------------------
@@ -629,11 +636,13 @@ def evaluator(model: Any, *, gpu: str | None = None, matmul: ModelLike | None = 
                                                  tf32=tf32), **kwargs)
 
 
-def run(model: Any, inputs: Mapping[str, Any] | Sequence[Any], *, gpu: str | None = None,
+def run(model: Any, inputs: Mapping[str, Any] | Sequence[Any] | np.ndarray, *,
+        gpu: str | None = None,
         matmul: ModelLike | None = None, in_fmt: FormatLike | None = None,
         tf32: bool = False) -> list[np.ndarray]:
-    """Run ``model`` once on ``inputs`` (a dict by input name, or a sequence in the
-    graph's input order) under `evaluator`'s options: the list of outputs.
+    """Run ``model`` once on ``inputs`` (a dict by input name, a sequence in the
+    graph's input order, or one array for a graph of one input) under `evaluator`'s
+    options: the list of outputs.
 
     Examples
     --------
@@ -650,6 +659,13 @@ def run(model: Any, inputs: Mapping[str, Any] | Sequence[Any], *, gpu: str | Non
     sess = evaluator(model, gpu=gpu, matmul=matmul, in_fmt=in_fmt, tf32=tf32)
     if isinstance(inputs, Mapping):
         feeds = dict(inputs)
+    elif isinstance(inputs, np.ndarray):
+        # One array is the one input, whole (not its rows, as a sequence would be).
+        if len(sess.input_names) != 1:
+            raise ValueError(f"the model takes {len(sess.input_names)} inputs "
+                             f"({', '.join(sess.input_names)}): pass a list of arrays "
+                             "or a dict by name, not one array")
+        feeds = {sess.input_names[0]: inputs}
     else:
         inputs = list(inputs)
         if len(inputs) != len(sess.input_names):

@@ -302,8 +302,16 @@ def _delayed_class() -> type:
 
 def _tf32_on() -> bool:
     import torch
-    return bool(torch.backends.cuda.matmul.allow_tf32
-                or torch.get_float32_matmul_precision() != "highest")
+    try:
+        return bool(torch.backends.cuda.matmul.allow_tf32
+                    or torch.get_float32_matmul_precision() != "highest")
+    except RuntimeError:
+        # torch refuses the legacy flags once the newer ones (torch >= 2.9) are set:
+        # read those, the matmul's own ("none": the backends' default) first.
+        precision = torch.backends.cuda.matmul.fp32_precision
+        if precision == "none":
+            precision = getattr(torch.backends, "fp32_precision", "ieee")
+        return precision == "tf32"
 
 
 @functools.cache
@@ -378,7 +386,10 @@ def _meta(func: Any, args: tuple, kwargs: dict) -> Any:
     conv = lambda x: (torch.empty_strided(x.shape, x.stride(), dtype=x.dtype,  # noqa: E731
                                           device="meta")
                       if isinstance(x, torch.Tensor) else x)
-    return func(*[conv(a) for a in args], **{k: conv(v) for k, v in kwargs.items()})
+    # With modes off: an outer `emulate` (nested blocks) must not see the meta run.
+    from torch.utils._python_dispatch import _disable_current_modes
+    with _disable_current_modes():
+        return func(*[conv(a) for a in args], **{k: conv(v) for k, v in kwargs.items()})
 
 
 def _recipe_product(em: Emulate, a: np.ndarray, b: np.ndarray,
@@ -494,6 +505,10 @@ def _plain_product(em: Emulate, a: np.ndarray, b: np.ndarray, model: Model, fmt:
     if split is None:
         split = em.split_k(a.shape[-2] if a.ndim > 1 else 1, b.shape[-1] if b.ndim > 1
                            else 1, k, dtype) if callable(em.split_k) else em.split_k
+        if split is not None and (not isinstance(split, (int, np.integer))
+                                  or isinstance(split, bool) or split < 1):
+            raise ValueError(f"split_k's callable returned {split!r} for a product of "
+                             f"K = {k}; it must return a positive int (or None: no split)")
     with np.errstate(all="ignore"):
         if not split or split >= k:
             return matmul(operand(a), operand(b), model=model, in_fmt=fmt, out_fmt=FP32,
@@ -785,6 +800,30 @@ def _mode_class() -> type:
     # other forms. Each is refused by name rather than computed in float32.
     refused[aten._convolution.default] = ("a convolution below aten.convolution; call "
                                           "torch.nn.functional.conv1d/conv2d")
+    # Fused CPU kernels with products inside, which the mode cannot see into.
+    fused = {
+        "_native_multi_head_attention.default": (
+            "nn.MultiheadAttention's inference fast path; turn it off with "
+            "torch.backends.mha.set_fastpath_enabled(False)"),
+        "_transformer_encoder_layer_fwd.default": (
+            "nn.TransformerEncoderLayer's inference fast path; turn it off with "
+            "torch.backends.mha.set_fastpath_enabled(False)"),
+        "mkldnn_rnn_layer.default": (
+            "oneDNN's fused RNN layer; run the RNN under "
+            "torch.backends.mkldnn.flags(enabled=False)"),
+        "_trilinear.default": ("a bilinear form (nn.Bilinear, F.bilinear); write it "
+                               "with torch.einsum, whose products reach the mode"),
+        "_euclidean_dist.default": (
+            "torch.cdist through products; pass "
+            "compute_mode='donot_use_mm_for_euclid_dist'"),
+        "_sparse_addmm.default": ("a sparse product (make the operands dense with "
+                                  ".to_dense())"),
+    }
+    for op, why in fused.items():
+        pkt, _, ov = op.partition(".")
+        packet = getattr(aten, pkt, None)
+        if packet is not None and hasattr(packet, ov):
+            refused[getattr(packet, ov)] = why
     for op in ("_scaled_dot_product_flash_attention_for_cpu.default",
                "_scaled_dot_product_flash_attention_for_cpu_backward.default"):
         pkt, _, ov = op.partition(".")

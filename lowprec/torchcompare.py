@@ -161,13 +161,22 @@ def _run(model: Any, inputs: tuple, seed: int, context: Any) -> list[tuple[str, 
             seen.append((shown, type(module).__name__, t.detach().clone()))
         return record
 
+    # Copies of the inputs too: an in-place module (ReLU(inplace=True)) would change
+    # the caller's, and the next GPU's run would start from them.
+    inputs = tuple(x.clone() if isinstance(x, torch.Tensor) else copy.deepcopy(x)
+                   for x in inputs)
     handles = [m.register_forward_hook(hook(n)) for n, m in model.named_modules()]
+    # Under no_grad, attention's inference fast path fuses its products, which no
+    # mode sees: off for the run (the reference's too, so that all take one path).
+    fastpath = torch.backends.mha.get_fastpath_enabled()
     try:
+        torch.backends.mha.set_fastpath_enabled(False)
         with torch.random.fork_rng(devices=[]), torch.no_grad():
             torch.manual_seed(seed)
             with context(model):
                 model(*inputs)
     finally:
+        torch.backends.mha.set_fastpath_enabled(fastpath)
         for h in handles:
             h.remove()
     return seen

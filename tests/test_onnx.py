@@ -49,7 +49,7 @@ def _expected(a, b, model, fmt, dtype):
         return np.asarray(d if dtype == np.float32 else lp.round(d, _FMT[np.dtype(dtype).name]))
 
 
-_FMT = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
+_FMT = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64"}
 
 
 def _adversarial(rng, shape, dtype):
@@ -124,6 +124,20 @@ def test_every_product_path_refuses_what_it_cannot_model():
         lo.evaluator(m, gpu="h100", tf32="yes")
     with pytest.raises(ValueError, match="takes 2 inputs"):
         lo.run(m, ints[:1], gpu="h100")
+    with pytest.raises(ValueError, match="pass a list of arrays"):
+        lo.run(m, ints[0], gpu="h100")
+
+
+def test_one_array_is_the_one_input_and_float64_graphs_run_with_in_fmt():
+    # run(model, x) feeds x whole (not its rows); a float64 graph's products take
+    # in_fmt's operands and give FP32 values, which float64 holds exactly.
+    import lowprec.onnx as lo
+    m = _model([onnx.helper.make_node("MatMul", ["x", "x"], ["y"])],
+               [("x", _tp(np.float64))], [("y", _tp(np.float64))])
+    x = np.array([[1.0, 1 / 3], [2.0**-30, 3.0]])
+    (y,) = lo.run(m, x, gpu="h100", in_fmt="bf16")
+    assert y.dtype == np.float64 and y.shape == (2, 2)
+    assert_same(y, _expected(x, x, "h100", "bf16", np.dtype(np.float64)))
 
 
 def test_import_lowprec_never_imports_onnx():
@@ -848,3 +862,17 @@ def test_torch_exported_conv_transpose_equals_the_torch_bridge(dtype, kwargs):
     xo = x.float().numpy().astype(ml_dtypes.bfloat16) if dtype == "bfloat16" else x.numpy()
     (got,) = lo.run(model, [xo], gpu="h100")
     assert_same(got.astype(np.float64), want.double().numpy())
+
+
+@requires_sklearn
+def test_skl2onnx_linear_models_say_their_products_are_not_modelled():
+    # skl2onnx writes a Ridge as ai.onnx.ml LinearRegressor, whose product onnx's own
+    # op would compute in float32 whatever in_fmt says: refused, with the way out.
+    from skl2onnx import to_onnx
+    from sklearn.linear_model import Ridge
+
+    import lowprec.onnx as lo
+    X = np.random.default_rng(0).random((20, 4)).astype(np.float32)
+    model = to_onnx(Ridge().fit(X, X @ np.arange(1.0, 5.0)), X[:1])
+    with pytest.raises(ValueError, match="LinearRegressor.*array_namespace"):
+        lo.run(model, [X], gpu="h100", in_fmt="fp16")

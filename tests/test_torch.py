@@ -466,6 +466,58 @@ def test_what_cannot_be_emulated_says_so(make, match):
         torch.mm(a, b)
 
 
+def test_a_nested_block_computes_its_own_products():
+    # The inner block's model: 1 + 2**-24 + 2**-24 is 1 added in order in FP32 (each
+    # 2**-24 a tie to the even 1), 1 + 2**-23 exactly rounded once (Fraction).
+    from fractions import Fraction
+    a = torch.tensor([[1.0, 2.0**-24, 2.0**-24]])
+    b = torch.ones(3, 1)
+    exact = float(Fraction(1) + 2 * Fraction(2.0**-24))
+    with lpt.emulate(matmul="fp32"):
+        with lpt.emulate(matmul="exact"):
+            inner = torch.mm(a, b).item()
+        outer = torch.mm(a, b).item()
+    assert (inner, outer) == (exact, 1.0)
+
+
+@pytest.mark.parametrize("run, match", [
+    (lambda: torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()(
+        *(torch.randn(2, 5, 8),) * 3), "set_fastpath_enabled"),
+    (lambda: torch.nn.LSTM(4, 4)(torch.randn(3, 1, 4)), "mkldnn.flags"),
+    (lambda: torch.nn.Bilinear(3, 3, 2)(torch.randn(2, 3), torch.randn(2, 3)), "einsum"),
+    (lambda: torch.cdist(torch.randn(30, 3), torch.randn(30, 3)), "donot_use_mm"),
+    (lambda: torch.sparse.mm(torch.eye(2).to_sparse(), torch.ones(2, 2)), "to_dense"),
+])
+def test_fused_cpu_kernels_with_products_inside_say_so(run, match):
+    with torch.no_grad(), lpt.emulate(gpu="h100"), pytest.raises(TypeError, match=match):
+        run()
+
+
+def test_a_split_k_callable_must_return_a_positive_int():
+    a, b = torch.ones(2, 4), torch.ones(4, 2)
+    for bad in (-2, 0, 1.5, "2"):
+        with lpt.emulate(gpu="h100", split_k=lambda m, n, k, d, bad=bad: bad), \
+                pytest.raises(ValueError, match="positive int"):
+            torch.mm(a, b)
+
+
+def test_tf32_set_through_torchs_newer_flags():
+    # torch >= 2.9 refuses to read the legacy flags once fp32_precision is set.
+    if not hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        pytest.skip("torch before 2.9 has no fp32_precision flags")
+    third = torch.full((1, 1), 1 / 3)
+    want = lp.round(lp.round(1 / 3, "tf32") ** 2, "fp32")   # one TF32 product, exact
+    try:
+        torch.backends.cuda.matmul.fp32_precision = "tf32"
+        with lpt.emulate(gpu="h100"):
+            assert torch.mm(third, third).item() == want
+        torch.backends.cuda.matmul.fp32_precision = "ieee"
+        with lpt.emulate(gpu="h100"):
+            assert torch.mm(third, third).item() == np.float32(np.float32(1 / 3) ** 2)
+    finally:
+        torch.backends.cuda.matmul.fp32_precision = "none"
+
+
 def test_fused_kernels_it_cannot_see_into_say_so():
     q = torch.randn(1, 2, 8, 16)
     with lpt.emulate(gpu="h100"), pytest.raises(TypeError, match="sdpa_kernel"):

@@ -215,3 +215,39 @@ def test_bad_arguments_say_so():
         lpt.compare(net, x, reference="fp32")
     with pytest.raises(ValueError, match="autocast dtype"):
         lpt.compare(net, x, dtype=torch.float8_e4m3fn)
+
+
+def test_inputs_come_back_unchanged_and_every_run_starts_from_them():
+    # An in-place first module: without copies, the caller's input would be clipped
+    # and each GPU after the first would see the clipped one (its error then 0 here,
+    # while the reference's input keeps its negatives).
+    net = torch.nn.Sequential(torch.nn.ReLU(inplace=True))
+    x = torch.tensor([[-1.0, 2.0, -3.0, 4.0]])
+    table = lpt.compare(net, x, ("a100", "h100"), dtype=None)
+    assert torch.equal(x, torch.tensor([[-1.0, 2.0, -3.0, 4.0]]))
+    rows = table.to_dict("records") if hasattr(table, "to_dict") else table
+    assert all(r["err_a100"] == 0 and r["err_h100"] == 0 for r in rows)
+
+
+def test_attention_under_no_grad_reaches_the_gpus():
+    # compare runs under no_grad, where nn.MultiheadAttention would take its fused
+    # fast path; compare turns it off, so the products are the GPUs' (they differ
+    # from float64) and the caller's setting comes back.
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    torch.manual_seed(1)
+    mha = torch.nn.MultiheadAttention(16, 2, batch_first=True).eval()
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = mha
+
+        def forward(self, x):
+            with sdpa_kernel(SDPBackend.MATH):
+                return self.attn(x, x, x)[0]
+
+    before = torch.backends.mha.get_fastpath_enabled()
+    table = lpt.compare(Net(), torch.randn(2, 5, 16), ("h100",))
+    rows = table.to_dict("records") if hasattr(table, "to_dict") else table
+    assert rows[-1]["err_h100"] > 0
+    assert torch.backends.mha.get_fastpath_enabled() == before
