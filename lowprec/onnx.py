@@ -378,10 +378,9 @@ def dequantize_linear(x: np.ndarray, x_scale: np.ndarray, x_zero_point: Any = No
 
 #: ONNX ops with floating products inside that lowprec does not model: each raises.
 #: The ai.onnx.ml ones (skl2onnx writes linear models and SVMs as these) last.
+_ML_OPS = ("LinearRegressor", "LinearClassifier", "SVMRegressor", "SVMClassifier")
 UNMODELLED = ("DeformConv", "LSTM", "GRU", "RNN", "Attention",
-              "LinearAttention", "CausalConvWithState",
-              "LinearRegressor", "LinearClassifier", "SVMRegressor", "SVMClassifier")
-_ML_DOMAIN = {"LinearRegressor", "LinearClassifier", "SVMRegressor", "SVMClassifier"}
+              "LinearAttention", "CausalConvWithState") + _ML_OPS
 
 
 def _einsum_terms(equation: str, ranks: Sequence[int]) -> tuple[list[str], str]:
@@ -461,7 +460,7 @@ def _refusal(name: str) -> type:
     modelled, and onnx's own would compute them in float32 or float64."""
     from onnx.reference.op_run import OpRun
 
-    ml = name in _ML_DOMAIN
+    ml = name in _ML_OPS
     way = ("run the fitted estimator on lp.array_namespace instead (docs/your-model.md)"
            if ml else "rewrite it as MatMul, Gemm or Conv")
 

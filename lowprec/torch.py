@@ -184,8 +184,7 @@ class Emulate(contextlib.ContextDecorator):
             raise ValueError(f"unknown gpu {gpu!r}; lowprec models {', '.join(GPUS)}")
         if matmul is not None:
             matmul = resolve_model(matmul)
-        if split_k is not None and not callable(split_k) and (
-                not isinstance(split_k, int) or isinstance(split_k, bool) or split_k < 1):
+        if split_k is not None and not callable(split_k) and not _positive_int(split_k):
             raise ValueError(f"split_k must be a positive int, a callable (m, n, k, "
                              f"dtype) -> int or None, or None; got {split_k!r}")
         self.gpu = None if gpu is None else str(gpu).lower()
@@ -298,6 +297,11 @@ def emulate(gpu: str | None = None, *, matmul: Any = None, operands: Any = None,
 def _delayed_class() -> type:
     from .amp.scaling import DelayedScaling
     return DelayedScaling
+
+
+def _positive_int(x: Any) -> bool:
+    """Whether ``x`` is a split of K: an int (not a bool) of at least 1."""
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool) and bool(x >= 1)
 
 
 def _tf32_on() -> bool:
@@ -505,8 +509,7 @@ def _plain_product(em: Emulate, a: np.ndarray, b: np.ndarray, model: Model, fmt:
     if split is None:
         split = em.split_k(a.shape[-2] if a.ndim > 1 else 1, b.shape[-1] if b.ndim > 1
                            else 1, k, dtype) if callable(em.split_k) else em.split_k
-        if split is not None and (not isinstance(split, (int, np.integer))
-                                  or isinstance(split, bool) or split < 1):
+        if split is not None and not _positive_int(split):
             raise ValueError(f"split_k's callable returned {split!r} for a product of "
                              f"K = {k}; it must return a positive int (or None: no split)")
     with np.errstate(all="ignore"):
@@ -798,43 +801,36 @@ def _mode_class() -> type:
     handlers[aten.convolution_backward.default] = _convolution_backward
     # Ops whose outputs torch itself computes and the bridge must not: products in
     # other forms. Each is refused by name rather than computed in float32.
+    def overload(name: str) -> Any:
+        packet, _, which = name.partition(".")
+        return getattr(getattr(aten, packet), which)
+
     refused[aten._convolution.default] = ("a convolution below aten.convolution; call "
                                           "torch.nn.functional.conv1d/conv2d")
     # Fused CPU kernels with products inside, which the mode cannot see into.
+    fast_path = "inference fast path; turn it off with " \
+        "torch.backends.mha.set_fastpath_enabled(False)"
+    sdpa = ("torch's fused attention kernel; wrap the call in torch.nn.attention."
+            "sdpa_kernel(SDPBackend.MATH) so that its products reach the mode")
     fused = {
-        "_native_multi_head_attention.default": (
-            "nn.MultiheadAttention's inference fast path; turn it off with "
-            "torch.backends.mha.set_fastpath_enabled(False)"),
-        "_transformer_encoder_layer_fwd.default": (
-            "nn.TransformerEncoderLayer's inference fast path; turn it off with "
-            "torch.backends.mha.set_fastpath_enabled(False)"),
-        "mkldnn_rnn_layer.default": (
-            "oneDNN's fused RNN layer; run the RNN under "
-            "torch.backends.mkldnn.flags(enabled=False)"),
+        "_scaled_dot_product_flash_attention_for_cpu.default": sdpa,
+        "_scaled_dot_product_flash_attention_for_cpu_backward.default": sdpa,
+        "_native_multi_head_attention.default": f"nn.MultiheadAttention's {fast_path}",
+        "_transformer_encoder_layer_fwd.default":
+            f"nn.TransformerEncoderLayer's {fast_path}",
+        "mkldnn_rnn_layer.default": ("oneDNN's fused RNN layer; run the RNN under "
+                                     "torch.backends.mkldnn.flags(enabled=False)"),
         "_trilinear.default": ("a bilinear form (nn.Bilinear, F.bilinear); write it "
                                "with torch.einsum, whose products reach the mode"),
-        "_euclidean_dist.default": (
-            "torch.cdist through products; pass "
-            "compute_mode='donot_use_mm_for_euclid_dist'"),
-        "_sparse_addmm.default": ("a sparse product (make the operands dense with "
-                                  ".to_dense())"),
+        "_euclidean_dist.default": ("torch.cdist through products; pass "
+                                    "compute_mode='donot_use_mm_for_euclid_dist'"),
+        "_sparse_addmm.default": "a sparse product (make the operands dense with .to_dense())",
     }
-    for op, why in fused.items():
-        pkt, _, ov = op.partition(".")
-        packet = getattr(aten, pkt, None)
-        if packet is not None and hasattr(packet, ov):
-            refused[getattr(packet, ov)] = why
-    for op in ("_scaled_dot_product_flash_attention_for_cpu.default",
-               "_scaled_dot_product_flash_attention_for_cpu_backward.default"):
-        pkt, _, ov = op.partition(".")
-        refused[getattr(getattr(aten, pkt), ov)] = (
-            "torch's fused attention kernel; wrap the call in torch.nn.attention."
-            "sdpa_kernel(SDPBackend.MATH) so that its products reach the mode")
+    for name, why in fused.items():
+        refused[overload(name)] = why
     for name in ("mm.out", "bmm.out", "addmm.out", "baddbmm.out", "mv.out", "dot.out",
                  "addmm_.default", "baddbmm_.default", "addmv_.default"):
-        pkt, _, ov = name.partition(".")
-        refused[getattr(getattr(aten, pkt), ov)] = ("a product written into a given "
-                                                    "tensor; call the out-of-place op")
+        refused[overload(name)] = "a product written into a given tensor; call the out-of-place op"
 
     class _Mode(TorchDispatchMode):
         def __init__(self, em):

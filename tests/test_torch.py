@@ -506,7 +506,9 @@ def test_tf32_set_through_torchs_newer_flags():
     if not hasattr(torch.backends.cuda.matmul, "fp32_precision"):
         pytest.skip("torch before 2.9 has no fp32_precision flags")
     third = torch.full((1, 1), 1 / 3)
-    want = lp.round(lp.round(1 / 3, "tf32") ** 2, "fp32")   # one TF32 product, exact
+    # 1/3 to TF32's 11 bits, nearest: 1365.33 / 4096 -> 1365 / 4096 (0b10101010101);
+    # its square is exact in float64, rounded once to FP32.
+    want = np.float32((1365 / 4096) ** 2)
     try:
         torch.backends.cuda.matmul.fp32_precision = "tf32"
         with lpt.emulate(gpu="h100"):
